@@ -1,0 +1,38 @@
+"""Finished findings, with positions, ready for the reporters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+INTERNAL_ERROR = "internal-error"
+
+
+@dataclass(frozen=True, order=True)
+class Diagnostic:
+    """One finding. ``line``/``column`` are 1-based (text output); the JSON
+    reporter converts to LSP's 0-based positions."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    code: str
+    name: str
+    severity: str  # error | warning | info
+    message: str
+    fix: Optional[str] = None
+
+
+@dataclass
+class FileResult:
+    """Everything the linter learned about one file."""
+
+    path: str  # as displayed: relative to the working directory when possible
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    parsed: bool = False  # False when the text prefilter skipped it (or it failed to read)
+    source_lines: dict[int, str] = field(default_factory=dict)  # reported lines only
+    internal_errors: int = 0
+
+    def sort(self) -> None:
+        self.diagnostics.sort()

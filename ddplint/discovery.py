@@ -1,0 +1,210 @@
+"""Which files to lint: walk folders, honour excludes and .gitignore files."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional
+
+from ddplint.config import Settings, path_matches
+
+
+class PathError(Exception):
+    """A path given on the command line that cannot be linted."""
+
+
+@dataclass
+class _IgnoreRule:
+    regex: re.Pattern
+    negate: bool
+    directory_only: bool
+
+
+def _translate(pattern: str) -> str:
+    """A gitignore glob to a regex over a slash-separated relative path."""
+    out, i = [], 0
+    while i < len(pattern):
+        char = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("/**", i) and i + 3 == len(pattern):
+            out.append("/.*")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[":
+            end = pattern.find("]", i + 1)
+            if end == -1:
+                out.append(re.escape(char))
+            else:
+                out.append(pattern[i:end + 1].replace("[!", "[^"))
+                i = end
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return "".join(out)
+
+
+def parse_gitignore(text: str) -> list[_IgnoreRule]:
+    rules = []
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        if negate:
+            line = line[1:]
+        if line.startswith("\\"):
+            line = line[1:]
+        directory_only = line.endswith("/")
+        line = line.rstrip("/")
+        if not line:
+            continue
+        anchored = "/" in line
+        line = line.lstrip("/")
+        body = _translate(line)
+        prefix = "" if anchored else "(?:.*/)?"
+        rules.append(_IgnoreRule(re.compile(f"^{prefix}{body}$"), negate, directory_only))
+    return rules
+
+
+@dataclass
+class _GitIgnore:
+    base: Path
+    rules: list[_IgnoreRule] = field(default_factory=list)
+
+    def verdict(self, path: Path, is_dir: bool) -> Optional[bool]:
+        """True ignored, False re-included, None no opinion."""
+        try:
+            relative = path.relative_to(self.base).as_posix()
+        except ValueError:
+            return None
+        result = None
+        for rule in self.rules:
+            if rule.directory_only and not is_dir:
+                continue
+            if rule.regex.match(relative):
+                result = not rule.negate
+        return result
+
+
+def _load_gitignore(folder: Path) -> Optional[_GitIgnore]:
+    try:
+        text = (folder / ".gitignore").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return _GitIgnore(folder, parse_gitignore(text))
+
+
+def _gitignores_above(folder: Path) -> list[_GitIgnore]:
+    """.gitignore files from the enclosing git repository's root down to ``folder``."""
+    chain = []
+    for candidate in (folder, *folder.parents):
+        ignore = _load_gitignore(candidate)
+        if ignore is not None:
+            chain.append(ignore)
+        if (candidate / ".git").exists():
+            return list(reversed(chain))
+    return []  # not inside a git repository: .gitignore files above do not apply
+
+
+def _ignored(path: Path, is_dir: bool, ignores: list[_GitIgnore]) -> bool:
+    verdict = False
+    for ignore in ignores:
+        result = ignore.verdict(path, is_dir)
+        if result is not None:
+            verdict = result
+    return verdict
+
+
+def relative_display(path: Path, root: Path) -> str:
+    """A path as shown to the user: relative to the working directory if inside it."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+@dataclass
+class Discovery:
+    files: list[Path]
+    errors: list[str]
+
+
+def discover(paths: Iterable[str], settings: Settings, force_exclude: bool = False) -> Discovery:
+    """Expand CLI paths into the sorted list of .py files to lint.
+
+    Files named explicitly are linted even when excluded, unless ``force_exclude``
+    (the pre-commit hook sets it, so excluded files stay excluded there too).
+    """
+    excludes = settings.all_excludes()
+    found: set[Path] = set()
+    errors: list[str] = []
+
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise PathError(f"path not found: {raw}")
+        top = path if path.is_dir() else path.parent
+
+        def excluded(candidate: Path, top: Path = top) -> bool:
+            # Relative to the project root, or to the folder given when it lies
+            # outside the root, so that folders above it never match a pattern.
+            relative = _relative_to(candidate, settings.root) or _relative_to(candidate, top)
+            return any(path_matches(relative, pattern) for pattern in excludes)
+
+        if path.is_file():
+            if force_exclude and (excluded(path) or _ignored(
+                    path.resolve(), False, _gitignores_above(path.resolve().parent))):
+                continue
+            found.add(path)
+            continue
+        if not path.is_dir():
+            raise PathError(f"not a file or folder: {raw}")
+        _walk(path, excluded, _gitignores_above(path.resolve()), found, errors)
+    return Discovery(sorted(found, key=lambda p: p.as_posix()), errors)
+
+
+def _walk(folder: Path, excluded, ignores: list[_GitIgnore], found: set[Path], errors: list[str]) -> None:
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except OSError as error:
+        errors.append(f"cannot read folder {folder}: {error.strerror or error}")
+        return
+    local = _load_gitignore(folder.resolve())
+    if local is not None and (not ignores or ignores[-1].base != local.base):
+        ignores = [*ignores, local]
+    for entry in entries:
+        path = Path(entry.path)
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+            is_file = entry.is_file()
+        except OSError:
+            continue
+        if is_dir:
+            if excluded(path) or _ignored(path.resolve(), True, ignores):
+                continue
+            _walk(path, excluded, ignores, found, errors)
+        elif is_file and entry.name.endswith(".py"):
+            if excluded(path) or _ignored(path.resolve(), False, ignores):
+                continue
+            found.add(path)
+
+
+def _relative_to(path: Path, base: Path) -> str:
+    """``path`` relative to ``base`` ("" when outside it)."""
+    try:
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return ""

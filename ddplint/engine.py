@@ -1,0 +1,258 @@
+"""The lint pipeline for one file and for a set of files.
+
+read -> decode -> text prefilter -> parse once -> one semantic index -> selected
+rules over the index -> positions (only when something was reported) ->
+suppressions -> sorted diagnostics.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional, Sequence, Union
+
+import libcst as cst
+
+from ddplint.config import Settings
+from ddplint.diagnostics import INTERNAL_ERROR, Diagnostic, FileResult
+from ddplint.registry import all_rules
+from ddplint.rule import Report, Rule
+from ddplint.semantic import SemanticIndex
+from ddplint.suppressions import parse_suppressions
+
+SYNTAX_ERROR = "DDP000"
+
+
+@dataclass
+class RunResult:
+    """The outcome of linting a set of files."""
+
+    files: list[FileResult] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # path problems met while discovering
+
+    @property
+    def diagnostics_count(self) -> int:
+        return sum(len(result.diagnostics) for result in self.files)
+
+    @property
+    def internal_errors(self) -> int:
+        return sum(result.internal_errors for result in self.files)
+
+    @property
+    def parsed_count(self) -> int:
+        return sum(1 for result in self.files if result.parsed)
+
+
+class Linter:
+    """Holds the selected rule instances; lints sources and files."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        selected = settings.selected_codes()
+        self.rules: list[Rule] = [rule() for rule in all_rules()
+                                  if rule.code in selected and rule.code != SYNTAX_ERROR]
+        self.report_syntax_errors = SYNTAX_ERROR in selected
+
+    # ------------------------------------------------------------------ one file
+    def lint_file(self, path: Path, display: Optional[str] = None) -> FileResult:
+        display = display or path.as_posix()
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            result = FileResult(display)
+            result.diagnostics.append(_file_error(f"cannot read file: {error.strerror or error}"))
+            return result
+        return self.lint_source(data, display)
+
+    def lint_source(self, data: Union[str, bytes], display: str = "<stdin>") -> FileResult:
+        result = FileResult(display)
+        if isinstance(data, bytes):
+            source, problem = decode_source(data)
+            if source is None:
+                if self.report_syntax_errors:
+                    result.diagnostics.append(_syntax_diagnostic(1, 1, problem))
+                return result
+        else:
+            source = data
+        relative = display
+        try:
+            relative = Path(display).resolve().relative_to(self.settings.root.resolve()).as_posix()
+        except (ValueError, OSError):
+            pass
+        ignored = self.settings.ignored_for(relative)
+        rules = [rule for rule in self.rules
+                 if rule.code not in ignored and _has_trigger(rule, source)]
+        syntax_wanted = self.report_syntax_errors and SYNTAX_ERROR not in ignored
+        if not rules and not (syntax_wanted and self._always_parse):
+            return result
+        result.parsed = True
+        module, error_diagnostic = parse_module(source)
+        if module is None:
+            if syntax_wanted:
+                result.diagnostics.append(error_diagnostic)
+                _apply_suppressions(result, source)
+            return result
+        index = SemanticIndex.build(module, source, display)
+        reports: list[Report] = []
+        for rule in rules:
+            if rule.needs_ddp_context and not index.in_ddp_context:
+                continue
+            try:
+                reports.extend(rule.check(index))
+            except RecursionError:
+                result.diagnostics.append(_internal(rule, "the file is too deeply nested to analyse"))
+                result.internal_errors += 1
+            except Exception as error:  # one broken rule must not stop the run
+                result.diagnostics.append(_internal(rule, f"{type(error).__name__}: {error}"))
+                result.internal_errors += 1
+        if reports:
+            result.diagnostics.extend(self._positioned(module, reports))
+        _apply_suppressions(result, source)
+        return result
+
+    # Unparseable files are reported only when they are parsed, i.e. when some
+    # selected rule's trigger appears in them (see the prefilter). Set by tests
+    # and by `--select DDP000` alone, where parsing everything is the point.
+    @property
+    def _always_parse(self) -> bool:
+        return not self.rules
+
+    def _positioned(self, module: cst.Module, reports: list[Report]) -> list[Diagnostic]:
+        from libcst.metadata import MetadataWrapper, PositionProvider
+
+        by_code = {rule.code: rule for rule in self.rules}
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        diagnostics = []
+        for report in reports:
+            where = positions.get(report.node)
+            if where is None:
+                continue
+            severity = self.settings.severity_of(report.code, report.severity)
+            diagnostics.append(Diagnostic(
+                where.start.line, where.start.column + 1, where.end.line, where.end.column + 1,
+                report.code, by_code[report.code].name, severity, report.message,
+            ))
+        return diagnostics
+
+
+def _has_trigger(rule: Rule, source: str) -> bool:
+    return not rule.triggers or any(trigger in source for trigger in rule.triggers)
+
+
+def decode_source(data: bytes) -> tuple[Optional[str], str]:
+    """Decode as Python does (BOM, PEP 263 coding cookie, else UTF-8)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as error:
+        return None, f"cannot decode file: {error.msg if hasattr(error, 'msg') else error}"
+    try:
+        text = data.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as error:
+        reason = error.reason if isinstance(error, UnicodeDecodeError) else str(error)
+        return None, f"cannot decode file as {encoding}: {reason}"
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text, ""
+
+
+def parse_module(source: str) -> tuple[Optional[cst.Module], Optional[Diagnostic]]:
+    try:
+        return cst.parse_module(source), None
+    except cst.ParserSyntaxError as error:
+        return None, _explain_syntax_error(source, error)
+    except RecursionError:
+        return None, _syntax_diagnostic(1, 1, "the file is too deeply nested to parse")
+    except Exception as error:  # the parser itself failed on odd input
+        return None, _syntax_diagnostic(1, 1, f"cannot parse file: {type(error).__name__}: {error}")
+
+
+def _explain_syntax_error(source: str, error: cst.ParserSyntaxError) -> Diagnostic:
+    """CPython's parser names the position and the problem better than libcst's;
+    ask it only now that the file is known to be broken."""
+    import ast
+
+    try:
+        ast.parse(source)
+    except SyntaxError as python_error:
+        line = max(python_error.lineno or 1, 1)
+        column = max(python_error.offset or 1, 1)
+        return _syntax_diagnostic(line, column, f"syntax error: {python_error.msg}")
+    except (RecursionError, MemoryError, ValueError):
+        pass
+    line, column = max(error.raw_line, 1), max(error.raw_column, 0) + 1
+    detail = " ".join(str(error.message).split()) or "invalid syntax"
+    return _syntax_diagnostic(line, column, f"ddplint's parser cannot read this syntax: {detail}")
+
+
+def _syntax_diagnostic(line: int, column: int, message: str) -> Diagnostic:
+    return Diagnostic(line, column, line, column, SYNTAX_ERROR, "syntax-error", "error", message)
+
+
+def _file_error(message: str) -> Diagnostic:
+    return Diagnostic(1, 1, 1, 1, INTERNAL_ERROR, INTERNAL_ERROR, "error", message)
+
+
+def _internal(rule: Rule, detail: str) -> Diagnostic:
+    return Diagnostic(1, 1, 1, 1, INTERNAL_ERROR, INTERNAL_ERROR, "error",
+                      f"rule {rule.code} ({rule.name}) failed on this file: {detail}; "
+                      "please report it")
+
+
+def _apply_suppressions(result: FileResult, source: str) -> None:
+    if not result.diagnostics:
+        return
+    suppressions = parse_suppressions(source)
+    lines = source.splitlines()
+    kept = []
+    for diagnostic in result.diagnostics:
+        if diagnostic.code != INTERNAL_ERROR and suppressions.suppresses(diagnostic.code, diagnostic.line):
+            continue
+        kept.append(diagnostic)
+        if 0 < diagnostic.line <= len(lines):
+            result.source_lines[diagnostic.line] = lines[diagnostic.line - 1]
+    result.diagnostics = kept
+    result.sort()
+
+
+# ---------------------------------------------------------------------- many files
+_worker_linter: Optional[Linter] = None
+
+
+def _init_worker(settings: Settings) -> None:
+    global _worker_linter
+    _worker_linter = Linter(settings)
+
+
+def _lint_in_worker(job: tuple[str, str]) -> FileResult:
+    path, display = job
+    assert _worker_linter is not None
+    return _worker_linter.lint_file(Path(path), display)
+
+
+def lint_files(files: Sequence[Path], settings: Settings, jobs: int = 1,
+               display: Optional[dict[Path, str]] = None) -> list[FileResult]:
+    """Lint files, in worker processes when there are enough of them."""
+    display = display or {}
+    pairs = [(str(path), display.get(path, path.as_posix())) for path in files]
+    if jobs <= 1 or len(pairs) < 2 * jobs:
+        linter = Linter(settings)
+        results = [linter.lint_file(Path(path), shown) for path, shown in pairs]
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        chunk = max(1, min(64, len(pairs) // (jobs * 8)))
+        with ProcessPoolExecutor(jobs, initializer=_init_worker, initargs=(settings,)) as pool:
+            results = list(pool.map(_lint_in_worker, pairs, chunksize=chunk))
+    results.sort(key=lambda result: result.path)
+    return results
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return max(1, os.cpu_count() or 1)

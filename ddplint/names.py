@@ -1,0 +1,78 @@
+"""Canonical qualified names of the torch APIs the rules talk about.
+
+PyTorch exposes the same class under several module paths (the defining module
+and one or more re-exports). Rules compare against one canonical spelling; the
+semantic index canonicalises every resolved name through ``canonical()``.
+"""
+
+from __future__ import annotations
+
+DDP = "torch.nn.parallel.DistributedDataParallel"
+FSDP = "torch.distributed.fsdp.FullyShardedDataParallel"
+FULLY_SHARD = "torch.distributed.fsdp.fully_shard"
+DATA_PARALLEL = "torch.nn.DataParallel"
+DATALOADER = "torch.utils.data.DataLoader"
+DISTRIBUTED_SAMPLER = "torch.utils.data.DistributedSampler"
+GRAD_SCALER = "torch.amp.GradScaler"
+INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
+DESTROY_PROCESS_GROUP = "torch.distributed.destroy_process_group"
+GET_RANK = "torch.distributed.get_rank"
+TORCH_DEVICE = "torch.device"
+SET_DEVICE = "torch.cuda.set_device"
+TORCH_SAVE = "torch.save"
+TORCH_LOAD = "torch.load"
+SYNC_BN_CONVERT = "torch.nn.SyncBatchNorm.convert_sync_batchnorm"
+ACCELERATE_DDP_KWARGS = "accelerate.utils.DistributedDataParallelKwargs"
+
+# Defining module (or older alias) -> the public spelling rules use.
+_ALIASES = {
+    "torch.nn.parallel.distributed.DistributedDataParallel": DDP,
+    "torch.nn.parallel.data_parallel.DataParallel": DATA_PARALLEL,
+    "torch.nn.parallel.DataParallel": DATA_PARALLEL,
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel": FSDP,
+    "torch.distributed._composable.fsdp.fully_shard": FULLY_SHARD,
+    "torch.distributed._composable.fsdp.fully_shard.fully_shard": FULLY_SHARD,
+    "torch.distributed.fsdp.fully_shard.fully_shard": FULLY_SHARD,
+    "torch.utils.data.dataloader.DataLoader": DATALOADER,
+    "torch.utils.data.distributed.DistributedSampler": DISTRIBUTED_SAMPLER,
+    "torch.cuda.amp.GradScaler": GRAD_SCALER,
+    "torch.cuda.amp.grad_scaler.GradScaler": GRAD_SCALER,
+    "torch.amp.grad_scaler.GradScaler": GRAD_SCALER,
+    "torch.distributed.distributed_c10d.init_process_group": INIT_PROCESS_GROUP,
+    "torch.distributed.distributed_c10d.destroy_process_group": DESTROY_PROCESS_GROUP,
+    "torch.distributed.distributed_c10d.get_rank": GET_RANK,
+    "torch.nn.modules.batchnorm.SyncBatchNorm.convert_sync_batchnorm": SYNC_BN_CONVERT,
+    "torch.nn.utils.clip_grad.clip_grad_norm_": "torch.nn.utils.clip_grad_norm_",
+    "torch.nn.utils.clip_grad.clip_grad_value_": "torch.nn.utils.clip_grad_value_",
+    "torch.serialization.save": TORCH_SAVE,
+    "torch.serialization.load": TORCH_LOAD,
+    "accelerate.DistributedDataParallelKwargs": ACCELERATE_DDP_KWARGS,
+    "accelerate.utils.dataclasses.DistributedDataParallelKwargs": ACCELERATE_DDP_KWARGS,
+}
+
+
+def canonical(qualified_name: str) -> str:
+    """Return the canonical spelling of a resolved dotted name."""
+    return _ALIASES.get(qualified_name, qualified_name)
+
+
+# Positional signatures of the calls whose arguments rules inspect, so that
+# ``DataLoader(ds, 10, False, None, None, 4)`` finds ``num_workers`` at index 5.
+SIGNATURES: dict[str, tuple[str, ...]] = {
+    DATALOADER: (
+        "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "num_workers",
+        "collate_fn", "pin_memory", "drop_last", "timeout", "worker_init_fn",
+    ),
+    DDP: (
+        "module", "device_ids", "output_device", "dim", "broadcast_buffers",
+        "process_group", "bucket_cap_mb", "find_unused_parameters",
+    ),
+    DATA_PARALLEL: ("module", "device_ids", "output_device", "dim"),
+    DISTRIBUTED_SAMPLER: ("dataset", "num_replicas", "rank", "shuffle", "seed", "drop_last"),
+    TORCH_DEVICE: ("type", "index"),
+    SET_DEVICE: ("device",),
+    TORCH_SAVE: ("obj", "f"),
+    TORCH_LOAD: ("f", "map_location"),
+    "torch.hub.load_state_dict_from_url": ("url", "model_dir", "map_location"),
+    ACCELERATE_DDP_KWARGS: ("dim", "broadcast_buffers", "bucket_cap_mb", "find_unused_parameters"),
+}

@@ -1,0 +1,111 @@
+"""Human output: ``path:line:col: CODE message`` and a code frame with a caret.
+
+Colour only on a terminal, never when NO_COLOR is set; rich is imported only then,
+so piping ddplint (CI, pre-commit) does not pay for it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TextIO
+
+from ddplint.diagnostics import Diagnostic, FileResult
+from ddplint.engine import RunResult
+from ddplint.reporters import summary
+
+STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
+
+
+def use_colour(stream: TextIO, force: bool | None = None) -> bool:
+    if force is not None:
+        return force
+    if os.environ.get("NO_COLOR"):
+        return False
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def code_frame(file: FileResult, d: Diagnostic) -> list[str]:
+    """Plain-text frame: gutter, the source line, and carets under the range."""
+    source = file.source_lines.get(d.line)
+    if source is None:
+        return []
+    width = len(str(d.line))
+    end = d.end_column if d.end_line == d.line else len(source.rstrip()) + 1
+    carets = "^" * max(1, end - d.column)
+    gutter = " " * width
+    # Keep tabs in the padding so the carets line up under tabbed code.
+    padding = "".join("\t" if char == "\t" else " " for char in source[: d.column - 1])
+    return [f"{gutter} |", f"{d.line} | {source.rstrip()}", f"{gutter} | {padding}{carets}"]
+
+
+def _headline(file: FileResult, d: Diagnostic) -> str:
+    return f"{file.path}:{d.line}:{d.column}: {d.code} {d.message}"
+
+
+def _totals_line(result: RunResult) -> str:
+    facts = summary(result)
+    counts = facts["by_severity"]
+    total = facts["diagnostics"]
+    if total == 0:
+        found = "No diagnostics"
+    else:
+        parts = [f"{counts[level]} {level}" for level in ("error", "warning", "info") if counts[level]]
+        found = f"Found {total} diagnostic{'s' if total != 1 else ''} ({', '.join(parts)})"
+    return (f"{found} in {facts['files_checked']} file{'s' if facts['files_checked'] != 1 else ''} "
+            f"({facts['files_parsed']} parsed, {facts['files_skipped_by_prefilter']} skipped by prefilter).")
+
+
+def statistics_lines(result: RunResult) -> list[str]:
+    from ddplint.registry import rules_by_code
+
+    facts = summary(result)
+    rules = rules_by_code()
+    lines = []
+    for code, count in facts["by_code"].items():
+        name = rules[code].name if code in rules else code
+        lines.append(f"{count:>6}  {code}  {name}")
+    lines.append(f"files: {facts['files_checked']} checked, {facts['files_parsed']} parsed, "
+                 f"{facts['files_skipped_by_prefilter']} skipped by the text prefilter")
+    return lines
+
+
+def report(result: RunResult, stream: TextIO, show_source: bool = True,
+           statistics: bool = False, colour: bool | None = None, **_: object) -> None:
+    if use_colour(stream, colour):
+        _report_rich(result, stream, show_source, statistics)
+        return
+    for file in result.files:
+        for d in file.diagnostics:
+            stream.write(_headline(file, d) + "\n")
+            if show_source:
+                for line in code_frame(file, d):
+                    stream.write(line + "\n")
+    if statistics:
+        for line in statistics_lines(result):
+            stream.write(line + "\n")
+    stream.write(_totals_line(result) + "\n")
+
+
+def _report_rich(result: RunResult, stream: TextIO, show_source: bool, statistics: bool) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(file=stream, highlight=False, soft_wrap=True)
+    for file in result.files:
+        for d in file.diagnostics:
+            line = Text()
+            line.append(f"{file.path}:{d.line}:{d.column}:", style="bold")
+            line.append(" ")
+            line.append(d.code, style=STYLE[d.severity])
+            line.append(f" {d.message}")
+            console.print(line)
+            if show_source:
+                frame = code_frame(file, d)
+                if frame:
+                    console.print(Text(frame[0], style="blue"))
+                    console.print(Text(frame[1]))
+                    console.print(Text(frame[2], style=STYLE[d.severity]))
+    if statistics:
+        for text in statistics_lines(result):
+            console.print(text)
+    console.print(Text(_totals_line(result), style="bold"))

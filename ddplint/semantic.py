@@ -1,0 +1,480 @@
+"""The semantic index: one pass over a module's CST that rules query.
+
+Rules never walk the tree themselves for facts that this index already knows.
+The index is built in a single traversal (no libcst metadata providers: their
+Scope/QualifiedName/Parent/Position passes cost several times the parse), and
+records:
+
+- imports and aliases, so ``qualified_name(expr)`` resolves ``DDP(...)``,
+  ``dist.barrier()`` and ``torch.nn.parallel.DistributedDataParallel(...)`` to
+  one canonical dotted name;
+- every call, with its resolved name, its method name and receiver, and the
+  function it sits in;
+- every binding (assignment, parameter, loop target, ``with ... as``, import),
+  per function scope, so a rule can ask what a name may hold;
+- string literals and f-strings;
+- each node's parent, so rules can look at enclosing loops, ``if`` tests and
+  ``with`` regions without a second walk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Optional, Union
+
+import libcst as cst
+
+from ddplint import names
+
+Scope = Union[cst.Module, cst.FunctionDef, cst.Lambda]
+
+
+@dataclass
+class Binding:
+    """One place where a (possibly dotted) name receives a value."""
+
+    name: str
+    kind: str  # assign, augassign, annassign, param, loop, with, import, unpack, def, class, other
+    value: Optional[cst.BaseExpression]
+    node: cst.CSTNode
+    scope: Scope
+    order: int = 0  # position in source order among all bindings and calls
+
+
+@dataclass
+class CallSite:
+    """A call expression with everything rules usually need about it."""
+
+    node: cst.Call
+    qualified_name: Optional[str]
+    method: Optional[str]
+    receiver: Optional[cst.BaseExpression]
+    scope: Scope
+    order: int = 0  # position in source order among all bindings and calls
+
+    @property
+    def has_star_kwargs(self) -> bool:
+        return any(arg.star == "**" for arg in self.node.args)
+
+    @property
+    def has_star_args(self) -> bool:
+        return any(arg.star == "*" for arg in self.node.args)
+
+    def keyword(self, name: str) -> Optional[cst.Arg]:
+        for arg in self.node.args:
+            if arg.keyword is not None and arg.keyword.value == name:
+                return arg
+        return None
+
+    def positional(self, index: int) -> Optional[cst.Arg]:
+        """The index-th positional argument, or None when absent or hidden behind ``*args``."""
+        position = 0
+        for arg in self.node.args:
+            if arg.keyword is not None or arg.star == "**":
+                continue
+            if arg.star == "*":
+                return None
+            if position == index:
+                return arg
+            position += 1
+        return None
+
+    def argument(self, name: str, position: Optional[int] = None) -> Optional[cst.Arg]:
+        """Find an argument by keyword or by its position in the callee's signature.
+
+        The position comes from ``names.SIGNATURES`` when not given.
+        """
+        found = self.keyword(name)
+        if found is not None:
+            return found
+        if position is None and self.qualified_name in names.SIGNATURES:
+            signature = names.SIGNATURES[self.qualified_name]
+            if name in signature:
+                position = signature.index(name)
+        if position is None:
+            return None
+        return self.positional(position)
+
+    def may_pass(self, name: str, position: Optional[int] = None) -> bool:
+        """True when the call passes ``name`` or might (through ``**kwargs`` / ``*args``)."""
+        if self.argument(name, position) is not None:
+            return True
+        return self.has_star_kwargs or (position is not None and self.has_star_args)
+
+
+def dotted_name(expr: cst.BaseExpression) -> Optional[str]:
+    """``a.b.c`` for a chain of names and attributes, else None."""
+    parts = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if isinstance(expr, cst.Name):
+        parts.append(expr.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _module_name(node: Union[cst.Attribute, cst.Name, None]) -> str:
+    return dotted_name(node) or "" if node is not None else ""
+
+
+class SemanticIndex:
+    """Facts about one module, built by ``SemanticIndex.build``."""
+
+    def __init__(self, module: cst.Module, source: str, path: str) -> None:
+        self.module = module
+        self.source = source
+        self.path = path
+        self.imports: dict[str, str] = {}
+        self.calls: list[CallSite] = []
+        self.calls_by_name: dict[str, list[CallSite]] = {}
+        self.calls_by_method: dict[str, list[CallSite]] = {}
+        self.bindings: dict[tuple[int, str], list[Binding]] = {}
+        self.subscript_assignments: list[tuple[cst.Subscript, cst.BaseExpression]] = []
+        self.strings: list[tuple[cst.SimpleString, object]] = []
+        self.fstrings: list[cst.FormattedString] = []
+        self.functions: dict[str, list[cst.FunctionDef]] = {}
+        self._parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self._call_by_node: dict[cst.Call, CallSite] = {}
+        self._ddp_context: Optional[bool] = None
+        self.project = None  # set by project analysis when several files are linted together
+
+    # ------------------------------------------------------------------ build
+    @classmethod
+    def build(cls, module: cst.Module, source: str, path: str = "<string>") -> "SemanticIndex":
+        index = cls(module, source, path)
+        module.visit(_IndexBuilder(index))
+        index._resolve_call_names()
+        return index
+
+    def _resolve_call_names(self) -> None:
+        # Done after the walk so that a call above a late or function-local import
+        # still resolves (imports are module-wide facts here).
+        for site in self.calls:
+            site.qualified_name = self.qualified_name(site.node.func)
+            if site.qualified_name is not None:
+                self.calls_by_name.setdefault(site.qualified_name, []).append(site)
+
+    # ------------------------------------------------------------------ tree
+    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        return self._parents.get(node)
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        current = self._parents.get(node)
+        while current is not None:
+            yield current
+            current = self._parents.get(current)
+
+    def enclosing_scope(self, node: cst.CSTNode) -> Scope:
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                return ancestor
+        return self.module
+
+    def enclosing(self, node: cst.CSTNode, *types: type) -> Optional[cst.CSTNode]:
+        """The nearest ancestor of one of ``types`` inside the same function."""
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, types):
+                return ancestor
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+                return None
+        return None
+
+    def call_site(self, node: cst.Call) -> Optional[CallSite]:
+        return self._call_by_node.get(node)
+
+    # ------------------------------------------------------------------ names
+    def qualified_name(self, expr: cst.BaseExpression) -> Optional[str]:
+        """Resolve ``expr`` through the module's imports to a canonical dotted name.
+
+        Returns None for names that are not imported (locals, builtins, attributes
+        of values), so rules never match a user's own ``DataLoader`` class.
+        """
+        dotted = dotted_name(expr)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        target = self.imports.get(head)
+        if target is None:
+            return None
+        full = f"{target}.{rest}" if rest else target
+        return names.canonical(full)
+
+    def calls_to(self, *qualified_names: str) -> list[CallSite]:
+        found: list[CallSite] = []
+        for qualified in qualified_names:
+            found.extend(self.calls_by_name.get(qualified, ()))
+        return found
+
+    def method_calls(self, *methods: str) -> list[CallSite]:
+        found: list[CallSite] = []
+        for method in methods:
+            found.extend(self.calls_by_method.get(method, ()))
+        return found
+
+    def imports_module(self, prefix: str) -> bool:
+        return any(t == prefix or t.startswith(prefix + ".") for t in self.imports.values())
+
+    # ------------------------------------------------------------------ bindings
+    def bindings_of(self, name: str, scope: Scope) -> list[Binding]:
+        return self.bindings.get((id(scope), name), [])
+
+    def visible_bindings(self, name: str, at: cst.CSTNode) -> Optional[list[Binding]]:
+        """Bindings a name may refer to at ``at``: the innermost function scope that
+        binds it, else module scope. Dotted names (``self.model``, ``args.rank``) are
+        looked up module-wide. None when nothing binds it in this module.
+        """
+        if "." in name:
+            found = self.bindings.get((id(self.module), name))
+            return found or None
+        scope: Optional[cst.CSTNode] = self.enclosing_scope(at)
+        while scope is not None:
+            found = self.bindings.get((id(scope), name))
+            if found:
+                return found
+            if scope is self.module:
+                break
+            scope = self.enclosing_scope(scope)
+        return None
+
+    def binding_before(self, name: str, at_order: int, at: cst.CSTNode) -> Optional[Binding]:
+        """The last binding of a plain name in source order before ``at_order``,
+        in the scope that binds it (a flow-insensitive approximation of
+        "the value reaching this use")."""
+        bindings = self.visible_bindings(name, at)
+        if not bindings:
+            return None
+        earlier = [b for b in bindings if b.order < at_order]
+        return earlier[-1] if earlier else None
+
+    def assigned_values(self, expr: cst.BaseExpression) -> Optional[list[cst.BaseExpression]]:
+        """Every value a name or dotted name may hold, when all bindings are plain
+        assignments; None when any binding is opaque (a parameter, a loop target,
+        tuple unpacking, an import) or the name is unbound here.
+        """
+        name = dotted_name(expr)
+        if name is None:
+            return None
+        bindings = self.visible_bindings(name, expr)
+        if not bindings:
+            return None
+        values = []
+        for binding in bindings:
+            if binding.kind not in ("assign", "annassign") or binding.value is None:
+                return None
+            values.append(binding.value)
+        return values
+
+    # ------------------------------------------------------------------ context
+    @property
+    def in_ddp_context(self) -> bool:
+        """RULES.md's DDP context: imports torch.distributed or DDP/FSDP, calls
+        init_process_group, or wraps a model. Project analysis may widen it."""
+        if self._ddp_context is None:
+            self._ddp_context = self._compute_ddp_context()
+        return self._ddp_context
+
+    def _compute_ddp_context(self) -> bool:
+        for target in self.imports.values():
+            canonical = names.canonical(target)
+            if canonical.startswith("torch.distributed") or canonical in (names.DDP, names.FSDP):
+                return True
+        if self.calls_to(names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD):
+            return True
+        if self.project is not None and self.project.module_in_ddp_context(self.path):
+            return True
+        return False
+
+    def functions_named(self, name: str) -> list[cst.FunctionDef]:
+        return self.functions.get(name, [])
+
+
+class _IndexBuilder(cst.CSTVisitor):
+    """Fills a SemanticIndex in one traversal."""
+
+    def __init__(self, index: SemanticIndex) -> None:
+        super().__init__()
+        self.index = index
+        self.stack: list[cst.CSTNode] = []
+        self.scopes: list[Scope] = [index.module]
+        self.order = 0
+
+    # libcst calls these for every attribute of every node; the default
+    # implementations look up visit_<Node>_<attr> methods by name, which costs
+    # more than the rest of the traversal. The index needs none of them.
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.stack:
+            self.index._parents[node] = self.stack[-1]
+        self.stack.append(node)
+        handler = _VISIT.get(type(node))
+        if handler is not None:
+            handler(self, node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.stack.pop()
+        if isinstance(original_node, (cst.FunctionDef, cst.Lambda)):
+            self.scopes.pop()
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def scope(self) -> Scope:
+        return self.scopes[-1]
+
+    def bind(self, name: str, kind: str, value: Optional[cst.BaseExpression], node: cst.CSTNode,
+             scope: Optional[Scope] = None) -> None:
+        if "." in name:
+            scope = self.index.module  # attribute bindings are looked up module-wide
+        scope = scope or self.scope
+        self.order += 1
+        self.index.bindings.setdefault((id(scope), name), []).append(
+            Binding(name, kind, value, node, scope, self.order)
+        )
+
+    def bind_target(self, target: cst.BaseExpression, kind: str,
+                    value: Optional[cst.BaseExpression], node: cst.CSTNode) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                inner = element.value
+                self.bind_target(inner, "unpack" if kind == "assign" else kind, None, node)
+        elif isinstance(target, cst.StarredElement):
+            self.bind_target(target.value, kind, None, node)
+        elif isinstance(target, cst.Subscript):
+            if value is not None:
+                self.index.subscript_assignments.append((target, value))
+        else:
+            name = dotted_name(target)
+            if name is not None:
+                self.bind(name, kind, value, node)
+
+    # ------------------------------------------------------------------ visitors
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = _module_name(alias.name)
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+                self.index.imports[local] = full
+                self.bind(local, "import", None, node)
+            else:
+                head = full.split(".")[0]
+                self.index.imports.setdefault(head, head)
+                self.bind(head, "import", None, node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        base = "." * len(node.relative) + _module_name(node.module)
+        if isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            imported = _module_name(alias.name)
+            local = imported
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            separator = "" if base.endswith(".") else "."
+            self.index.imports[local] = f"{base}{separator}{imported}" if base else imported
+            self.bind(local, "import", None, node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        method = receiver = None
+        if isinstance(func, cst.Attribute):
+            method, receiver = func.attr.value, func.value
+        elif isinstance(func, cst.Name):
+            method = func.value
+        self.order += 1
+        site = CallSite(node, None, method, receiver, self.scope, self.order)
+        index = self.index
+        index.calls.append(site)
+        index._call_by_node[node] = site
+        if method is not None:
+            index.calls_by_method.setdefault(method, []).append(site)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self.bind_target(target.target, "assign", node.value, node)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self.bind_target(node.target, "annassign", node.value, node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self.bind_target(node.target, "augassign", node.value, node)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self.bind_target(node.target, "assign", node.value, node)
+
+    def visit_For(self, node: cst.For) -> None:
+        self.bind_target(node.target, "loop", None, node)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self.bind_target(node.target, "loop", None, node)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self.bind_target(node.asname.name, "with", node.item, node)
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        if node.name is not None and isinstance(node.name.name, cst.Name):
+            self.bind(node.name.name.value, "other", None, node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.bind(node.name.value, "def", None, node)
+        self.index.functions.setdefault(node.name.value, []).append(node)
+        self.scopes.append(node)
+        self._bind_params(node.params, node)
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self.scopes.append(node)
+        self._bind_params(node.params, node)
+
+    def _bind_params(self, params: cst.Parameters, owner: cst.CSTNode) -> None:
+        every = [*params.posonly_params, *params.params, *params.kwonly_params]
+        for extra in (params.star_arg, params.star_kwarg):
+            if isinstance(extra, cst.Param):
+                every.append(extra)
+        for param in every:
+            self.bind(param.name.value, "param", param.default, param)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.bind(node.name.value, "class", None, node)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        try:
+            value = node.evaluated_value
+        except Exception:  # malformed escapes: not a literal rules can use
+            return
+        self.index.strings.append((node, value))
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        self.index.fstrings.append(node)
+
+
+_VISIT = {
+    cst.Import: _IndexBuilder.visit_Import,
+    cst.ImportFrom: _IndexBuilder.visit_ImportFrom,
+    cst.Call: _IndexBuilder.visit_Call,
+    cst.Assign: _IndexBuilder.visit_Assign,
+    cst.AnnAssign: _IndexBuilder.visit_AnnAssign,
+    cst.AugAssign: _IndexBuilder.visit_AugAssign,
+    cst.NamedExpr: _IndexBuilder.visit_NamedExpr,
+    cst.For: _IndexBuilder.visit_For,
+    cst.CompFor: _IndexBuilder.visit_CompFor,
+    cst.WithItem: _IndexBuilder.visit_WithItem,
+    cst.ExceptHandler: _IndexBuilder.visit_ExceptHandler,
+    cst.FunctionDef: _IndexBuilder.visit_FunctionDef,
+    cst.Lambda: _IndexBuilder.visit_Lambda,
+    cst.ClassDef: _IndexBuilder.visit_ClassDef,
+    cst.SimpleString: _IndexBuilder.visit_SimpleString,
+    cst.FormattedString: _IndexBuilder.visit_FormattedString,
+}
+
+
+def iter_literal_strings(index: SemanticIndex) -> Iterable[tuple[cst.SimpleString, str]]:
+    for node, value in index.strings:
+        if isinstance(value, str):
+            yield node, value

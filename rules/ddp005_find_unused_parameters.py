@@ -1,0 +1,74 @@
+"""## What it does
+Flags `DistributedDataParallel(..., find_unused_parameters=True)` (and accelerate's
+`DistributedDataParallelKwargs(find_unused_parameters=True)`) written with a literal
+`True`.
+
+## Why is this bad?
+With the flag on, DDP traverses the autograd graph from the outputs after every
+forward pass to find parameters that will not receive a gradient, and marks them
+ready early. That traversal costs time on every step, even when every parameter is
+used, and it also hides real bugs (a branch that silently never trains).
+Turn it on only for models whose forward genuinely skips parameters.
+
+## Example
+    model = DDP(model, device_ids=[local_rank], find_unused_parameters=True)
+
+## Use instead
+    model = DDP(model, device_ids=[local_rank])
+    # If DDP then complains about unused parameters, find them with
+    # TORCH_DISTRIBUTED_DEBUG=INFO and fix the model, or keep the flag knowingly.
+
+## References
+- https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html
+- https://pytorch.org/docs/stable/notes/ddp.html
+"""
+
+from ddplint import names
+from ddplint.facts import literal_bool
+from ddplint.rule import Invalid, Rule, Valid
+
+DDP_IMPORT = "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+
+
+class FindUnusedParameters(Rule):
+    code, name, severity = "DDP005", "find-unused-parameters", "info"
+    message = "find_unused_parameters=True makes DDP traverse the autograd graph after every forward"
+    # The keyword may be passed by position, so the class name is the trigger.
+    triggers = ("DistributedDataParallel",)
+
+    valid = [
+        Valid(DDP_IMPORT + "model = DDP(model, find_unused_parameters=args.find_unused)\n"),
+        Valid(DDP_IMPORT + "model = DDP(model, find_unused_parameters=False)\n"),
+        Valid(DDP_IMPORT + "model = DDP(model, device_ids=[local_rank])\n"),
+        Valid(DDP_IMPORT + "ddp_kwargs = dict(find_unused_parameters=True)\nmodel = DDP(model, **ddp_kwargs)\n"),
+        Valid("class DDP:\n    def __init__(self, m, find_unused_parameters=False): ...\n"
+              "model = DDP(net, find_unused_parameters=True)\n"),
+        Valid(DDP_IMPORT + "# find_unused_parameters=True was too slow\nmodel = DDP(model)\n"),
+        Valid("from lightning.pytorch.strategies import DDPStrategy\n"
+              "strategy = DDPStrategy(find_unused_parameters=cfg.unused)\n"),
+    ]
+    invalid = [
+        Invalid(DDP_IMPORT + "DDP(m, find_unused_parameters=True)\n", line=2, column=8),
+        Invalid("import torch\nmodel = torch.nn.parallel.DistributedDataParallel(\n"
+                "    model, device_ids=[rank], find_unused_parameters=True)\n", line=3, column=31),
+        Invalid("import torch.nn as nn\nmodel = nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)\n",
+                line=2, column=52),
+        Invalid("from torch.nn.parallel.distributed import DistributedDataParallel\n"
+                "net = DistributedDataParallel(net, find_unused_parameters=True)\n", line=2, column=36),
+        Invalid("from accelerate import Accelerator, DistributedDataParallelKwargs\n"
+                "kwargs = DistributedDataParallelKwargs(find_unused_parameters=True)\n"
+                "accelerator = Accelerator(kwargs_handlers=[kwargs])\n", line=2, column=40),
+        Invalid("from torch.nn.parallel import DistributedDataParallel\n"
+                "def build(model, rank):\n"
+                "    return DistributedDataParallel(model, [rank], rank, 0, True, None, 25, True)\n",
+                line=3, column=76),
+        Invalid("import torch\n\ndef wrap(model):\n    if torch.cuda.is_available():\n"
+                "        model = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters = True)\n"
+                "    return model\n", line=5, column=66),
+    ]
+
+    def check(self, index):
+        for call in index.calls_to(names.DDP, names.ACCELERATE_DDP_KWARGS):
+            arg = call.argument("find_unused_parameters")
+            if arg is not None and literal_bool(arg.value) is True:
+                yield self.report(arg)
