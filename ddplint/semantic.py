@@ -134,6 +134,13 @@ class SemanticIndex:
         self.strings: list[tuple[cst.SimpleString, object]] = []
         self.fstrings: list[cst.FormattedString] = []
         self.functions: dict[str, list[cst.FunctionDef]] = {}
+        # Structure, in source order, for flow questions (loops, regions, exits).
+        self.loops: list[Union[cst.For, cst.While]] = []
+        self.withs: list[cst.With] = []
+        self.ifs: list[cst.If] = []
+        self.exits: list[Union[cst.Continue, cst.Break, cst.Return, cst.Raise]] = []
+        self.classes: list[cst.ClassDef] = []
+        self.cache: dict = {}  # derived facts computed lazily by ddplint.facts / flow modules
         self._parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self._call_by_node: dict[cst.Call, CallSite] = {}
         self._ddp_context: Optional[bool] = None
@@ -410,6 +417,19 @@ class _IndexBuilder(cst.CSTVisitor):
 
     def visit_For(self, node: cst.For) -> None:
         self.bind_target(node.target, "loop", None, node)
+        self.index.loops.append(node)
+
+    def visit_While(self, node: cst.While) -> None:
+        self.index.loops.append(node)
+
+    def visit_With(self, node: cst.With) -> None:
+        self.index.withs.append(node)
+
+    def visit_If(self, node: cst.If) -> None:
+        self.index.ifs.append(node)
+
+    def visit_exit(self, node: cst.CSTNode) -> None:
+        self.index.exits.append(node)
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
         self.bind_target(node.target, "loop", None, node)
@@ -442,6 +462,7 @@ class _IndexBuilder(cst.CSTVisitor):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.bind(node.name.value, "class", None, node)
+        self.index.classes.append(node)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         try:
@@ -463,6 +484,13 @@ _VISIT = {
     cst.AugAssign: _IndexBuilder.visit_AugAssign,
     cst.NamedExpr: _IndexBuilder.visit_NamedExpr,
     cst.For: _IndexBuilder.visit_For,
+    cst.While: _IndexBuilder.visit_While,
+    cst.With: _IndexBuilder.visit_With,
+    cst.If: _IndexBuilder.visit_If,
+    cst.Continue: _IndexBuilder.visit_exit,
+    cst.Break: _IndexBuilder.visit_exit,
+    cst.Return: _IndexBuilder.visit_exit,
+    cst.Raise: _IndexBuilder.visit_exit,
     cst.CompFor: _IndexBuilder.visit_CompFor,
     cst.WithItem: _IndexBuilder.visit_WithItem,
     cst.ExceptHandler: _IndexBuilder.visit_ExceptHandler,
