@@ -56,7 +56,8 @@ class CommCounter:
         return sum(s.bytes for s in self.per_step) + self.bytes
 
 
-def _counting_hook(counter: CommCounter, bucket: dist.GradBucket) -> torch.futures.Future:
+def _counting_hook(counter, bucket):
+    # No annotations: DDP rejects string annotations (from __future__) on comm hooks.
     buf = bucket.buffer()
     counter.calls += 1
     counter.bytes += buf.numel() * buf.element_size()

@@ -199,3 +199,21 @@ def timed(fn: Callable[[], Any], repeats: int, warmup: int = 1, sync: Callable[[
 def cuda_sync() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def ddp(ctx: ProbeContext, model: torch.nn.Module, group=None, **kwargs):
+    """Wrap ``model`` in DDP on the probe's group (and this rank's GPU on CUDA)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = model.to(ctx.device)
+    device_ids = [ctx.device.index] if ctx.is_cuda else None
+    return DDP(model, device_ids=device_ids, process_group=group or ctx.group, **kwargs)
+
+
+def flat_params(module: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1).cpu() for p in module.parameters()])
+
+
+def mse(model: torch.nn.Module, xy: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    x, y = xy
+    return torch.nn.functional.mse_loss(model(x), y)

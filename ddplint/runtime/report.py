@@ -72,10 +72,12 @@ def _cell(m: dict, which: str) -> str:
     return text
 
 
-def sparkline(values: list[float]) -> str:
+def sparkline(values: list[float], lo: float | None = None, hi: float | None = None) -> str:
+    """Unicode bars; pass lo/hi to draw two curves on one scale."""
     if not values:
         return ""
-    lo, hi = min(values), max(values)
+    lo = min(values) if lo is None else lo
+    hi = max(values) if hi is None else hi
     span = hi - lo
     return "".join(_BARS[0 if span == 0 else min(7, int((v - lo) / span * 7.999))] for v in values)
 
@@ -84,7 +86,8 @@ def _text(results: list[dict], meta: dict, stream: IO[str]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=stream, width=max(100, 0), soft_wrap=False, highlight=False)
+    # A fixed width keeps piped output (CI logs, tests) readable and stable.
+    console = Console(file=stream, width=140, soft_wrap=False, highlight=False)
     table = Table(title=f"ddplint confirm — torch {meta['torch']}, {meta['device']}/{meta['backend']}, "
                         f"world size {meta['world_size']} ({meta['launcher']})", show_lines=True)
     for col in ("rule", "metric", "pattern", "fixed", "ratio", "verdict"):
@@ -100,17 +103,18 @@ def _text(results: list[dict], meta: dict, stream: IO[str]) -> None:
             if m is None:
                 table.add_row(r["rule"], "-", "-", "-", "-", verdict)
                 continue
-            table.add_row(r["rule"] if i == 0 else "", f"{m['metric']}" + (f" ({m['unit']})" if m["unit"] else ""),
+            table.add_row(r["rule"] if i == 0 else "", m["metric"],
                           _cell(m, "pattern"), _cell(m, "fixed"), fmt_ratio(m["ratio"]), verdict)
     console.print(table)
     for r in results:
         for m in r["measurements"]:
             if m.get("pattern_series"):
+                both = m["pattern_series"] + (m["fixed_series"] or [])
+                lo, hi = min(both), max(both)
                 console.print(f"{r['rule']} {m['metric']} over steps: "
-                              f"pattern {sparkline(m['pattern_series'])}  "
-                              f"fixed {sparkline(m['fixed_series'] or [])} "
-                              f"(scale {fmt_value(min(m['pattern_series'] + (m['fixed_series'] or [])), m['unit'])}"
-                              f"–{fmt_value(max(m['pattern_series'] + (m['fixed_series'] or [])), m['unit'])})")
+                              f"pattern {sparkline(m['pattern_series'], lo, hi)}  "
+                              f"fixed {sparkline(m['fixed_series'] or [], lo, hi)} "
+                              f"(scale {fmt_value(lo, m['unit'])}–{fmt_value(hi, m['unit'])})")
     for r in results:
         if r["detail"] and r["verdict"] != ERROR:
             console.print(f"[bold]{r['rule']}[/] {r['name']}: {r['detail']}")
