@@ -41,6 +41,12 @@ def literal_str(expr: Optional[cst.BaseExpression]) -> Optional[str]:
     return None
 
 
+def fstring_prefix(node: cst.FormattedString) -> str:
+    """The literal text before the first ``{...}`` of an f-string."""
+    first = node.parts[0] if node.parts else None
+    return first.value if isinstance(first, cst.FormattedStringText) else ""
+
+
 def is_literal_zero(expr: Optional[cst.BaseExpression]) -> bool:
     return literal_int(expr) == 0
 

@@ -99,6 +99,8 @@ class CallSite:
         """True when the call passes ``name`` or might (through ``**kwargs`` / ``*args``)."""
         if self.argument(name, position) is not None:
             return True
+        if position is None and name in names.SIGNATURES.get(self.qualified_name or "", ()):
+            position = names.SIGNATURES[self.qualified_name].index(name)
         return self.has_star_kwargs or (position is not None and self.has_star_args)
 
 

@@ -1,0 +1,127 @@
+"""## What it does
+Flags the global rank used as a CUDA device index: `torch.device(f"cuda:{rank}")`,
+`torch.device("cuda", rank)`, `torch.cuda.set_device(rank)`, `.to(rank)`,
+`.cuda(rank)`, `device_ids=[rank]`, `device=rank`, where `rank` holds
+`dist.get_rank()` or the `RANK` environment variable (also `SLURM_PROCID`).
+
+## Why is this bad?
+The global rank counts processes across all nodes; the device index counts GPUs
+on one node. On one node they coincide, so the bug passes every local test. On
+the second node rank 8 asks for `cuda:8` on an 8-GPU machine and the job dies
+with "invalid device ordinal" (or, with fewer ranks per node than GPUs, silently
+doubles up ranks on some GPUs).
+
+## Example
+    rank = dist.get_rank()
+    torch.cuda.set_device(rank)
+
+## Use instead
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+
+The binding decides, not the name: `local_rank = dist.get_rank()` is flagged,
+and a value read from `LOCAL_RANK` is fine whatever it is called. Not flagged:
+`rank % torch.cuda.device_count()`; the process index that `mp.spawn` passes to
+its worker (a single-node launch); values ddplint cannot trace.
+
+## References
+- https://pytorch.org/docs/stable/elastic/run.html#environment-variables
+- https://pytorch.org/docs/stable/distributed.html#torch.distributed.get_rank
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from ddplint import names
+from ddplint.facts import fstring_prefix, is_global_rank
+from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.semantic import CallSite, SemanticIndex
+
+DIST = "import os\nimport torch\nimport torch.distributed as dist\n"
+
+
+class GlobalRankAsDevice(Rule):
+    code, name, severity = "DDP017", "global-rank-as-device", "error"
+    message = ("the global rank is used as a CUDA device index: it exceeds the GPU count on the "
+               "second node; use LOCAL_RANK")
+    triggers = ("rank", "RANK", "SLURM_PROCID")
+    needs_ddp_context = True
+
+    valid = [
+        Valid(DIST + "local_rank = int(os.environ['LOCAL_RANK'])\ntorch.cuda.set_device(local_rank)\n"),
+        Valid(DIST + "rank = int(os.environ['LOCAL_RANK'])\nmodel.to(rank)\n"),
+        Valid(DIST + "rank = dist.get_rank()\ndevice = rank % torch.cuda.device_count()\n"
+              "torch.cuda.set_device(device)\n"),
+        Valid(DIST + "def worker(rank, world_size):\n    dist.init_process_group('nccl', rank=rank, "
+              "world_size=world_size)\n    torch.cuda.set_device(rank)\n"),
+        Valid(DIST + "rank = dist.get_rank()\nif rank == 0:\n    print('main')\nmodel.to(local_rank)\n"),
+        Valid(DIST + "rank = dist.get_rank()\nsampler = DistributedSampler(ds, rank=rank)\n"),
+        Valid("import os\nimport torch\nrank = int(os.environ['RANK'])\ntorch.cuda.set_device(rank)\n"),
+        Valid(DIST + "gpu = args.gpu\nrank = dist.get_rank()\ndevice = torch.device(f'cuda:{gpu}')\n"),
+    ]
+    invalid = [
+        Invalid(DIST + "rank = dist.get_rank()\ntorch.cuda.set_device(rank)\n", line=5, column=23),
+        Invalid(DIST + "local_rank = dist.get_rank()\nmodel = model.to(local_rank)\n", line=5, column=18),
+        Invalid(DIST + "rank = int(os.environ['RANK'])\ndevice = torch.device(f'cuda:{rank}')\n",
+                line=5, column=23),
+        Invalid(DIST + "rank = int(os.environ.get('RANK', 0))\n"
+                "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "model = DDP(model, device_ids=[rank])\n", line=6, column=32),
+        Invalid(DIST + "torch.cuda.set_device(dist.get_rank())\n", line=4, column=23),
+        Invalid(DIST + "args.rank = int(os.environ['SLURM_PROCID'])\nmodel.cuda(args.rank)\n",
+                line=5, column=12),
+        Invalid(DIST + "def setup():\n    rank = dist.get_rank()\n    device = torch.device('cuda', rank)\n"
+                "    return device\n", line=6, column=35),
+        Invalid(DIST + "rank = int(os.getenv('RANK', '0'))\nx = torch.zeros(3, device=rank)\n",
+                line=5, column=27),
+        Invalid(DIST + "rank = dist.get_rank()\nbatch = batch.to(f'cuda:{rank}')\n", line=5, column=18),
+    ]
+
+    def check(self, index: SemanticIndex) -> Iterator[Report]:
+        seen: set[int] = set()  # `.to(f"cuda:{rank}")` is reached twice
+        for node in _device_index_expressions(index):
+            if id(node) not in seen and _carries_global_rank(index, node):
+                seen.add(id(node))
+                yield self.report(node)
+
+
+def _device_index_expressions(index: SemanticIndex) -> Iterator[cst.BaseExpression]:
+    """Every expression used as a CUDA device (or device index) in the module."""
+    for site in index.calls:
+        yield from _device_arguments(site)
+    for node in index.fstrings:
+        if fstring_prefix(node).startswith("cuda:"):
+            yield node
+
+
+def _device_arguments(site: CallSite) -> Iterator[cst.BaseExpression]:
+    qualified = site.qualified_name
+    picked: list[Optional[cst.Arg]] = []
+    if qualified == names.TORCH_DEVICE:
+        picked.append(site.argument("index"))
+    elif qualified in (names.SET_DEVICE, "torch.cuda.device"):
+        picked.append(site.positional(0) or site.keyword("device"))
+    elif site.method in ("cuda", "to") and qualified is None:
+        picked.append(site.positional(0) or site.keyword("device"))
+    elif qualified == names.DDP:
+        device_ids = site.argument("device_ids")
+        if device_ids is not None and isinstance(device_ids.value, cst.List):
+            for element in device_ids.value.elements:
+                yield element.value
+        picked.append(site.argument("output_device"))
+    else:
+        picked.append(site.keyword("device"))
+    for arg in picked:
+        if arg is not None:
+            yield arg.value
+
+
+def _carries_global_rank(index: SemanticIndex, node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.FormattedString):
+        # f"cuda:{rank}": exactly one placeholder, right after the prefix.
+        holes = [part for part in node.parts if isinstance(part, cst.FormattedStringExpression)]
+        return len(holes) == 1 and fstring_prefix(node) == "cuda:" and is_global_rank(index, holes[0].expression)
+    return is_global_rank(index, node)
