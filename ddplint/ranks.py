@@ -1,0 +1,272 @@
+"""Rank conditions: tests whose outcome can differ across ranks (RULES.md).
+
+``is_rank_condition(index, test)`` answers RULES.md's definition:
+
+- a comparison of a rank value with something: ``rank == 0``,
+  ``local_rank in [-1, 0]``, ``dist.get_rank() == 0``, ``args.rank % ngpus == 0``
+  (but ``local_rank == -1`` / ``!= -1`` only says whether the run is distributed:
+  it is the same on every rank, so it is not a rank condition);
+- a rank predicate: ``is_main_process()``, ``accelerator.is_main_process``,
+  ``trainer.is_global_zero``, a local helper whose body returns a rank test, or
+  (project analysis) such a helper defined in another module;
+- a name bound from such a test (``master_process = ddp_rank == 0``);
+- ``not``/``and``/``or`` of tests where one operand is a rank condition.
+
+``world_size > 1``, epoch and step counters are not rank conditions.
+
+``rank_guards(index, node)`` then says which rank-condition ``if``s guard a node
+and in which branch, including the "early exit" form
+``if rank != 0: return`` followed by the guarded statements.
+
+``lenient=True`` also accepts tests on names that are usually the process index
+(``args.gpu == 0`` in ``mp.spawn`` workers). Rules for which a missed guard means
+a false report (DDP011: "is this save guarded?") use it; rules for which a guard
+means a report (DDP010) use the strict form.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterator, Optional, Union
+
+import libcst as cst
+
+from ddplint import names
+from ddplint.facts import environ_key, literal_int
+from ddplint.semantic import SemanticIndex, dotted_name
+
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
+                  "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK", "GROUP_RANK")
+# Last component of a name or attribute holding a rank: rank, local_rank, ddp_rank, ...
+_RANK_NAME = re.compile(r"^(.*_)?rank$|^(local_)?process_index$|^rank_id$", re.IGNORECASE)
+# Functions returning the rank (``get_rank()`` helpers wrap ``dist.get_rank``).
+_RANK_GETTERS = ("get_rank", "get_local_rank", "get_global_rank", "get_node_local_rank", "get_world_rank")
+# Predicates that are true on the main process only.
+RANK_PREDICATES = frozenset({
+    "is_main_process", "is_local_main_process", "is_master", "is_local_master", "is_master_process",
+    "is_rank_zero", "is_rank_0", "is_global_zero", "is_local_zero", "is_main_rank", "is_primary",
+    "is_main_worker", "is_chief", "is_leader", "main_process", "is_main",
+})
+# Lenient mode: names that are the process index in ``mp.spawn`` workers.
+_PROCESS_INDEX_NAMES = ("gpu", "gpu_id", "device_id", "proc_id", "process_id", "local_gpu", "dev_id")
+# Decorators that make a function run on rank 0 only (Lightning, mmcv, ...).
+RANK_ZERO_DECORATORS = ("rank_zero_only", "master_only", "main_process_only", "on_main_process",
+                        "on_local_main_process", "rank_zero", "only_rank_zero", "is_main_process")
+
+Conditional = Union[cst.If, cst.IfExp]
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A rank condition that guards a node: the test's owner and the branch."""
+
+    node: cst.CSTNode = field(repr=False)  # the If / IfExp, or the early-exit If before the node
+    branch: str  # "body", "orelse" or "after" (statements after ``if ...: return``)
+
+
+# ---------------------------------------------------------------------- values
+def is_rank_value(index: SemanticIndex, expr: cst.BaseExpression, lenient: bool = False,
+                  depth: int = 0) -> bool:
+    """Does ``expr`` hold a rank (global or local) or a value derived from one?"""
+    if depth > 4:
+        return False
+    if isinstance(expr, cst.Call):
+        if environ_key(index, expr) in RANK_VARIABLES:
+            return True
+        if isinstance(expr.func, cst.Name) and expr.func.value in ("int", "str") and expr.args:
+            return is_rank_value(index, expr.args[0].value, lenient, depth + 1)
+        callee = index.qualified_name(expr.func) or ""
+        if callee == names.GET_RANK or callee.startswith("torch.distributed.get_node_local_rank"):
+            return True
+        method = dotted_name(expr.func)
+        return method is not None and method.split(".")[-1] in _RANK_GETTERS
+    if isinstance(expr, cst.Subscript):
+        return environ_key(index, expr) in RANK_VARIABLES
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Modulo, cst.FloorDivide)):
+        # ``args.rank % ngpus_per_node`` is the local rank.
+        return is_rank_value(index, expr.left, lenient, depth + 1)
+    name = dotted_name(expr)
+    if name is None:
+        return False
+    last = name.split(".")[-1]
+    if _RANK_NAME.match(last):
+        return True
+    if lenient and last.lower() in _PROCESS_INDEX_NAMES:
+        return True
+    values = index.assigned_values(expr) if isinstance(expr, cst.Name) else None
+    return bool(values) and all(is_rank_value(index, v, lenient, depth + 1) for v in values)
+
+
+def _is_minus_one(expr: cst.BaseExpression) -> bool:
+    return (isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus)
+            and literal_int(expr.expression) == 1)
+
+
+def _is_distributed_flag_test(comparison: cst.Comparison) -> bool:
+    """``local_rank == -1`` / ``!= -1`` tests "distributed or not": same on all ranks."""
+    if len(comparison.comparisons) != 1:
+        return False
+    target = comparison.comparisons[0]
+    return (isinstance(target.operator, (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot))
+            and (_is_minus_one(target.comparator)
+                 or (isinstance(target.comparator, cst.Name) and target.comparator.value == "None")))
+
+
+# ---------------------------------------------------------------------- conditions
+def is_rank_condition(index: SemanticIndex, test: cst.BaseExpression, lenient: bool = False,
+                      depth: int = 0) -> bool:
+    """RULES.md's rank condition (see the module docstring)."""
+    if depth > 6:
+        return False
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return is_rank_condition(index, test.expression, lenient, depth + 1)
+    if isinstance(test, cst.BooleanOperation):
+        return (is_rank_condition(index, test.left, lenient, depth + 1)
+                or is_rank_condition(index, test.right, lenient, depth + 1))
+    if isinstance(test, cst.Comparison):
+        if _is_distributed_flag_test(test):
+            return False
+        operands = [test.left] + [target.comparator for target in test.comparisons]
+        return any(is_rank_value(index, operand, lenient) for operand in operands)
+    if isinstance(test, cst.Call):
+        return is_rank_predicate_call(index, test, depth)
+    name = dotted_name(test)
+    if name is not None:
+        last = name.split(".")[-1]
+        if "." in name and last in RANK_PREDICATES:  # accelerator.is_main_process
+            return True
+        values = index.assigned_values(test) if isinstance(test, cst.Name) else None
+        if values:
+            return all(is_rank_condition(index, v, lenient, depth + 1) for v in values)
+        if last in RANK_PREDICATES:  # a parameter or a global named like the predicate
+            return True
+        if lenient and is_rank_value(index, test, lenient):
+            return True  # ``if not rank:``
+    return False
+
+
+def is_rank_predicate_call(index: SemanticIndex, call: cst.Call, depth: int = 0) -> bool:
+    """``is_main_process()``, ``utils.is_master()``, or a call of a helper (here or,
+    with project analysis, in another module) whose body returns a rank test."""
+    name = dotted_name(call.func)
+    if name is None:
+        return False
+    last = name.split(".")[-1]
+    if last in RANK_PREDICATES:
+        return True
+    if "." not in name and rank_predicate_function(index, last, depth):
+        return True
+    project = getattr(index, "project", None)
+    if project is not None:
+        return project.is_rank_predicate(index.path, index.imports, name)
+    return False
+
+
+def rank_predicate_function(index: SemanticIndex, name: str, depth: int = 0) -> bool:
+    """Is the module-level function ``name`` a helper whose every ``return`` value
+    (at least one) is a rank test?"""
+    key = ("rank_predicate", name)
+    if key in index.cache:
+        return index.cache[key]
+    index.cache[key] = False  # recursion guard
+    result = False
+    for function in index.functions_named(name):
+        returns = [e for e in index.exits if isinstance(e, cst.Return) and e.value is not None
+                   and index.enclosing_scope(e) is function]
+        if returns and all(_is_boolean_literal(r.value) or
+                           is_rank_condition(index, r.value, depth=depth + 1) for r in returns) \
+                and any(not _is_boolean_literal(r.value) for r in returns):
+            result = True
+    index.cache[key] = result
+    return result
+
+
+def _is_boolean_literal(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in ("True", "False")
+
+
+# ---------------------------------------------------------------------- guards
+def rank_guards(index: SemanticIndex, node: cst.CSTNode, lenient: bool = False) -> list[Guard]:
+    """The rank conditions that decide whether ``node`` runs, innermost first,
+    inside its function: enclosing ``if``/conditional expressions whose test is a
+    rank condition (and ``node`` sits in a branch, not the test), and earlier
+    ``if <rank condition>: return/continue/raise`` statements in enclosing blocks."""
+    guards: list[Guard] = []
+    child: cst.CSTNode = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
+            if is_rank_condition(index, ancestor.test, lenient):
+                branch = "orelse" if child is ancestor.orelse else "body"
+                guards.append(Guard(ancestor, branch))
+        elif isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and isinstance(child, cst.BaseStatement):
+            early = _early_exit_guard(index, ancestor, child, lenient)
+            if early is not None:
+                guards.append(Guard(early, "after"))
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            break
+        child = ancestor
+    return guards
+
+
+def is_rank_guarded(index: SemanticIndex, node: cst.CSTNode, lenient: bool = False) -> bool:
+    return bool(rank_guards(index, node, lenient))
+
+
+def _early_exit_guard(index: SemanticIndex, block: Union[cst.IndentedBlock, cst.Module],
+                      statement: cst.BaseStatement, lenient: bool) -> Optional[cst.If]:
+    """An ``if <rank condition>: return`` (no else) before ``statement`` in ``block``."""
+    for sibling in block.body:
+        if sibling is statement:
+            return None
+        if (isinstance(sibling, cst.If) and sibling.orelse is None and _always_exits(sibling.body)
+                and is_rank_condition(index, sibling.test, lenient)):
+            return sibling
+    return None
+
+
+def _always_exits(body: cst.BaseSuite) -> bool:
+    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    if not statements:
+        return False
+    last = statements[-1]
+    small = last.body if isinstance(last, cst.SimpleStatementLine) else [last]
+    if isinstance(last, cst.SimpleStatementSuite):
+        small = last.body
+    return any(isinstance(s, (cst.Return, cst.Continue, cst.Raise, cst.Break)) for s in small) \
+        or any(isinstance(s, cst.Expr) and isinstance(s.value, cst.Call)
+               and dotted_name(s.value.func) in ("sys.exit", "exit", "os._exit") for s in small)
+
+
+def has_rank_zero_decorator(function: cst.FunctionDef) -> bool:
+    """``@rank_zero_only`` / ``@master_only`` and friends."""
+    for decorator in function.decorators:
+        expr = decorator.decorator
+        if isinstance(expr, cst.Call):
+            expr = expr.func
+        name = dotted_name(expr)
+        if name is not None and name.split(".")[-1] in RANK_ZERO_DECORATORS:
+            return True
+    return False
+
+
+def enclosing_function(index: SemanticIndex, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    scope = index.enclosing_scope(node)
+    return scope if isinstance(scope, cst.FunctionDef) else None
+
+
+def runs_on_rank_subset(index: SemanticIndex, node: cst.CSTNode, lenient: bool = False) -> bool:
+    """Guarded in its own function: a rank ``if``, an early rank exit, or a
+    rank-zero-only decorator on the enclosing function."""
+    if is_rank_guarded(index, node, lenient):
+        return True
+    function = enclosing_function(index, node)
+    return function is not None and has_rank_zero_decorator(function)
+
+
+def iter_guarded_calls(index: SemanticIndex, lenient: bool = False) -> Iterator[tuple[object, list[Guard]]]:
+    """Every call site with its rank guards (only those that have some)."""
+    for site in index.calls:
+        guards = rank_guards(index, site.node, lenient)
+        if guards:
+            yield site, guards
