@@ -90,7 +90,9 @@ def _report_rich(result: RunResult, stream: TextIO, show_source: bool, statistic
     from rich.console import Console
     from rich.text import Text
 
-    console = Console(file=stream, highlight=False, soft_wrap=True)
+    # Only called when colour is wanted (a terminal, or --color always), so force it:
+    # rich would otherwise re-detect the stream and honour NO_COLOR over the flag.
+    console = Console(file=stream, highlight=False, soft_wrap=True, force_terminal=True, no_color=False)
     for file in result.files:
         for d in file.diagnostics:
             line = Text()
