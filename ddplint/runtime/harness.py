@@ -217,3 +217,12 @@ def flat_params(module: torch.nn.Module) -> torch.Tensor:
 def mse(model: torch.nn.Module, xy: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     x, y = xy
     return torch.nn.functional.mse_loss(model(x), y)
+
+
+def short_error(exc: BaseException, limit: int = 160) -> str:
+    """The gist of a backend error: gloo prefixes messages with its source path."""
+    import re
+
+    text = " ".join(str(exc).split())
+    text = re.sub(r"\[/[^\]]*\]\s*", "", text)
+    return text[:limit]

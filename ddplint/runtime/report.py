@@ -84,6 +84,7 @@ def sparkline(values: list[float], lo: float | None = None, hi: float | None = N
 
 def _text(results: list[dict], meta: dict, stream: IO[str]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     # A fixed width keeps piped output (CI logs, tests) readable and stable.
@@ -99,11 +100,11 @@ def _text(results: list[dict], meta: dict, stream: IO[str]) -> None:
             if i == 0:
                 verdict = f"[{_STYLE[r['verdict']]}]{r['verdict']}[/]"
                 if r["reason"]:
-                    verdict += f": {r['reason']}"
+                    verdict += f": {escape(r['reason'])}"
             if m is None:
                 table.add_row(r["rule"], "-", "-", "-", "-", verdict)
                 continue
-            table.add_row(r["rule"] if i == 0 else "", m["metric"],
+            table.add_row(r["rule"] if i == 0 else "", escape(m["metric"]),
                           _cell(m, "pattern"), _cell(m, "fixed"), fmt_ratio(m["ratio"]), verdict)
     console.print(table)
     for r in results:
@@ -117,8 +118,8 @@ def _text(results: list[dict], meta: dict, stream: IO[str]) -> None:
                               f"(scale {fmt_value(lo, m['unit'])}–{fmt_value(hi, m['unit'])})")
     for r in results:
         if r["detail"] and r["verdict"] != ERROR:
-            console.print(f"[bold]{r['rule']}[/] {r['name']}: {r['detail']}")
+            console.print(f"[bold]{r['rule']}[/] {r['name']}: {escape(r['detail'])}")
         elif r["verdict"] == ERROR:
-            console.print(f"[bold red]{r['rule']} error[/]: {r['reason']}\n{r['detail']}")
+            console.print(f"[bold red]{r['rule']} error[/]: {escape(r['reason'])}\n{escape(r['detail'])}")
     counts = document(results, meta, 0)["summary"]
     console.print(", ".join(f"{n} {v}" for v, n in counts.items() if n) + f" — {meta['wall_seconds']} s")
