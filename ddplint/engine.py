@@ -56,6 +56,8 @@ class Linter:
         self.rules: list[Rule] = [rule() for rule in all_rules()
                                   if rule.code in selected and rule.code != SYNTAX_ERROR]
         self.report_syntax_errors = SYNTAX_ERROR in selected
+        # Set by lint_files when several files are linted together (ddplint.project).
+        self.project = None
 
     # ------------------------------------------------------------------ one file
     def lint_file(self, path: Path, display: Optional[str] = None) -> FileResult:
@@ -97,6 +99,7 @@ class Linter:
                 _apply_suppressions(result, source)
             return result
         index = SemanticIndex.build(module, source, display)
+        index.project = self.project
         reports: list[Report] = []
         for rule in rules:
             if rule.needs_ddp_context and not index.in_ddp_context:
@@ -222,9 +225,10 @@ def _apply_suppressions(result: FileResult, source: str) -> None:
 _worker_linter: Optional[Linter] = None
 
 
-def _init_worker(settings: Settings) -> None:
+def _init_worker(settings: Settings, project=None) -> None:
     global _worker_linter
     _worker_linter = Linter(settings)
+    _worker_linter.project = project
 
 
 def _lint_in_worker(job: tuple[str, str]) -> FileResult:
@@ -233,20 +237,54 @@ def _lint_in_worker(job: tuple[str, str]) -> FileResult:
     return _worker_linter.lint_file(Path(path), display)
 
 
+def _summarize_job(job: tuple[str, str]):
+    from ddplint.project import summarize_file
+
+    path, display = job
+    facts = summarize_file(path)
+    if facts is not None:
+        facts.path = display  # the index knows a file by its displayed path
+    return facts
+
+
+def _needs_project(settings: Settings) -> bool:
+    """Project analysis matters to (ctx) rules (the context widens) and to rules
+    that ask the project (``uses_project``)."""
+    return any(rule.needs_ddp_context or getattr(rule, "uses_project", False)
+               for rule in Linter(settings).rules)
+
+
+def _map(function, jobs_list, jobs: int, initializer=None, initargs=()):
+    if jobs <= 1 or len(jobs_list) < 2 * jobs:
+        if initializer is not None:
+            initializer(*initargs)
+        return [function(job) for job in jobs_list]
+    from concurrent.futures import ProcessPoolExecutor
+
+    chunk = max(1, min(64, len(jobs_list) // (jobs * 8)))
+    with ProcessPoolExecutor(jobs, initializer=initializer, initargs=initargs) as pool:
+        return list(pool.map(function, jobs_list, chunksize=chunk))
+
+
+def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1):
+    """Pass 1: a small facts summary per file (ast, no CST kept), then the join.
+    Each summary depends only on the file's content, so it can be cached by hash."""
+    from ddplint.project import Project
+
+    summaries = _map(_summarize_job, list(pairs), jobs)
+    return Project([facts for facts in summaries if facts is not None])
+
+
 def lint_files(files: Sequence[Path], settings: Settings, jobs: int = 1,
                display: Optional[dict[Path, str]] = None) -> list[FileResult]:
-    """Lint files, in worker processes when there are enough of them."""
+    """Lint files, in worker processes when there are enough of them.
+
+    With several files, a first pass joins per-file facts into a project
+    (ddplint.project) that the per-file lint of the second pass consults."""
     display = display or {}
     pairs = [(str(path), display.get(path, path.as_posix())) for path in files]
-    if jobs <= 1 or len(pairs) < 2 * jobs:
-        linter = Linter(settings)
-        results = [linter.lint_file(Path(path), shown) for path, shown in pairs]
-    else:
-        from concurrent.futures import ProcessPoolExecutor
-
-        chunk = max(1, min(64, len(pairs) // (jobs * 8)))
-        with ProcessPoolExecutor(jobs, initializer=_init_worker, initargs=(settings,)) as pool:
-            results = list(pool.map(_lint_in_worker, pairs, chunksize=chunk))
+    project = build_project(pairs, jobs) if len(pairs) > 1 and _needs_project(settings) else None
+    results = _map(_lint_in_worker, pairs, jobs, _init_worker, (settings, project))
     results.sort(key=lambda result: result.path)
     return results
 
