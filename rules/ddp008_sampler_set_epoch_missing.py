@@ -1,0 +1,125 @@
+"""## What it does
+Flags a shuffling `DistributedSampler` used for training when nothing calls
+`set_epoch` (on the sampler, on the loader's `.sampler`, or in a helper) in this
+module or, with project analysis, anywhere in the project, while an epoch loop
+runs.
+
+## Why is this bad?
+`DistributedSampler` seeds its shuffle with `seed + epoch`. Without
+`sampler.set_epoch(epoch)` the epoch stays 0, so every epoch visits the samples in
+exactly the same order on every rank: the shuffle is done once and then frozen,
+which hurts convergence the way `shuffle=False` would.
+
+## Example
+    sampler = DistributedSampler(train_set)
+    loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+    for epoch in range(epochs):
+        for batch in loader:
+            ...
+
+## Use instead
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        for batch in loader:
+            ...
+
+## References
+- https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+import libcst as cst
+
+from ddplint import names
+from ddplint.facts import literal_bool
+from ddplint.project import project_of
+from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.semantic import SemanticIndex
+
+IMPORTS = ("import torch.distributed as dist\nfrom torch.utils.data import DataLoader\n"
+           "from torch.utils.data.distributed import DistributedSampler\n")
+_EVAL_NAME = re.compile(r"val|test|eval|dev", re.IGNORECASE)
+
+
+class SamplerSetEpochMissing(Rule):
+    code, name, severity = "DDP008", "sampler-set-epoch-missing", "warning"
+    message = "DistributedSampler shuffles but set_epoch is never called: the same order every epoch"
+    triggers = ("DistributedSampler",)
+    needs_ddp_context = True
+    uses_project = True
+
+    valid = [
+        Valid(IMPORTS + "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler)\n"
+                        "for epoch in range(10):\n    sampler.set_epoch(epoch)\n    train(loader)\n"),
+        Valid(IMPORTS + "loader = DataLoader(ds, sampler=DistributedSampler(ds))\n"
+                        "for epoch in range(10):\n    loader.sampler.set_epoch(epoch)\n    train(loader)\n"),
+        Valid(IMPORTS + "sampler = DistributedSampler(ds, shuffle=False)\nloader = DataLoader(ds, sampler=sampler)\n"
+                        "for epoch in range(10):\n    train(loader)\n"),
+        Valid(IMPORTS + "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler)\n"
+                        "for batch in loader:\n    step(batch)\n"),  # single pass, no epoch loop
+        Valid(IMPORTS + "def reshuffle(loader, epoch):\n    loader.sampler.set_epoch(epoch)\n"
+                        "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler)\n"
+                        "for epoch in range(10):\n    reshuffle(loader, epoch)\n    train(loader)\n"),
+        Valid(IMPORTS + "val_sampler = DistributedSampler(val_set)\nfor epoch in range(3):\n"
+                        "    evaluate(DataLoader(val_set, sampler=val_sampler))\n"),
+        # The sampler is built here; the epoch loop lives elsewhere (unknown alone).
+        Valid(IMPORTS + "def build_loader(ds):\n    return DataLoader(ds, sampler=DistributedSampler(ds))\n"),
+        Valid(IMPORTS + "sampler = DistributedSampler(ds, num_replicas=ws, rank=rank, shuffle=False)\n"
+                        "for epoch in range(10):\n    train(DataLoader(ds, sampler=sampler))\n"),
+        Valid("from mylib import DistributedSampler\ns = DistributedSampler(ds)\nfor epoch in range(3):\n"
+              "    train(s)\n"),
+    ]
+    invalid = [
+        Invalid(IMPORTS + "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler)\n"
+                          "for epoch in range(10):\n    train(loader)\n", line=4, column=11),
+        Invalid(IMPORTS + "loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds))\n"
+                          "for epoch in range(args.epochs):\n    for x in loader:\n        step(x)\n",
+                line=4, column=47),
+        Invalid(IMPORTS + "sampler = DistributedSampler(ds, shuffle=True)\n"
+                          "for ep in range(start_epoch, epochs):\n    train(DataLoader(ds, sampler=sampler))\n",
+                line=4, column=11),
+        Invalid("import torch.distributed as dist, torch.utils.data as data\ntrain_sampler = data.distributed.DistributedSampler(train_set)\n"
+                "epoch = 0\nwhile epoch < 10:\n    train(train_sampler)\n    epoch += 1\n"
+                "for epoch in range(3):\n    pass\n", line=2, column=17),
+        Invalid(IMPORTS + "def main():\n    sampler = DistributedSampler(ds, num_replicas=ws, rank=rank)\n"
+                          "    loader = DataLoader(ds, sampler=sampler)\n"
+                          "    for epoch in range(100):\n        train_epoch(loader)\n", line=5, column=15),
+        Invalid("from torch.utils.data import distributed\nfrom torch import distributed as dist\nsampler = distributed.DistributedSampler(dataset)\n"
+                "for epoch in range(3):\n    run(sampler)\n", line=3, column=11),
+        Invalid(IMPORTS + "def build(ds):\n    return DataLoader(ds, sampler=DistributedSampler(ds))\n"
+                          "loader = build(ds)\nfor epoch in range(5):\n    for batch in loader:\n        step(batch)\n",
+                line=5, column=35),
+        Invalid(IMPORTS + "class Trainer:\n    def __init__(self, ds):\n        self.sampler = DistributedSampler(ds)\n"
+                          "    def fit(self):\n        for epoch in range(self.epochs):\n"
+                          "            self.train_epoch()\n", line=6, column=24),
+    ]
+
+    def check(self, index: SemanticIndex) -> Iterator[Report]:
+        project = project_of(index)
+        if project.any_module("calls_set_epoch") or not project.any_module("has_epoch_loop"):
+            return
+        if not project.complete and not project.modules[index.path].has_epoch_loop:
+            return
+        for site in index.calls_to(names.DISTRIBUTED_SAMPLER):
+            shuffle = site.argument("shuffle")
+            if shuffle is not None and literal_bool(shuffle.value) is not True:
+                continue  # shuffle=False, or a value we cannot read
+            if site.has_star_kwargs or _is_eval_sampler(index, site.node):
+                continue
+            yield self.report(site.node)
+
+
+def _is_eval_sampler(index: SemanticIndex, node: cst.Call) -> bool:
+    """Validation/test samplers: their order does not matter."""
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.Assign, cst.AnnAssign)):
+            targets = ancestor.targets if isinstance(ancestor, cst.Assign) else [ancestor]
+            text = " ".join(index.module.code_for_node(t.target) for t in targets)
+            return bool(_EVAL_NAME.search(text))
+        if isinstance(ancestor, cst.BaseStatement):
+            break
+    return False

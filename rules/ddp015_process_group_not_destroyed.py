@@ -1,0 +1,95 @@
+"""## What it does
+Flags `init_process_group(...)` in a module when nothing in the project calls
+`destroy_process_group()` (directly, in a `finally:`, through a cleanup helper
+of another module, or registered with `atexit`).
+
+## Why is this bad?
+Without `destroy_process_group()` the communicators are torn down by interpreter
+exit in arbitrary order. When one rank raises, its peers stay blocked in the
+next collective until the NCCL timeout (30 minutes by default) instead of
+failing fast, and recent PyTorch versions warn about leaked process groups.
+
+## Example
+    def main():
+        dist.init_process_group("nccl")
+        train()
+
+## Use instead
+    def main():
+        dist.init_process_group("nccl")
+        try:
+            train()
+        finally:
+            dist.destroy_process_group()
+
+## References
+- https://pytorch.org/docs/stable/distributed.html#shutdown
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from ddplint import names
+from ddplint.project import project_of
+from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.semantic import SemanticIndex
+
+DIST = "import torch.distributed as dist\n"
+# A call of a helper named like this may destroy the group in a module we cannot see.
+_CLEANUP = re.compile(r"cleanup|clean_up|destroy|teardown|tear_down|shutdown|finali[sz]e|cleanup_dist",
+                      re.IGNORECASE)
+
+
+class ProcessGroupNotDestroyed(Rule):
+    code, name, severity = "DDP015", "process-group-not-destroyed", "info"
+    message = "init_process_group without destroy_process_group anywhere in the project"
+    triggers = ("init_process_group",)
+    needs_ddp_context = True
+    uses_project = True
+
+    valid = [
+        Valid(DIST + "dist.init_process_group('nccl')\ntrain()\ndist.destroy_process_group()\n"),
+        Valid(DIST + "def main():\n    dist.init_process_group('nccl')\n    try:\n        train()\n"
+                     "    finally:\n        dist.destroy_process_group()\n"),
+        Valid(DIST + "import atexit\ndist.init_process_group('nccl')\natexit.register(dist.destroy_process_group)\n"),
+        Valid(DIST + "from utils import cleanup\ndist.init_process_group('nccl')\ntrain()\ncleanup()\n"),
+        Valid(DIST + "def setup():\n    dist.init_process_group('gloo')\ndef teardown():\n"
+                     "    dist.destroy_process_group()\n"),
+        Valid("from torch.distributed import init_process_group, destroy_process_group\n"
+              "init_process_group(backend='nccl')\ntrain()\ndestroy_process_group()\n"),
+        Valid("import deepspeed\ndeepspeed.init_distributed()\ninit_process_group = 1\n"),
+        Valid(DIST + "import dist_utils\ndist.init_process_group('nccl')\ntrain()\ndist_utils.shutdown()\n"),
+    ]
+    invalid = [
+        Invalid(DIST + "dist.init_process_group('nccl')\ntrain()\n", line=2, column=1),
+        Invalid(DIST + "def main():\n    dist.init_process_group(backend='nccl', init_method='env://')\n"
+                       "    train()\nmain()\n", line=3, column=5),
+        Invalid("from torch.distributed import init_process_group\ninit_process_group('nccl')\n",
+                line=2, column=1),
+        Invalid("import torch\ntorch.distributed.init_process_group(backend='gloo')\n", line=2, column=1),
+        Invalid(DIST + "def setup(rank, world_size):\n    os.environ['MASTER_PORT'] = '12355'\n"
+                       "    dist.init_process_group('nccl', rank=rank, world_size=world_size)\n",
+                line=4, column=5),
+        Invalid(DIST + "import torch.multiprocessing as mp\ndef worker(rank):\n"
+                       "    dist.init_process_group('gloo', rank=rank, world_size=2)\n    run(rank)\n"
+                       "mp.spawn(worker, nprocs=2)\n", line=4, column=5),
+        Invalid(DIST + "if args.distributed:\n    dist.init_process_group(backend=args.backend)\n",
+                line=3, column=5),
+        Invalid(DIST + "class Runner:\n    def __init__(self):\n        dist.init_process_group('nccl')\n"
+                       "    def close(self):\n        pass\n", line=4, column=9),
+    ]
+
+    def check(self, index: SemanticIndex) -> Iterator[Report]:
+        project = project_of(index)
+        if project.any_module("destroys_process_group") or "destroy_process_group" in index.source:
+            return
+        if _may_clean_up_elsewhere(index):
+            return  # a cleanup helper, perhaps from a module we were not given
+        for site in index.calls_to(names.INIT_PROCESS_GROUP):
+            yield self.report(site.node)
+
+
+def _may_clean_up_elsewhere(index: SemanticIndex) -> bool:
+    return any(method and _CLEANUP.search(method) for method in index.calls_by_method)
