@@ -304,11 +304,11 @@ class _Extractor:
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if node.value is not None:
+                self.expressions([node.value])  # before the binding: ``m = DDP(prep(m))``
                 for target in targets:
                     dotted = _dotted(target)
                     if dotted is not None:
                         self.assigned[-1].setdefault(dotted, []).append(node.value)
-                self.expressions([node.value])
         else:
             children = []
             for name, value in ast.iter_fields(node):
@@ -799,3 +799,45 @@ def wrapped_slots(index, site) -> dict[str, str]:
         if kind:
             slots[slot] = kind
     return slots
+
+
+_COPY_NAME = re.compile(r"ema|teacher|shadow|average|swa", re.IGNORECASE)
+
+
+def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.DDP,)) -> Optional[str]:
+    """The part of ``expr`` (``model``, ``self.net``, ``ddp.module.encoder``) that
+    names a model already wrapped by one of ``wrappers`` at ``at_order``: the
+    wrapper itself, or the inner model passed to a wrap call earlier in the same
+    function. None otherwise, and for EMA/teacher copies."""
+    import libcst as cst
+
+    from ddplint.semantic import dotted_name
+
+    name = dotted_name(expr)
+    if name is None or _COPY_NAME.search(name):
+        return None
+    parts = name.split(".")
+    scope = index.enclosing_scope(expr)
+    wrap_calls = [site for site in index.calls_to(*wrappers) if site.order < at_order]
+    for size in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:size])
+        # Bindings before the use, minus the statement the use sits in
+        # (``net = convert(net)`` binds ``net`` before its value's calls).
+        enclosing = {id(a) for a in index.ancestors(expr)}
+        bindings = [b for b in index.visible_bindings(prefix, expr) or []
+                    if b.order < at_order and id(b.node) not in enclosing]
+        if size == 1:
+            bindings = bindings[-1:]
+        for binding in bindings:
+            value = binding.value
+            if isinstance(value, cst.Call) and index.qualified_name(value.func) in wrappers:
+                return prefix
+            if binding.kind == "param" and size == 1 and isinstance(binding.scope, cst.FunctionDef):
+                kind = project_of(index).wrapped_param(index.path, binding.scope.name.value, prefix)
+                if kind and {"ddp": names.DDP, "fsdp": names.FSDP}[kind] in wrappers:
+                    return prefix
+        for site in wrap_calls:
+            module = site.argument("module", 0)
+            if site.scope is scope and module is not None and dotted_name(module.value) == prefix:
+                return prefix
+    return None

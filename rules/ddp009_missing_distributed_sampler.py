@@ -1,0 +1,138 @@
+"""## What it does
+Flags a training `DataLoader` (its name says `train`, or it shuffles) over a
+map-style dataset, in DDP code, built with no `sampler` and no `batch_sampler`.
+
+## Why is this bad?
+Without a `DistributedSampler` every rank iterates the whole dataset: an epoch
+costs N times the work it should, each optimizer step averages N copies of
+the same (or overlapping) batches, and the effective batch size and learning-rate
+schedule are not what the script believes.
+
+## Example
+    train_loader = DataLoader(train_set, batch_size=64, shuffle=True)
+
+## Use instead
+    sampler = DistributedSampler(train_set)
+    train_loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+
+## References
+- https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler
+- https://pytorch.org/tutorials/intermediate/ddp_tutorial.html
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from ddplint import names
+from ddplint.facts import literal_bool
+from ddplint.ranks import is_rank_guarded
+from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.semantic import CallSite, SemanticIndex, dotted_name
+
+IMPORTS = "import torch.distributed as dist\nfrom torch.utils.data import DataLoader\n"
+_EVAL_NAME = re.compile(r"val|test|eval|dev|calib|infer|predict", re.IGNORECASE)
+# Frameworks that shard loaders themselves (accelerate's prepare, Lightning's Trainer).
+_SHARDING_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspeed", "ray", "horovod",
+                        "composer", "torchdata", "webdataset", "ffcv")
+_SHARDED_BY_HAND = re.compile(r"rank|world_size|num_replicas|shard|split_by_node|num_shards", re.IGNORECASE)
+
+
+class MissingDistributedSampler(Rule):
+    code, name, severity = "DDP009", "missing-distributed-sampler", "warning"
+    message = "training DataLoader without a DistributedSampler: every rank iterates the whole dataset"
+    triggers = ("DataLoader",)
+    needs_ddp_context = True
+
+    valid = [
+        Valid(IMPORTS + "from torch.utils.data import DistributedSampler\n"
+                        "train_loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds))\n"),
+        Valid(IMPORTS + "train_loader = DataLoader(ds, batch_sampler=bucket_sampler)\n"),
+        Valid(IMPORTS + "from torch.utils.data import IterableDataset\nclass Stream(IterableDataset):\n"
+                        "    pass\ntrain_ds = Stream()\ntrain_loader = DataLoader(train_ds, batch_size=8)\n"),
+        Valid(IMPORTS + "train_ds = Subset(ds, range(rank, len(ds), world_size))\n"
+                        "train_loader = DataLoader(train_ds, shuffle=True)\n"),
+        Valid(IMPORTS + "if rank == 0:\n    val_loader = DataLoader(val_ds, batch_size=8)\n"),
+        Valid(IMPORTS + "val_loader = DataLoader(val_ds, batch_size=8, shuffle=False)\n"),
+        Valid(IMPORTS + "train_loader = DataLoader(ds, **loader_kwargs)\n"),
+        Valid("from torch.utils.data import DataLoader\ntrain_loader = DataLoader(ds, shuffle=True)\n"),
+        Valid(IMPORTS + "from accelerate import Accelerator\naccelerator = Accelerator()\n"
+                        "train_loader = accelerator.prepare(DataLoader(ds, shuffle=True))\n"),
+        Valid(IMPORTS + "train_loader = DataLoader(ds, batch_size=8, sampler=sampler if ddp else None)\n"),
+        Valid(IMPORTS + "loader = DataLoader(ds, batch_size=8)\n"),  # nothing says "training"
+    ]
+    invalid = [
+        Invalid(IMPORTS + "train_loader = DataLoader(train_set, batch_size=64, shuffle=True)\n",
+                line=3, column=16),
+        Invalid(IMPORTS + "loader = DataLoader(ds, batch_size=8, shuffle=True, num_workers=4)\n",
+                line=3, column=10),
+        Invalid(IMPORTS + "train_dl = DataLoader(ds, 32)\n", line=3, column=12),
+        Invalid("import torch\nimport torch.distributed as dist\n"
+                "trainloader = torch.utils.data.DataLoader(trainset, batch_size=4, shuffle=True)\n",
+                line=3, column=15),
+        Invalid(IMPORTS + "def build(ds):\n    return DataLoader(ds, batch_size=8, shuffle=True, drop_last=True)\n",
+                line=4, column=12),
+        Invalid(IMPORTS + "class Trainer:\n    def __init__(self, ds):\n"
+                          "        self.train_loader = DataLoader(ds, batch_size=8)\n", line=5, column=29),
+        Invalid(IMPORTS + "train_loader = DataLoader(ds, batch_size=8, sampler=None, shuffle=True)\n",
+                line=3, column=16),
+        Invalid(IMPORTS + "for epoch in range(3):\n    for x in DataLoader(train_ds, shuffle=True):\n"
+                          "        step(x)\n", line=4, column=14),
+    ]
+
+    def check(self, index: SemanticIndex) -> Iterator[Report]:
+        if any(index.imports_module(framework) for framework in _SHARDING_FRAMEWORKS):
+            return
+        for site in index.calls_to(names.DATALOADER):
+            if site.has_star_kwargs or site.has_star_args or _has_sampler(site):
+                continue
+            target = _assigned_name(index, site.node)
+            shuffle = site.argument("shuffle")
+            shuffles = shuffle is not None and literal_bool(shuffle.value) is True
+            named_train = target is not None and "train" in target.lower()
+            if not (shuffles or named_train) or (target is not None and _EVAL_NAME.search(target)):
+                continue
+            if is_rank_guarded(index, site.node) or _not_map_style(index, site):
+                continue
+            yield self.report(site.node)
+
+
+def _has_sampler(site: CallSite) -> bool:
+    for keyword in ("sampler", "batch_sampler"):
+        arg = site.argument(keyword)
+        if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "None"):
+            return True
+    return False
+
+
+def _assigned_name(index: SemanticIndex, node: cst.Call) -> Optional[str]:
+    parent = index.parent(node)
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        return dotted_name(parent.targets[0].target)
+    if isinstance(parent, cst.Return):
+        scope = index.enclosing_scope(node)
+        return scope.name.value if isinstance(scope, cst.FunctionDef) else None  # the builder's name
+    return None
+
+
+def _not_map_style(index: SemanticIndex, site: CallSite) -> bool:
+    """An IterableDataset (it shards itself), or data split by rank by hand."""
+    dataset = site.argument("dataset")
+    if dataset is None:
+        return True
+    texts = [index.module.code_for_node(dataset.value)]
+    for value in index.assigned_values(dataset.value) or []:
+        texts.append(index.module.code_for_node(value))
+        if isinstance(value, cst.Call):
+            texts.extend(_class_bases(index, value.func))
+    joined = " ".join(texts)
+    return bool(_SHARDED_BY_HAND.search(joined)) or "Iterable" in joined or "Stream" in joined
+
+
+def _class_bases(index: SemanticIndex, func: cst.BaseExpression) -> list[str]:
+    name = dotted_name(func)
+    return [index.module.code_for_node(base.value) for cls in index.classes
+            if cls.name.value == name for base in cls.bases]

@@ -1,0 +1,88 @@
+"""## What it does
+Flags `SyncBatchNorm.convert_sync_batchnorm(model)` applied to a model that was
+already wrapped in `DistributedDataParallel` (the wrapper, its `.module`, or the
+inner model passed to `DDP(...)` earlier; also a function parameter that the
+project passes a DDP model to).
+
+## Why is this bad?
+DDP records the module's parameters and buffers when it is constructed. The
+converted model is a new module tree that the DDP wrapper does not drive
+(or, when the wrapper itself is converted, its BatchNorm layers are replaced behind
+the reducer's back): batch statistics are not synchronised the way the
+script intends, and BN statistics silently differ across ranks.
+
+## Example
+    model = DDP(model, device_ids=[local_rank])
+    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+
+## Use instead
+    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    model = DDP(model, device_ids=[local_rank])
+
+## References
+- https://pytorch.org/docs/stable/generated/torch.nn.SyncBatchNorm.html
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ddplint import names
+from ddplint.project import wrapped_root
+from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.semantic import SemanticIndex
+
+IMPORTS = "import torch.nn as nn\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+
+
+class SyncBnAfterDdpWrap(Rule):
+    code, name, severity = "DDP012", "syncbn-after-ddp-wrap", "info"
+    message = "convert_sync_batchnorm after the DDP wrap: convert first, then wrap"
+    triggers = ("convert_sync_batchnorm",)
+    needs_ddp_context = True
+    uses_project = True
+
+    valid = [
+        Valid(IMPORTS + "model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\nmodel = DDP(model)\n"),
+        Valid(IMPORTS + "if args.sync_bn:\n    net = nn.SyncBatchNorm.convert_sync_batchnorm(net)\n"
+                        "net = DDP(net, device_ids=[gpu])\n"),
+        Valid(IMPORTS + "def build(model):\n    return DDP(nn.SyncBatchNorm.convert_sync_batchnorm(model))\n"),
+        Valid(IMPORTS + "ema = DDP(other)\nmodel = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"),
+        Valid(IMPORTS + "def prepare(m):\n    return nn.SyncBatchNorm.convert_sync_batchnorm(m)\n"
+                        "model = DDP(prepare(model))\n"),
+        Valid(IMPORTS + "class T:\n    def setup(self):\n"
+                        "        self.model = nn.SyncBatchNorm.convert_sync_batchnorm(self.model)\n"
+                        "        self.model = DDP(self.model)\n"),
+        Valid("import torch.nn as nn\nmodel = nn.DataParallel(model)\n"
+              "model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"),
+        Valid(IMPORTS + "def a():\n    model = DDP(model)\ndef b(model):\n"
+                        "    return nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"),
+    ]
+    invalid = [
+        Invalid(IMPORTS + "model = DDP(model)\nmodel = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n",
+                line=4, column=9),
+        Invalid(IMPORTS + "ddp = DDP(net)\nnet = nn.SyncBatchNorm.convert_sync_batchnorm(net)\n",
+                line=4, column=7),
+        Invalid(IMPORTS + "model = DDP(model)\nmodel.module = nn.SyncBatchNorm.convert_sync_batchnorm(model.module)\n",
+                line=4, column=16),
+        Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel\n"
+                "model = DistributedDataParallel(model, device_ids=[rank])\n"
+                "model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)\n", line=4, column=9),
+        Invalid(IMPORTS + "class Trainer:\n    def __init__(self, m):\n        self.model = DDP(m)\n"
+                          "        self.model = nn.SyncBatchNorm.convert_sync_batchnorm(self.model)\n",
+                line=6, column=22),
+        Invalid(IMPORTS + "def sync(model):\n    return nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"
+                          "model = sync(DDP(net))\n", line=4, column=12),
+        Invalid("from torch.nn import SyncBatchNorm\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "def main():\n    net = DDP(build())\n    if cfg.sync_bn:\n"
+                "        net = SyncBatchNorm.convert_sync_batchnorm(net)\n", line=6, column=15),
+        Invalid(IMPORTS + "model = DDP(model, device_ids=[local_rank])\nopt = make_opt(model)\n"
+                          "model = nn.modules.batchnorm.SyncBatchNorm.convert_sync_batchnorm(model)\n",
+                line=5, column=9),
+    ]
+
+    def check(self, index: SemanticIndex) -> Iterator[Report]:
+        for site in index.calls_to(names.SYNC_BN_CONVERT):
+            module = site.argument("module", 0)
+            if module is not None and wrapped_root(index, module.value, site.order) is not None:
+                yield self.report(site.node)
