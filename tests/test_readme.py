@@ -1,0 +1,26 @@
+"""The README's promises that can drift: the first commands and the rules table."""
+
+import re
+from pathlib import Path
+
+from ddplint.registry import all_rules
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_rules_table_matches_the_registry():
+    rows = dict(re.findall(r"^\| (DDP\d{3}) \| ([a-z0-9-]+) \|", README, re.M))
+    for rule in all_rules():
+        assert rows.get(rule.code) == rule.name, f"README rules table is out of date for {rule.code}"
+
+
+def test_first_commands_name_a_shipped_fixture_and_the_test_command():
+    blocks = re.findall(r"```sh\n(.*?)\n```", README, re.S)
+    first, second = blocks[0].strip(), blocks[1].strip()
+    fixture = re.search(r"ddplint (\S+\.py)", first).group(1)
+    assert (ROOT / fixture).is_file()
+    assert (ROOT / fixture.replace(".py", ".expected")).read_text().strip(), "the example must have findings"
+    assert second.endswith("python -m pytest")
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "pytest" in ci and "torch==2.13.0" in ci
