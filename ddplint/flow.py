@@ -1,0 +1,975 @@
+"""The training-loop model: facts about loops, grad regions and tensors that the
+training-loop rules (DDP001-DDP004, DDP013, DDP014) share.
+
+Everything here is derived from what ``SemanticIndex`` recorded in its single
+traversal (calls, bindings, parents, loops, withs, ifs, exits); nothing walks the
+tree again. Results that several rules need are cached in ``index.cache``.
+
+Vocabulary:
+
+- a *tensor backward* is ``expr.backward()`` on a tensor (``loss.backward()``,
+  ``scaler.scale(loss).backward()``, ``torch.autograd.backward(loss)``), not a
+  framework's ``accelerator.backward(loss)`` / DeepSpeed ``engine.backward(loss)``;
+- an *optimizer step* is ``opt.step()`` on something that holds an optimizer, or
+  ``scaler.step(opt)``;
+- a *training loop* is a loop whose iteration (with one level of same-module
+  helper calls inlined) runs a tensor backward; the innermost such loop is the
+  *step loop*, a loop around it the *epoch loop*;
+- a *graph tensor* is a value with autograd history: a model or criterion output
+  and anything computed from it by arithmetic, indexing, tensor methods and
+  ``torch.*`` functions, until a sanitiser (``.item()``, ``.detach()``,
+  ``float()``, ``.tolist()``, ``torch.tensor(x)``) cuts the history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Optional, Union
+
+import libcst as cst
+
+from ddplint import names
+from ddplint.facts import is_ddp_model, literal_bool
+from ddplint.semantic import Binding, CallSite, SemanticIndex, dotted_name
+
+Loop = Union[cst.For, cst.While]
+_FUNCTION_TYPES = (cst.FunctionDef, cst.Lambda)
+
+WRAPPERS = (names.DDP, names.FSDP)
+
+# ---------------------------------------------------------------------- structure
+
+
+def enclosing_function(index: SemanticIndex, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.FunctionDef):
+            return ancestor
+        if isinstance(ancestor, cst.Lambda):
+            return None
+    return None
+
+
+def enclosing_loops(index: SemanticIndex, node: cst.CSTNode) -> list[Loop]:
+    """Loops around ``node`` inside its own function, innermost first. A node in
+    a loop's ``else`` or its iterable is not "in" the loop's iteration."""
+    found: list[Loop] = []
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
+            found.append(ancestor)
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            break
+        child = ancestor
+    return found
+
+
+def is_inside(index: SemanticIndex, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+    return node is container or any(a is container for a in index.ancestors(node))
+
+
+def precedes(index: SemanticIndex, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+    """Does ``first`` start before ``second`` in source order? Compared through
+    their lowest common ancestor's children, so no positions are needed."""
+    chain_first = [first, *index.ancestors(first)]
+    position = {id(node): i for i, node in enumerate(chain_first)}
+    child_second = second
+    for ancestor in [second, *index.ancestors(second)]:
+        if id(ancestor) in position:
+            i = position[id(ancestor)]
+            if i == 0:
+                return True  # first contains second
+            child_first = chain_first[i - 1]
+            if ancestor is second:
+                return False
+            for child in ancestor.children:
+                if child is child_first:
+                    return True
+                if child is child_second:
+                    return False
+            return False
+        child_second = ancestor
+    return False
+
+
+def _calls_by_loop(index: SemanticIndex) -> dict[int, list[CallSite]]:
+    """Every loop's calls (its own body, nested loops included), built once."""
+    cached = index.cache.get("flow.calls_by_loop")
+    if cached is None:
+        cached = {}
+        for site in index.calls:
+            for loop in enclosing_loops(index, site.node):
+                cached.setdefault(id(loop), []).append(site)
+        index.cache["flow.calls_by_loop"] = cached
+    return cached
+
+
+def calls_in(index: SemanticIndex, loop: Loop) -> list[CallSite]:
+    return _calls_by_loop(index).get(id(loop), [])
+
+
+def calls_in_function(index: SemanticIndex, function: cst.CSTNode) -> list[CallSite]:
+    cached = index.cache.get("flow.calls_by_function")
+    if cached is None:
+        cached = {}
+        for site in index.calls:
+            cached.setdefault(id(site.scope), []).append(site)
+        index.cache["flow.calls_by_function"] = cached
+    return cached.get(id(function), [])
+
+
+# ---------------------------------------------------------------------- helpers (one level)
+
+
+def helper_functions(index: SemanticIndex, site: CallSite) -> list[cst.FunctionDef]:
+    """Same-module functions a call may run: ``helper(...)`` by name, or
+    ``self.helper(...)`` for a method of the enclosing class."""
+    func = site.node.func
+    if isinstance(func, cst.Name):
+        if site.qualified_name is not None:
+            return []
+        return [f for f in index.functions_named(func.value) if f is not site.scope]
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        owner = index.enclosing(site.node, cst.ClassDef)
+        if owner is None:
+            # enclosing() stops at the method itself; look one function further out
+            function = enclosing_function(index, site.node)
+            owner = index.enclosing(function, cst.ClassDef) if function is not None else None
+        if owner is None:
+            return []
+        return [f for f in index.functions_named(func.attr.value)
+                if f is not site.scope and index.parent(index.parent(f)) is owner]
+    return []
+
+
+@dataclass(frozen=True)
+class Event:
+    """A call as seen from a loop: ``site`` may sit in a helper; ``anchor`` is the
+    node in the loop that runs it (the site itself, or the helper call)."""
+
+    site: CallSite
+    anchor: cst.CSTNode
+
+    @property
+    def inlined(self) -> bool:
+        return self.anchor is not self.site.node
+
+
+def events(index: SemanticIndex, region: cst.CSTNode) -> list[Event]:
+    """Calls a loop or function runs, in source order, with the calls of
+    same-module helpers it calls inlined one level deep."""
+    key = ("flow.events", id(region))
+    cached = index.cache.get(key)
+    if cached is not None:
+        return cached
+    if isinstance(region, (cst.For, cst.While)):
+        sites = calls_in(index, region)
+    else:
+        sites = calls_in_function(index, region)
+    found: list[Event] = []
+    for site in sites:
+        found.append(Event(site, site.node))
+        for helper in helper_functions(index, site):
+            for inner in calls_in_function(index, helper):
+                found.append(Event(inner, site.node))
+    index.cache[key] = found
+    return found
+
+
+def callers(index: SemanticIndex, function: cst.FunctionDef) -> list[CallSite]:
+    """Same-module calls of ``function`` (by plain name, or ``self.name`` from its class)."""
+    name = function.name.value
+    found = []
+    for site in index.method_calls(name):
+        func = site.node.func
+        if isinstance(func, cst.Name) and site.qualified_name is None:
+            found.append(site)
+        elif (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+              and func.value.value == "self"):
+            found.append(site)
+    return found
+
+
+# ---------------------------------------------------------------------- frameworks
+
+
+LIGHTNING_BASES = ("LightningModule",)
+
+
+def in_framework_code(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """Code whose training step a framework drives (a Lightning module's
+    methods): the framework does backward, accumulation and scaling."""
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.ClassDef):
+            for base in ancestor.bases:
+                text = dotted_name(base.value) or ""
+                if text.split(".")[-1] in LIGHTNING_BASES:
+                    return True
+    return False
+
+
+# ---------------------------------------------------------------------- backward and step
+
+
+def is_tensor_backward(index: SemanticIndex, site: CallSite) -> bool:
+    """``x.backward()`` on a tensor: framework calls pass the loss as an argument
+    (``accelerator.backward(loss)``, ``engine.backward(loss)``)."""
+    if site.method != "backward":
+        return False
+    if site.qualified_name in ("torch.autograd.backward",):
+        return True
+    if site.receiver is None or site.positional(0) is not None:
+        return False
+    receiver = site.receiver
+    if isinstance(receiver, cst.Name) and receiver.value in ("self", "super"):
+        return False
+    if in_framework_code(index, site.node):
+        return False
+    return True
+
+
+def backward_operand(site: CallSite) -> Optional[cst.BaseExpression]:
+    """The tensor a backward runs on: ``loss`` in ``loss.backward()`` and in
+    ``scaler.scale(loss).backward()``."""
+    if site.qualified_name == "torch.autograd.backward":
+        arg = site.positional(0)
+        return arg.value if arg is not None else None
+    receiver = site.receiver
+    scaled = scaled_operand(receiver)
+    return scaled if scaled is not None else receiver
+
+
+def scaled_operand(expr: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
+    """``loss`` when ``expr`` is ``scaler.scale(loss)``."""
+    if (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value == "scale" and expr.args):
+        return expr.args[0].value
+    return None
+
+
+def scaler_of_backward(site: CallSite) -> Optional[cst.BaseExpression]:
+    """The scaler in ``scaler.scale(loss).backward()``, else None."""
+    receiver = site.receiver
+    if scaled_operand(receiver) is not None:
+        assert isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute)
+        return receiver.func.value
+    return None
+
+
+OPTIMIZER_WORDS = ("optimizer", "optim", "opt")
+
+
+def holds_optimizer(index: SemanticIndex, expr: Optional[cst.BaseExpression]) -> bool:
+    """A name bound to ``torch.optim.*(...)``, or named like an optimizer
+    (``optimizer``, ``opt``, ``self.optimizer_g``); schedulers are not."""
+    name = dotted_name(expr) if expr is not None else None
+    if name is None:
+        return False
+    for binding in index.visible_bindings(name, expr) or []:
+        if isinstance(binding.value, cst.Call):
+            qualified = index.qualified_name(binding.value.func) or ""
+            if qualified.startswith("torch.optim."):
+                return not qualified.startswith("torch.optim.lr_scheduler")
+    last = name.split(".")[-1].lower()
+    if "sched" in last or "scaler" in last:
+        return False
+    return (last in OPTIMIZER_WORDS or last.startswith("optim") or last.endswith("optimizer")
+            or last.startswith("opt_") or last.endswith("_opt"))
+
+
+def is_optimizer_step(index: SemanticIndex, site: CallSite) -> bool:
+    return site.method == "step" and holds_optimizer(index, site.receiver)
+
+
+def is_scaler_step(site: CallSite) -> bool:
+    return site.method == "step" and bool(site.node.args) and site.receiver is not None and \
+        "scaler" in (dotted_name(site.receiver) or "").lower()
+
+
+def any_step(index: SemanticIndex, site: CallSite) -> bool:
+    return is_optimizer_step(index, site) or is_scaler_step(site)
+
+
+# ---------------------------------------------------------------------- training loops
+
+
+def tensor_backwards(index: SemanticIndex) -> list[CallSite]:
+    cached = index.cache.get("flow.backwards")
+    if cached is None:
+        cached = [s for s in index.method_calls("backward") if is_tensor_backward(index, s)]
+        cached += [s for s in index.calls_to("torch.autograd.backward")]
+        index.cache["flow.backwards"] = cached
+    return cached
+
+
+def backward_events(index: SemanticIndex, region: cst.CSTNode) -> list[Event]:
+    backwards = {id(s) for s in tensor_backwards(index)}
+    return [e for e in events(index, region) if id(e.site) in backwards]
+
+
+def is_training_loop(index: SemanticIndex, loop: Loop) -> bool:
+    """A loop whose iteration runs a tensor backward (directly or in a helper)."""
+    return bool(backward_events(index, loop))
+
+
+def training_loops(index: SemanticIndex) -> list[Loop]:
+    cached = index.cache.get("flow.training_loops")
+    if cached is None:
+        cached = [loop for loop in index.loops
+                  if is_training_loop(index, loop) and not in_framework_code(index, loop)]
+        index.cache["flow.training_loops"] = cached
+    return cached
+
+
+def step_loop_of(index: SemanticIndex, node: cst.CSTNode) -> Optional[Loop]:
+    """The innermost training loop around ``node`` (its step loop)."""
+    for loop in enclosing_loops(index, node):
+        if is_training_loop(index, loop):
+            return loop
+    return None
+
+
+def function_trains(index: SemanticIndex, function: Optional[cst.CSTNode]) -> bool:
+    if function is None:
+        return False
+    return any(is_tensor_backward(index, s) for s in calls_in_function(index, function))
+
+
+# ---------------------------------------------------------------------- grad regions
+
+NO_GRAD_CONTEXTS = ("torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
+                    "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
+                    "torch.autograd.inference_mode")
+SET_GRAD_ENABLED = ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
+                    "torch.autograd.grad_mode.set_grad_enabled")
+
+
+def _disables_grad(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    """``torch.no_grad()``, ``torch.inference_mode()``, ``torch.set_grad_enabled(x)``
+    with anything but a literal True (``phase == "train"`` may be off)."""
+    func = expr.func if isinstance(expr, cst.Call) else expr
+    qualified = index.qualified_name(func)
+    if qualified in NO_GRAD_CONTEXTS:
+        if isinstance(expr, cst.Call) and qualified.endswith("inference_mode") and expr.args:
+            return literal_bool(expr.args[0].value) is not False
+        return True
+    if qualified in SET_GRAD_ENABLED and isinstance(expr, cst.Call) and expr.args:
+        return literal_bool(expr.args[0].value) is not True
+    return False
+
+
+def _decorated_no_grad(index: SemanticIndex, function: cst.FunctionDef) -> bool:
+    for decorator in function.decorators:
+        if _disables_grad(index, decorator.decorator):
+            return True
+        # Project wrappers such as yolov5's ``@smart_inference_mode()``.
+        callee = decorator.decorator
+        callee = callee.func if isinstance(callee, cst.Call) else callee
+        last = _last_part(callee)
+        if "no_grad" in last or "inference_mode" in last:
+            return True
+    return False
+
+
+def in_module_internals(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """Inside a class that defines ``forward`` (an ``nn.Module``): its loops run
+    once per forward call, over layers, not over training steps."""
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.ClassDef):
+            for base in ancestor.bases:
+                if (dotted_name(base.value) or "").split(".")[-1] == "Module":
+                    return True
+            for function in index.functions_named("forward"):
+                if index.parent(index.parent(function)) is ancestor:
+                    return True
+    return False
+
+
+def in_no_grad_region(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """Inside ``with torch.no_grad()`` (and friends) or a function decorated
+    with them, in this function or an enclosing one."""
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.With):
+            if any(_disables_grad(index, item.item) for item in ancestor.items):
+                return True
+        elif isinstance(ancestor, cst.FunctionDef) and _decorated_no_grad(index, ancestor):
+            return True
+    return False
+
+
+def grad_mode(index: SemanticIndex, node: cst.CSTNode) -> str:
+    """"off" when autograd is disabled at ``node``, "on" when it is known to be
+    on, "unknown" when that depends on callers this module does not show.
+
+    One level of callers: a function whose every same-module caller sits in a
+    no-grad region is "off"; one that trains (runs a backward) or is called
+    outside such a region is "on"; one with no caller here is "unknown".
+    """
+    if in_no_grad_region(index, node):
+        return "off"
+    function = enclosing_function(index, node)
+    if function is None:
+        return "on"
+    if function_trains(index, function):
+        return "on"
+    calls = callers(index, function)
+    if not calls:
+        return "unknown"
+    if all(in_no_grad_region(index, c.node) for c in calls):
+        return "off"
+    return "on"
+
+
+# ---------------------------------------------------------------------- models and criteria
+
+MODEL_NAMES = ("model", "net", "network", "netg", "netd", "generator", "discriminator",
+               "encoder", "decoder", "backbone", "classifier", "student", "unet", "vae", "gpt",
+               "transformer", "ddp_model", "raw_model")
+CRITERION_WORDS = ("criterion", "loss_fn", "lossfn", "loss_func", "loss_function", "compute_loss",
+                   "loss_fct", "criterian", "loss_module")
+MODEL_FACTORIES = ("create_model", "build_model", "get_model", "make_model")
+
+
+def _last_part(expr: cst.BaseExpression) -> str:
+    name = dotted_name(expr)
+    return name.split(".")[-1].lower() if name else ""
+
+
+def is_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int) -> bool:
+    """Does ``expr`` (the callee of a call) hold a model? A DDP/FSDP wrap (also
+    through ``model = DDP(model)`` and ``self.model``), ``model.module``, a
+    ``torch.nn`` module, a model factory, or a model-like name."""
+    if is_ddp_model(index, expr, at_order, WRAPPERS):
+        return True
+    if isinstance(expr, cst.Attribute) and expr.attr.value in ("module", "_orig_mod"):
+        return is_model(index, expr.value, at_order)
+    name = dotted_name(expr)
+    if name is None:
+        return False
+    for binding in index.visible_bindings(name, expr) or []:
+        if binding.kind in ("def", "class", "import"):
+            return False  # ``build_model(...)`` is a function, not a model
+        value = binding.value
+        if isinstance(value, cst.Call):
+            qualified = index.qualified_name(value.func) or ""
+            if qualified.startswith("torch.nn.") and qualified.split(".")[-1][:1].isupper() \
+                    and not qualified.endswith("Loss"):
+                return True
+            if _last_part(value.func) in MODEL_FACTORIES:
+                return True
+    last = name.split(".")[-1].lower()
+    return last in MODEL_NAMES or last.endswith("_model") or last.endswith("_net")
+
+
+def is_criterion(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    """A loss function: ``torch.nn.*Loss()`` instances, criterion-like names."""
+    name = dotted_name(expr)
+    if name is None:
+        return False
+    qualified = index.qualified_name(expr) or ""
+    if qualified.startswith("torch.nn.functional."):
+        return True
+    for binding in index.visible_bindings(name, expr) or []:
+        if isinstance(binding.value, cst.Call):
+            qualified = index.qualified_name(binding.value.func) or ""
+            if qualified.startswith("torch.nn.") and qualified.endswith("Loss"):
+                return True
+    last = name.split(".")[-1].lower()
+    return any(word in last for word in CRITERION_WORDS)
+
+
+# ---------------------------------------------------------------------- graph tensors
+
+SANITISER_METHODS = ("item", "detach", "tolist", "numpy", "detach_", "data_ptr", "numel",
+                     "size", "dim", "ndimension")
+# Results without autograd history: integer/boolean outputs and comparisons.
+NO_GRAD_METHODS = ("argmax", "argmin", "eq", "ne", "lt", "gt", "le", "ge", "isnan", "isinf",
+                   "isfinite", "long", "int", "bool", "byte", "nonzero", "argsort", "count_nonzero",
+                   "all", "any", "equal", "allclose", "__len__")
+NO_GRAD_BUILTINS = ("float", "int", "bool", "len", "str", "round", "repr", "format", "isinstance")
+NO_HISTORY_TORCH = ("torch.tensor", "torch.argmax", "torch.argmin", "torch.eq", "torch.ne",
+                    "torch.isnan", "torch.isinf", "torch.isfinite", "torch.zeros", "torch.ones",
+                    "torch.zeros_like", "torch.ones_like", "torch.empty", "torch.randn",
+                    "torch.rand", "torch.arange", "torch.full", "torch.numel", "torch.randint",
+                    "torch.empty_like", "torch.full_like", "torch.randn_like", "torch.rand_like")
+INDEX_RESULTS = ("max", "min", "topk", "sort", "mode", "median", "kthvalue")
+DETACHED_ATTRIBUTES = ("data", "grad", "shape", "dtype", "device", "requires_grad", "is_cuda")
+
+
+def carries_graph(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_order: int,
+                  depth: int = 0) -> bool:
+    """Does ``expr`` hold a tensor with autograd history at source position
+    ``at_order``? Only what can be shown: unknown functions, parameters and
+    loop targets are assumed not to (precision first)."""
+    if expr is None or depth > 8:
+        return False
+    follow = lambda e: carries_graph(index, e, at_order, depth + 1)  # noqa: E731
+    if isinstance(expr, (cst.Name, cst.Attribute)):
+        if isinstance(expr, cst.Attribute) and expr.attr.value in DETACHED_ATTRIBUTES:
+            return False
+        name = dotted_name(expr)
+        if name is not None and "." not in name:
+            binding = index.binding_before(name, at_order, expr)
+            return binding is not None and binding_carries_graph(index, binding, depth)
+        if name is not None and index.visible_bindings(name, expr):
+            bindings = [b for b in index.visible_bindings(name, expr) or [] if b.order < at_order]
+            return bool(bindings) and binding_carries_graph(index, bindings[-1], depth)
+        if isinstance(expr, cst.Attribute):
+            return follow(expr.value)  # ``outputs.logits``, ``out.loss``
+        return False
+    if isinstance(expr, cst.Subscript):
+        base = expr.value
+        if isinstance(base, cst.Call) and _method(base) in INDEX_RESULTS and _subscript_int(expr) == 1:
+            return False  # ``out.max(1)[1]``: indices
+        return follow(base)
+    if isinstance(expr, cst.BinaryOperation):
+        return follow(expr.left) or follow(expr.right)
+    if isinstance(expr, cst.UnaryOperation):
+        return not isinstance(expr.operator, cst.Not) and follow(expr.expression)
+    if isinstance(expr, cst.IfExp):
+        return follow(expr.body) or follow(expr.orelse)
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return any(follow(e.value) for e in expr.elements)
+    if isinstance(expr, (cst.GeneratorExp, cst.ListComp)):
+        return follow(expr.elt)
+    if isinstance(expr, cst.Call):
+        return _call_carries_graph(index, expr, at_order, depth)
+    return False
+
+
+def _method(call: cst.Call) -> Optional[str]:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def _subscript_int(expr: cst.Subscript) -> Optional[int]:
+    if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
+        value = expr.slice[0].slice.value
+        if isinstance(value, cst.Integer):
+            return int(value.value)
+    return None
+
+
+def _call_carries_graph(index: SemanticIndex, call: cst.Call, at_order: int, depth: int) -> bool:
+    follow = lambda e: carries_graph(index, e, at_order, depth + 1)  # noqa: E731
+    func = call.func
+    qualified = index.qualified_name(func)
+    if isinstance(func, cst.Name) and qualified is None:
+        if func.value in NO_GRAD_BUILTINS:
+            return False
+        if func.value in ("sum", "max", "min", "abs"):
+            return any(follow(a.value) for a in call.args)
+    if qualified is not None:
+        if qualified in NO_HISTORY_TORCH or not qualified.startswith("torch."):
+            return False
+        if qualified.startswith("torch.nn.functional.") or "." not in qualified[len("torch."):]:
+            return any(follow(a.value) for a in call.args)  # torch.stack, torch.cat, F.*
+        return False
+    method = _method(call)
+    if method is not None and not _is_model_call(index, call, at_order):
+        if method in SANITISER_METHODS or method in NO_GRAD_METHODS:
+            return False
+        if method == "scale":  # scaler.scale(loss)
+            return follow(call.args[0].value) if call.args else False
+        if method in ("to", "cpu", "cuda", "float", "half", "double", "type", "mean", "sum",
+                      "view", "reshape", "squeeze", "unsqueeze", "flatten", "clone", "contiguous",
+                      "mul", "div", "add", "sub", "pow", "exp", "log", "sqrt", "abs", "norm",
+                      "softmax", "log_softmax", "sigmoid", "permute", "transpose", "expand",
+                      "max", "min", "topk", "gather", "masked_fill", "squeeze_", "mul_", "div_",
+                      "add_", "sub_", "bfloat16", "chunk", "split", "unbind", "__getitem__",
+                      "values", "get", "pop"):
+            return follow(func.value)  # type: ignore[union-attr]
+        if is_criterion(index, func):
+            return any(follow(a.value) for a in call.args)
+        return False
+    if _is_model_call(index, call, at_order):
+        return True
+    if is_criterion(index, func):
+        return any(follow(a.value) for a in call.args)
+    return _helper_returns_graph(index, call, at_order, depth)
+
+
+def _is_model_call(index: SemanticIndex, call: cst.Call, at_order: int) -> bool:
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+        func = func.value
+    if isinstance(func, cst.Attribute) and func.attr.value in ("backward", "step", "eval", "train"):
+        return False
+    return is_model(index, func, at_order)
+
+
+def _helper_returns_graph(index: SemanticIndex, call: cst.Call, at_order: int, depth: int) -> bool:
+    """One level of same-module helpers: ``loss = compute_loss(model, batch)``
+    carries history when the helper returns a model or criterion output."""
+    if depth > 2 or not isinstance(call.func, cst.Name):
+        return False
+    for function in index.functions_named(call.func.value):
+        for exit_node in index.exits:
+            if isinstance(exit_node, cst.Return) and exit_node.value is not None \
+                    and enclosing_function(index, exit_node) is function:
+                site_order = order_near(index, exit_node)
+                if carries_graph(index, exit_node.value, site_order, depth + 3):
+                    return True
+    return False
+
+
+def order_near(index: SemanticIndex, node: cst.CSTNode) -> int:
+    """A source order just after the last call or binding that precedes ``node``
+    in its function (the index gives calls and bindings an order, not statements)."""
+    function = enclosing_function(index, node) or index.module
+    best = 0
+    for site in calls_in_function(index, function):
+        if site.order > best and precedes(index, site.node, node):
+            best = site.order
+    for bindings in index.bindings.values():
+        for binding in bindings:
+            if binding.scope is function and binding.order > best and precedes(index, binding.node, node):
+                best = binding.order
+    return best + 1
+
+
+def binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) -> bool:
+    node = binding.node
+    if binding.kind in ("assign", "annassign", "augassign"):
+        return carries_graph(index, binding.value, binding.order, depth + 1)
+    if binding.kind == "unpack" and isinstance(node, cst.Assign):
+        value = node.value
+        if isinstance(value, cst.Call) and _method(value) in INDEX_RESULTS:
+            position = _unpack_position(node, binding.name)
+            if position != 0:
+                return False  # ``_, pred = out.max(1)``: indices
+        if isinstance(value, (cst.Tuple, cst.List)):
+            position = _unpack_position(node, binding.name)
+            if position is not None and position < len(value.elements):
+                return carries_graph(index, value.elements[position].value, binding.order, depth + 1)
+        return carries_graph(index, value, binding.order, depth + 1)
+    return False
+
+
+def _unpack_position(node: cst.Assign, name: str) -> Optional[int]:
+    for target in node.targets:
+        if isinstance(target.target, (cst.Tuple, cst.List)):
+            for i, element in enumerate(target.target.elements):
+                if dotted_name(element.value) == name:
+                    return i
+    return None
+
+
+def names_in(expr: Optional[cst.CSTNode]) -> set[str]:
+    """Dotted names an expression reads (``a``, ``self.x``), via the index's
+    parent map: no tree walk beyond the expression itself."""
+    found: set[str] = set()
+    if expr is None:
+        return found
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            name = dotted_name(node)
+            if name is not None:
+                found.add(name)
+                if isinstance(node, cst.Attribute):
+                    found.add(name.split(".")[0])
+                continue
+        stack.extend(node.children)
+    return found
+
+
+def depends_on(index: SemanticIndex, expr: cst.BaseExpression, name: str, at_order: int,
+               depth: int = 0) -> bool:
+    """Does ``expr`` read ``name``, directly or through the bindings of the
+    names it reads (``loss = sum(losses) / k`` depends on ``losses``)?"""
+    read = names_in(expr)
+    if name in read:
+        return True
+    if depth > 4:
+        return False
+    for other in read:
+        if "." in other:
+            continue
+        binding = index.binding_before(other, at_order, expr)
+        if binding is not None and binding.value is not None and binding.kind != "param":
+            if depends_on(index, binding.value, name, binding.order, depth + 1):
+                return True
+        elif binding is not None and binding.kind == "unpack" and isinstance(binding.node, cst.Assign):
+            if depends_on(index, binding.node.value, name, binding.order, depth + 1):
+                return True
+    return False
+
+
+# ---------------------------------------------------------------------- bindings and loops
+
+
+def binds_inside(index: SemanticIndex, name: str, loop: Loop, at: cst.CSTNode) -> bool:
+    """Is ``name`` (re)bound by a plain assignment inside ``loop``? Then it is
+    iteration-local; otherwise it outlives the iteration."""
+    for binding in index.visible_bindings(name, at) or []:
+        if binding.kind in ("assign", "annassign") and name in names_in(binding.value):
+            continue  # ``total = total + loss`` accumulates, it does not reset
+        if binding.kind in ("assign", "annassign", "unpack", "loop", "with") \
+                and is_inside(index, binding.node, loop) and binding.node is not loop:
+            return True
+        if binding.kind == "loop" and binding.node is loop:
+            return True
+    return False
+
+
+def loop_counter_names(index: SemanticIndex, loop: Loop) -> set[str]:
+    """Names a loop's target binds to a counter (``for i in range``, the index of
+    ``enumerate``)."""
+    if not isinstance(loop, cst.For):
+        return set()
+    iterable = loop.iter
+    callee = dotted_name(iterable.func) if isinstance(iterable, cst.Call) else None
+    if callee == "range":
+        return names_in(loop.target)
+    if callee == "enumerate" and isinstance(loop.target, cst.Tuple) and loop.target.elements:
+        return names_in(loop.target.elements[0].value)
+    return set()
+
+
+def loop_data_names(index: SemanticIndex, loop: Loop) -> set[str]:
+    """Names a loop's target binds to data (the batch), not counters."""
+    if not isinstance(loop, cst.For):
+        return set()
+    return names_in(loop.target) - loop_counter_names(index, loop)
+
+
+# ---------------------------------------------------------------------- scalers
+
+
+GRAD_SCALERS = (names.GRAD_SCALER, "torch.GradScaler", "torch.cuda.amp.GradScaler")
+
+
+def scaler_constructions(index: SemanticIndex) -> list[CallSite]:
+    return index.calls_to(*GRAD_SCALERS)
+
+
+def scaler_disabled(index: SemanticIndex, scaler: Optional[cst.BaseExpression]) -> bool:
+    """Is ``scaler`` bound only to ``GradScaler(enabled=False)``? Then scaling is
+    the identity and none of the scaler rules apply."""
+    name = dotted_name(scaler) if scaler is not None else None
+    if name is None:
+        return False
+    bindings = index.visible_bindings(name, scaler) or []
+    values = [b.value for b in bindings if b.value is not None]
+    if not values:
+        return False
+    for value in values:
+        if not (isinstance(value, cst.Call) and index.qualified_name(value.func) in GRAD_SCALERS):
+            return False
+        site = index.call_site(value)
+        enabled = site.keyword("enabled") if site is not None else None
+        if enabled is None or literal_bool(enabled.value) is not False:
+            return False
+    return True
+
+
+def is_helper_scaler(index: SemanticIndex, scaler: Optional[cst.BaseExpression]) -> bool:
+    """A scaler-like object built from a class that is not torch's GradScaler
+    (a helper that does step and update itself)."""
+    name = dotted_name(scaler) if scaler is not None else None
+    if name is None:
+        return False
+    for binding in index.visible_bindings(name, scaler) or []:
+        value = binding.value
+        if isinstance(value, cst.Call) and index.qualified_name(value.func) not in GRAD_SCALERS:
+            return True
+    return False
+
+
+def same_text(a: Optional[cst.CSTNode], b: Optional[cst.CSTNode]) -> bool:
+    if a is None or b is None:
+        return False
+    return a.deep_equals(b)
+
+
+# ---------------------------------------------------------------------- branches
+
+
+def if_ancestors(index: SemanticIndex, node: cst.CSTNode,
+                 stop: Optional[cst.CSTNode] = None) -> Iterator[tuple[cst.If, bool]]:
+    """Enclosing ``if`` statements up to ``stop``, each with True when ``node``
+    is in its body, False when in its ``else``/``elif``."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return
+        if isinstance(ancestor, cst.If):
+            if child is ancestor.body:
+                yield ancestor, True
+            elif child is ancestor.orelse:
+                yield ancestor, False
+        child = ancestor
+
+
+def exclusive(index: SemanticIndex, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    """Can ``a`` and ``b`` not both run in one pass? True when they sit in
+    opposite branches of one ``if``, or of two ``if``s with the same test."""
+    branches_a = list(if_ancestors(index, a))
+    branches_b = list(if_ancestors(index, b))
+    for if_a, body_a in branches_a:
+        test_a, polarity_a = _normalised(if_a.test)
+        for if_b, body_b in branches_b:
+            if if_a is if_b:
+                if body_a != body_b:
+                    return True
+                continue
+            test_b, polarity_b = _normalised(if_b.test)
+            if same_text(test_a, test_b) and (body_a == polarity_a) != (body_b == polarity_b):
+                return True
+    return False
+
+
+def _normalised(test: cst.BaseExpression) -> tuple[cst.BaseExpression, bool]:
+    """``(x, False)`` for ``not x`` and ``x is None``; ``(x, True)`` for ``x`` and
+    ``x is not None``, so that ``if amp:`` and ``if not amp:`` compare."""
+    polarity = True
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, polarity = test.expression, not polarity
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if isinstance(target.comparator, cst.Name) and target.comparator.value == "None":
+            if isinstance(target.operator, cst.Is):
+                return test.left, not polarity
+            if isinstance(target.operator, cst.IsNot):
+                return test.left, polarity
+    return test, polarity
+
+
+AMP_WORDS = ("scaler", "amp", "fp16", "half", "mixed", "precision", "autocast", "dtype")
+
+
+def under_amp_switch(index: SemanticIndex, node: cst.CSTNode, stop: Optional[cst.CSTNode] = None) -> bool:
+    """Is ``node`` under an ``if`` whose test mentions a scaler or an AMP flag?
+    Such code runs only with or only without AMP: the rules cannot tell which."""
+    for branch, _ in if_ancestors(index, node, stop):
+        text = " ".join(names_in(branch.test)).lower()
+        if any(word in text for word in AMP_WORDS):
+            return True
+    return False
+
+
+def enclosing_with_items(index: SemanticIndex, node: cst.CSTNode) -> Iterable[cst.WithItem]:
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.With):
+            yield from ancestor.items
+
+
+# ---------------------------------------------------------------------- forwards
+
+
+def forward_sites(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_order: int,
+                  depth: int = 0) -> list[cst.Call]:
+    """The calls where the forward pass behind ``expr`` ran: model calls (and
+    same-module helpers that return a model output) reached through the
+    bindings of the names ``expr`` reads."""
+    if expr is None or depth > 6:
+        return []
+    found: list[cst.Call] = []
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
+            if _is_model_call(index, node, at_order) or (
+                    isinstance(node.func, cst.Name) and _helper_returns_graph(index, node, at_order, 0)):
+                found.append(node)
+                continue
+        if isinstance(node, cst.Name):
+            binding = index.binding_before(node.value, at_order, node)
+            if binding is not None:
+                value = binding.value
+                if binding.kind == "unpack" and isinstance(binding.node, cst.Assign):
+                    value = binding.node.value
+                if value is not None and binding.kind != "param":
+                    found.extend(forward_sites(index, value, binding.order, depth + 1))
+            continue
+        if isinstance(node, cst.Attribute):
+            name = dotted_name(node)
+            if name is not None and "." in name and index.visible_bindings(name, node):
+                continue
+        stack.extend(node.children)
+    return found
+
+
+def model_of_forward(call: cst.Call) -> cst.BaseExpression:
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+        return func.value
+    return func
+
+
+def wrapped_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int,
+                  wrappers: tuple[str, ...] = WRAPPERS) -> bool:
+    """Is ``expr`` a DDP/FSDP-wrapped model, here or (one level) because it is a
+    parameter every... some same-module caller passes a wrapped model for?"""
+    if is_ddp_model(index, expr, at_order, wrappers):
+        return True
+    if not isinstance(expr, cst.Name):
+        return False
+    binding = index.binding_before(expr.value, at_order, expr)
+    if binding is None or binding.kind != "param" or not isinstance(binding.node, cst.Param):
+        return False
+    function = enclosing_function(index, binding.node)
+    if function is None:
+        return False
+    params = [p.name.value for p in function.params.params]
+    position = params.index(expr.value) if expr.value in params else None
+    if position is not None and params and params[0] == "self":
+        position -= 1
+    for site in callers(index, function):
+        arg = site.argument(expr.value, position)
+        if arg is not None and is_ddp_model(index, arg.value, site.order, wrappers):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------- conditions
+
+
+PER_RANK_CALLS = ("isnan", "isinf", "isfinite", "any", "all")
+
+
+def is_agreed_value(index: SemanticIndex, name: str, at: cst.CSTNode) -> bool:
+    """Was ``name`` passed to a collective that makes it equal on every rank
+    (``dist.all_reduce(flag, op=MAX)``, ``broadcast``) in this function?"""
+    function = enclosing_function(index, at) or index.module
+    for site in calls_in_function(index, function):
+        if site.method in ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor",
+                           "broadcast_object_list", "all_gather_object", "reduce_across_processes",
+                           "reduce", "gather"):
+            for arg in site.node.args:
+                if name in names_in(arg.value):
+                    return True
+    return False
+
+
+# ---------------------------------------------------------------------- step sequences
+
+
+def scaled_backward_scaler(index: SemanticIndex, site: CallSite) -> Optional[cst.BaseExpression]:
+    """The GradScaler of ``scaler.scale(loss).backward()`` when it really scales:
+    not ``GradScaler(enabled=False)``, not a helper object of another class."""
+    if not is_tensor_backward(index, site):
+        return None
+    scaler = scaler_of_backward(site)
+    if scaler is None or scaler_disabled(index, scaler) or is_helper_scaler(index, scaler):
+        return None
+    return scaler
+
+
+def step_regions(index: SemanticIndex) -> list[cst.CSTNode]:
+    """Where one optimizer step's calls can be read in order: every training
+    loop (helpers inlined), and every function that runs a scaled backward
+    itself (a ``train_step`` whose loop lives in another module)."""
+    cached = index.cache.get("flow.step_regions")
+    if cached is None:
+        cached = list(training_loops(index))
+        seen = {id(region) for region in cached}
+        for site in tensor_backwards(index):
+            if scaler_of_backward(site) is None:
+                continue
+            function = enclosing_function(index, site.node)
+            if function is not None and id(function) not in seen and not in_framework_code(index, function):
+                seen.add(id(function))
+                cached.append(function)
+        index.cache["flow.step_regions"] = cached
+    return cached

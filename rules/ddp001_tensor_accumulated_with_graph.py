@@ -1,0 +1,352 @@
+"""## What it does
+Flags a tensor that carries autograd history (the loss, model outputs, anything
+computed from them) being kept beyond the loop iteration that produced it:
+appended or inserted into a container that outlives the iteration
+(`losses.append(loss)`), or accumulated into a variable defined outside the loop
+(`total_loss += loss`, `total = total + loss`).
+
+It is an error where no `backward()` consumes the tensor (evaluation, validation
+and metric loops keep the whole activation graph of every batch alive) and a
+warning in training loops (after `backward()` the graph's buffers are freed, but
+its skeleton and the tensors it references stay until the accumulator goes).
+
+## Why is this bad?
+Each iteration adds another graph to the accumulator, so memory grows with the
+number of steps until the process runs out of memory, typically hours into a
+run and on one rank first (the others then hang in the next collective).
+
+## Example
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total_loss += loss            # keeps every step's graph
+
+## Use instead
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total_loss += loss.item()     # or loss.detach()
+
+Not flagged: `.item()`, `.detach()`, `float(...)`, `.tolist()`, `torch.tensor(x)`
+(`.cpu()` and `.to("cpu")` keep the graph); code under `torch.no_grad()`,
+`torch.inference_mode()`, `torch.set_grad_enabled(False)` or in functions
+decorated with them (also functions every caller of which runs them under
+such a region); an accumulator reset in the iteration, and terms summed into a
+loss that `backward()` consumes (`torch.stack(losses).sum().backward()`).
+
+## References
+- https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory
+- https://pytorch.org/docs/stable/notes/autograd.html
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from ddplint import flow
+from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.semantic import SemanticIndex, dotted_name
+
+TRAIN = """\
+import torch
+import torch.nn as nn
+criterion = nn.CrossEntropyLoss()
+"""
+
+
+class TensorAccumulatedWithGraph(Rule):
+    code, name, severity = "DDP001", "tensor-accumulated-with-graph", "error"
+    message = ("tensor with autograd history kept across iterations: its graph is retained; "
+               "use .item() or .detach()")
+    # An accumulation is an append/extend/insert or an (augmented) assignment.
+    triggers = ("=", "append", "extend", "insert", ".add(")
+
+    valid = [
+        Valid(TRAIN + """\
+def train(model, loader, optimizer):
+    total = 0.0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+"""),
+        Valid(TRAIN + """\
+def train(model, loader, optimizer):
+    losses = []
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        losses.append(loss.detach())
+        losses.append(float(loss))
+        losses.append(loss.tolist())
+        losses.append(torch.tensor(loss.item()))
+"""),
+        Valid(TRAIN + """\
+@torch.no_grad()
+def evaluate(model, loader):
+    total = 0
+    outputs = []
+    for x, y in loader:
+        out = model(x)
+        total += criterion(out, y)
+        outputs.append(out)
+    return total
+"""),
+        Valid(TRAIN + """\
+def evaluate(model, loader):
+    total = 0
+    with torch.no_grad():
+        for x, y in loader:
+            total += criterion(model(x), y)
+    with torch.inference_mode():
+        for x, y in loader:
+            total += model(x).sum()
+    return total
+"""),
+        Valid(TRAIN + """\
+def run(model, loader, train):
+    total = 0
+    with torch.set_grad_enabled(False):
+        for x, y in loader:
+            total = total + criterion(model(x), y)
+    return total
+"""),
+        # Terms summed into the loss of the same iteration, then backward.
+        Valid(TRAIN + """\
+def train(model, loader, optimizer, weights):
+    for x, y in loader:
+        out = model(x)
+        loss = 0
+        for w in weights:
+            loss += w * criterion(out, y)
+        loss.backward()
+        optimizer.step()
+"""),
+        Valid(TRAIN + """\
+def train(model, loader, optimizer):
+    for batch in loader:
+        losses = []
+        for chunk in batch:
+            losses.append(criterion(model(chunk), chunk))
+        torch.stack(losses).sum().backward()
+        optimizer.step()
+"""),
+        # Accumulation over micro-batches consumed by one backward.
+        Valid(TRAIN + """\
+def train(model, micro_batches, optimizer):
+    total = 0
+    outs = []
+    for mb in micro_batches:
+        outs.append(model(mb))
+    loss = criterion(torch.cat(outs), 0)
+    loss.backward()
+"""),
+        # Indices and comparisons have no autograd history.
+        Valid(TRAIN + """\
+def evaluate(model, loader):
+    correct = 0
+    preds = []
+    for x, y in loader:
+        out = model(x)
+        _, pred = out.max(1)
+        correct += pred.eq(y).sum()
+        preds.append(out.argmax(dim=1))
+        correct += (out.argmax(1) == y).sum()
+    return correct
+evaluate(net, val_loader)
+"""),
+        # Values from unknown functions are not guessed at.
+        Valid(TRAIN + """\
+def train(model, loader, optimizer):
+    history = []
+    for batch in loader:
+        stats = train_step(batch)
+        history.append(stats)
+"""),
+        # An evaluation function every caller runs under no_grad.
+        Valid(TRAIN + """\
+def validate(model, loader):
+    total = 0
+    for x, y in loader:
+        total += criterion(model(x), y)
+    return total
+
+def main(model, loader):
+    with torch.no_grad():
+        validate(model, loader)
+"""),
+        # Accumulator reset inside the iteration.
+        Valid(TRAIN + """\
+def train(model, loader, optimizer):
+    for x, y in loader:
+        step_losses = []
+        step_losses.append(criterion(model(x), y))
+        optimizer.step()
+"""),
+    ]
+    invalid = [
+        Invalid(TRAIN + """\
+def train(model, loader, optimizer):
+    total = 0.0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss
+""", line=10, column=9, severity="warning"),
+        Invalid(TRAIN + """\
+def train(model, loader, optimizer):
+    losses = []
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        losses.append(loss)
+""", line=9, column=9, severity="warning"),
+        # `.cpu()` keeps the graph.
+        Invalid(TRAIN + """\
+def train(model, loader, optimizer):
+    losses = []
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        losses.append(loss.cpu())
+""", line=9, column=9, severity="warning"),
+        # Evaluation without no_grad: the whole graph of every batch is retained.
+        Invalid(TRAIN + """\
+def validate(model, loader):
+    total = 0
+    for x, y in loader:
+        out = model(x)
+        total += criterion(out, y)
+    return total
+
+validate(net, val_loader)
+""", line=8, column=9, severity="error"),
+        Invalid(TRAIN + """\
+def predict(model, loader):
+    outputs = []
+    for x in loader:
+        outputs.append(model(x).to("cpu"))
+    return outputs
+
+predict(net, test_loader)
+""", line=7, column=9, severity="error"),
+        # nanoGPT-style unpacking of (logits, loss).
+        Invalid(TRAIN + """\
+def train(model, optimizer):
+    running = 0
+    for it in range(100):
+        logits, loss = model(X, Y)
+        loss.backward()
+        optimizer.step()
+        running = running + loss
+""", line=10, column=9, severity="warning"),
+        Invalid(TRAIN + """\
+class Trainer:
+    def fit(self, loader):
+        for x, y in loader:
+            out = self.model(x)
+            loss = criterion(out, y).mean()
+            loss.backward()
+            self.history.append(loss * 2)
+""", line=10, column=13, severity="warning"),
+        Invalid(TRAIN + """\
+def train(model, loader, optimizer):
+    epoch_loss = 0
+    for batch in loader:
+        out = model(batch["x"])
+        loss = (out - batch["y"]).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        epoch_loss += loss[0] if loss.dim() else loss
+""", line=11, column=9, severity="warning"),
+        # Module-level evaluation loop.
+        Invalid(TRAIN + """\
+outputs = []
+for x in loader:
+    outputs.append(torch.softmax(model(x), dim=-1))
+""", line=6, column=5, severity="error"),
+    ]
+
+    def check(self, index: SemanticIndex) -> Iterator[Report]:
+        for node, accumulator, value, order in _accumulations(index):
+            severity = _severity(index, node, accumulator, value, order)
+            if severity is not None:
+                yield self.report(node, severity=severity)
+
+
+def _accumulations(index: SemanticIndex):
+    """(reported node, accumulator expression, accumulated value, order) for
+    every append/extend/insert and every accumulating assignment in a loop."""
+    for site in index.method_calls("append", "extend", "insert", "add"):
+        if site.receiver is None or not site.node.args:
+            continue
+        value = site.node.args[-1].value
+        yield site.node, site.receiver, value, site.order
+    for bindings in index.bindings.values():
+        for binding in bindings:
+            if binding.kind == "augassign" and isinstance(binding.node, cst.AugAssign):
+                if isinstance(binding.node.operator, (cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign)):
+                    yield binding.node, binding.node.target, binding.value, binding.order
+            elif binding.kind == "assign" and isinstance(binding.value, cst.BinaryOperation):
+                target_name = binding.name
+                if target_name in flow.names_in(binding.value) and isinstance(binding.node, cst.Assign):
+                    other = _other_operand(binding.value, target_name)
+                    if other is not None:
+                        yield binding.node, binding.node.targets[0].target, other, binding.order
+
+
+def _other_operand(value: cst.BinaryOperation, name: str) -> Optional[cst.BaseExpression]:
+    """``loss`` in ``total = total + loss``."""
+    if dotted_name(value.left) == name:
+        return value.right
+    if dotted_name(value.right) == name:
+        return value.left
+    return None
+
+
+def _severity(index: SemanticIndex, node: cst.CSTNode, accumulator: cst.BaseExpression,
+              value: cst.BaseExpression, order: int) -> Optional[str]:
+    loops = flow.enclosing_loops(index, node)
+    if not loops or flow.in_framework_code(index, node) or flow.in_module_internals(index, node):
+        return None
+    loop = loops[0]
+    name = dotted_name(accumulator)
+    if name is None:
+        return None
+    if "." not in name and flow.binds_inside(index, name, loop, node):
+        return None  # reset every iteration
+    if name.split(".")[0] != "self" and "." in name:
+        return None  # an attribute of some value: cannot tell what it is
+    if "." not in name and index.visible_bindings(name, node) is None:
+        return None
+    if not flow.carries_graph(index, value, order):
+        return None
+    if _consumed_by_backward(index, node, name):
+        return None
+    mode = flow.grad_mode(index, node)
+    if mode == "off":
+        return None
+    if any(flow.is_training_loop(index, outer) for outer in loops[:1]):
+        return "warning"
+    if mode == "unknown":
+        return None  # an evaluation helper whose callers are elsewhere
+    return "error"
+
+
+def _consumed_by_backward(index: SemanticIndex, node: cst.CSTNode, name: str) -> bool:
+    """Is the accumulator the loss (or part of the loss) of a later backward in
+    the same function (``loss += term`` ... ``loss.backward()``)?"""
+    function = flow.enclosing_function(index, node) or index.module
+    for site in flow.calls_in_function(index, function):
+        if not flow.is_tensor_backward(index, site) or not flow.precedes(index, node, site.node):
+            continue
+        operand = flow.backward_operand(site)
+        if operand is not None and flow.depends_on(index, operand, name, site.order):
+            return True
+    return False

@@ -1,0 +1,347 @@
+"""## What it does
+Flags a `GradScaler` used in a way that breaks mixed-precision training.
+
+Silent mistakes (error):
+- `optimizer.step()` after `scaler.scale(loss).backward()` instead of
+  `scaler.step(optimizer)`: the update uses gradients still multiplied by the
+  loss scale, and steps with inf/NaN gradients are not skipped;
+- an unscaled `loss.backward()` on some iterations of a loop whose step goes
+  through the scaler: `scaler.step` then divides those gradients by the scale;
+- a new `GradScaler()` created inside the epoch or step loop: the scale resets
+  to 65536 every time and the first steps of each epoch overflow and are
+  skipped.
+
+Mistakes PyTorch itself raises on (info): `scaler.step(optimizer)` in a loop
+without `scaler.update()`.
+
+## Why is this bad?
+The scaler multiplies the loss so fp16 gradients do not underflow, and it must
+divide them again before the optimizer uses them, skip steps with non-finite
+gradients, and adapt the scale. Each mistake above breaks one of these, mostly
+without an error: training diverges, or quietly learns at a wrong rate.
+
+## Example
+    for x, y in loader:
+        scaler = torch.cuda.amp.GradScaler()   # reset every iteration
+        with torch.autocast("cuda"):
+            loss = criterion(model(x), y)
+        scaler.scale(loss).backward()
+        optimizer.step()                       # bypasses the scaler
+
+## Use instead
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.autocast("cuda"):
+            loss = criterion(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+Not flagged: a scaler wrapped by a helper class that does step and update;
+`GradScaler(enabled=False)`; AMP and fp32 paths in separate branches
+(`if scaler is not None: ... else: optimizer.step()`).
+
+## References
+- https://pytorch.org/docs/stable/amp.html#gradient-scaling
+- https://pytorch.org/docs/stable/notes/amp_examples.html
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from ddplint import flow
+from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.semantic import CallSite, SemanticIndex
+
+AMP = """\
+import torch
+from torch.cuda.amp import GradScaler
+"""
+
+
+class GradScalerMisuse(Rule):
+    code, name, severity = "DDP004", "grad-scaler-misuse", "error"
+    message = "GradScaler misuse"
+    triggers = ("GradScaler", ".scale(")
+
+    MESSAGES = {
+        "step": "optimizer.step() after a scaled backward: use scaler.step(optimizer) so the "
+                "gradients are unscaled and overflow steps skipped",
+        "unscaled": "unscaled backward in a loop whose step goes through the GradScaler: "
+                    "scaler.step() will divide these gradients by the scale",
+        "new": "GradScaler created inside the training loop: its scale resets every iteration; "
+               "create it once before the loop",
+        "update": "scaler.step() without scaler.update() in the loop: the next step raises "
+                  "and the scale never adapts",
+    }
+
+    valid = [
+        Valid(AMP + """\
+scaler = GradScaler()
+for epoch in range(10):
+    for x, y in loader:
+        scaler.scale(model(x).sum()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+"""),
+        # A helper class that does step and update (timm/MAE NativeScaler).
+        Valid(AMP + """\
+class NativeScaler:
+    def __init__(self):
+        self._scaler = GradScaler()
+    def __call__(self, loss, optimizer):
+        self._scaler.scale(loss).backward()
+        self._scaler.step(optimizer)
+        self._scaler.update()
+
+loss_scaler = NativeScaler()
+for x in loader:
+    loss_scaler(model(x).sum(), optimizer)
+    optimizer.zero_grad()
+"""),
+        Valid(AMP + """\
+scaler = GradScaler(enabled=False)
+for x in loader:
+    scaler.scale(model(x).sum()).backward()
+    optimizer.step()
+"""),
+        Valid(AMP + """\
+scaler = GradScaler() if args.amp else None
+for x in loader:
+    loss = model(x).sum()
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        optimizer.step()
+"""),
+        Valid(AMP + """\
+scaler = GradScaler()
+for x in loader:
+    loss = model(x).sum()
+    if args.fp16:
+        scaler.scale(loss).backward()
+    else:
+        loss.backward()
+    if args.fp16:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+"""),
+        # The update in a same-module helper.
+        Valid(AMP + """\
+scaler = GradScaler()
+def finish_step():
+    scaler.step(optimizer)
+    scaler.update()
+
+for x in loader:
+    scaler.scale(model(x).sum()).backward()
+    finish_step()
+"""),
+        # A scaler built once per run inside a function, outside the loops.
+        Valid(AMP + """\
+def train(model, loader, optimizer, epochs):
+    scaler = GradScaler()
+    for epoch in range(epochs):
+        for x in loader:
+            scaler.scale(model(x).sum()).backward()
+            scaler.step(optimizer)
+            scaler.update()
+"""),
+        # Loops over configurations (not training loops) may build a scaler each.
+        Valid(AMP + """\
+for cfg in configs:
+    scaler = GradScaler()
+    run_experiment(cfg, scaler)
+"""),
+        Valid(AMP + """\
+scaler = GradScaler()
+for x in loader:
+    scaler.scale(model(x).sum()).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+    lr_scheduler.step()
+"""),
+    ]
+    invalid = [
+        Invalid(AMP + """\
+scaler = GradScaler()
+for x in loader:
+    scaler.scale(model(x).sum()).backward()
+    optimizer.step()
+""", line=6, column=5, severity="error"),
+        Invalid(AMP + """\
+for epoch in range(epochs):
+    scaler = GradScaler()
+    for x in loader:
+        scaler.scale(model(x).sum()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+""", line=4, column=14, severity="error"),
+        Invalid(AMP + """\
+scaler = GradScaler()
+for x in loader:
+    scaler.scale(model(x).sum()).backward()
+    scaler.step(optimizer)
+""", line=6, column=5, severity="info"),
+        # Unscaled backward on the non-stepping iterations.
+        Invalid(AMP + """\
+scaler = GradScaler()
+for i, x in enumerate(loader):
+    loss = model(x).sum()
+    if (i + 1) % accum != 0:
+        loss.backward()
+        continue
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+""", line=7, column=9, severity="error"),
+        Invalid("""\
+import torch
+def train_one_epoch(model, loader, optimizer, scaler):
+    for x, y in loader:
+        with torch.autocast("cuda"):
+            loss = model(x).sum()
+        scaler.scale(loss).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+""", line=7, column=9, severity="error"),
+        Invalid("""\
+import torch
+class Trainer:
+    def train(self, loader):
+        for x in loader:
+            self.scaler = torch.amp.GradScaler("cuda")
+            self.scaler.scale(self.model(x).mean()).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+""", line=5, column=27, severity="error"),
+        Invalid(AMP + """\
+scaler = GradScaler()
+for x in loader:
+    loss_g = gen(x).mean()
+    scaler.scale(loss_g).backward()
+    scaler.step(opt_g)
+    loss_d = disc(x).mean()
+    loss_d.backward()
+    scaler.step(opt_d)
+    scaler.update()
+""", line=9, column=5, severity="error"),
+        Invalid(AMP + """\
+scaler = torch.amp.GradScaler("cuda")
+def train_step(x):
+    scaler.scale(model(x).sum()).backward()
+    scaler.step(optimizer)
+
+for x in loader:
+    train_step(x)
+""", line=6, column=5, severity="info"),
+    ]
+
+    def check(self, index: SemanticIndex) -> Iterator[Report]:
+        reported: set[int] = set()
+
+        def once(node: cst.CSTNode, kind: str, severity: str) -> Iterator[Report]:
+            if id(node) not in reported:
+                reported.add(id(node))
+                yield self.report(node, self.MESSAGES[kind], severity)
+
+        for region in flow.step_regions(index):
+            evs = flow.events(index, region)
+            for node in _optimizer_steps_after_scaling(index, evs):
+                yield from once(node, "step", "error")
+            for node in _unscaled_backwards(index, evs):
+                yield from once(node, "unscaled", "error")
+            for node in _steps_without_update(index, region, evs):
+                yield from once(node, "update", "info")
+        for site in flow.scaler_constructions(index):
+            if _built_in_training_loop(index, site):
+                yield from once(site.node, "new", "error")
+
+
+def _real_scaler(index: SemanticIndex, expr: Optional[cst.BaseExpression]) -> bool:
+    return expr is not None and not flow.scaler_disabled(index, expr) \
+        and not flow.is_helper_scaler(index, expr)
+
+
+def _optimizer_steps_after_scaling(index: SemanticIndex, evs: list[flow.Event]) -> Iterator[cst.CSTNode]:
+    scaled: Optional[flow.Event] = None
+    for event in evs:
+        site = event.site
+        if flow.is_tensor_backward(index, site) and flow.scaled_backward_scaler(index, site) is not None:
+            scaled = event
+        elif flow.is_scaler_step(site):
+            scaled = None
+        elif scaled is not None and flow.is_optimizer_step(index, site) \
+                and not flow.exclusive(index, scaled.anchor, event.anchor) \
+                and not flow.under_amp_switch(index, event.anchor):
+            yield site.node
+
+
+def _unscaled_backwards(index: SemanticIndex, evs: list[flow.Event]) -> Iterator[cst.CSTNode]:
+    """Plain backwards in a region that scales other backwards and steps
+    through a real scaler, where no AMP switch tells them apart."""
+    scaled = [e for e in evs if flow.is_tensor_backward(index, e.site)
+              and flow.scaled_backward_scaler(index, e.site) is not None]
+    scaler_steps = [e for e in evs if flow.is_scaler_step(e.site) and _real_scaler(index, e.site.receiver)]
+    if not scaled or not scaler_steps:
+        return
+    for event in evs:
+        site = event.site
+        if not flow.is_tensor_backward(index, site) or flow.scaler_of_backward(site) is not None:
+            continue
+        if site.qualified_name == "torch.autograd.backward":
+            continue
+        if any(flow.exclusive(index, s.anchor, event.anchor) for s in scaled):
+            continue
+        if flow.under_amp_switch(index, event.anchor):
+            continue
+        yield site.node
+
+
+def _steps_without_update(index: SemanticIndex, region: cst.CSTNode,
+                          evs: list[flow.Event]) -> Iterator[cst.CSTNode]:
+    """``scaler.step`` in a loop with no ``update()`` on the same scaler in the
+    loop, the function around it, or the helpers they call."""
+    if not isinstance(region, (cst.For, cst.While)):
+        return
+    function = flow.enclosing_function(index, region) or index.module
+    around = flow.events(index, function)
+    for event in evs:
+        site = event.site
+        if not flow.is_scaler_step(site) or not _real_scaler(index, site.receiver):
+            continue
+        if not _scaler_in_use(index, site, evs):
+            continue
+        if any(_updates(e.site, site) for e in (*evs, *around)):
+            continue
+        yield site.node
+
+
+def _scaler_in_use(index: SemanticIndex, step: CallSite, evs: list[flow.Event]) -> bool:
+    """The receiver is known to be a GradScaler: bound to one, or it scaled a backward."""
+    name = flow.dotted_name(step.receiver)
+    for binding in index.visible_bindings(name, step.receiver) or [] if name else []:
+        if isinstance(binding.value, cst.Call) and index.qualified_name(binding.value.func) in flow.GRAD_SCALERS:
+            return True
+    return any(flow.same_text(flow.scaler_of_backward(e.site), step.receiver) for e in evs)
+
+
+def _updates(site: CallSite, step: CallSite) -> bool:
+    return site.method == "update" and flow.same_text(site.receiver, step.receiver)
+
+
+def _built_in_training_loop(index: SemanticIndex, site: CallSite) -> bool:
+    enabled = site.keyword("enabled")
+    if enabled is not None and flow.literal_bool(enabled.value) is False:
+        return False
+    return any(flow.is_training_loop(index, loop) for loop in flow.enclosing_loops(index, site.node))

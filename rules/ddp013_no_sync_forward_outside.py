@@ -1,0 +1,195 @@
+"""## What it does
+Flags `with model.no_sync():` whose body calls `backward()` on a loss whose
+forward pass ran before the `with`, outside the context.
+
+## Why is this bad?
+DDP decides at forward time whether the coming backward synchronises
+(`no_sync()` only flips `require_backward_grad_sync`, which DDP reads in
+`forward`). A forward outside the context has already armed the all-reduce, so
+the backward inside it synchronises anyway: the accumulation still pays one
+all-reduce per micro-step, and the code looks as if it did not.
+
+## Example
+    loss = criterion(model(x), y)
+    with model.no_sync():
+        loss.backward()
+
+## Use instead
+    with model.no_sync():
+        loss = criterion(model(x), y)
+        loss.backward()
+
+Not flagged: forward and backward both inside; forward inside the context and
+backward outside on the syncing step (a known correct idiom: the last
+micro-step's forward runs inside, its backward outside, and syncs everything).
+
+## References
+- https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html#torch.nn.parallel.DistributedDataParallel.no_sync
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from ddplint import flow
+from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.semantic import SemanticIndex
+
+DDP = """\
+import contextlib
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+model = DDP(net)
+"""
+
+
+class NoSyncForwardOutside(Rule):
+    code, name, severity = "DDP013", "no-sync-forward-outside", "warning"
+    message = ("the forward of this loss ran outside no_sync(): the backward inside still "
+               "all-reduces; move the forward into the with block")
+    triggers = ("no_sync",)
+    needs_ddp_context = True
+
+    valid = [
+        Valid(DDP + """\
+for x, y in micro_batches[:-1]:
+    with model.no_sync():
+        loss = criterion(model(x), y)
+        loss.backward()
+"""),
+        # Forward inside, backward outside on the syncing step.
+        Valid(DDP + """\
+with model.no_sync():
+    loss = criterion(model(x), y)
+loss.backward()
+"""),
+        Valid(DDP + """\
+for i, (x, y) in enumerate(loader):
+    ctx = model.no_sync() if (i + 1) % k else contextlib.nullcontext()
+    with ctx:
+        out = model(x)
+        loss = criterion(out, y)
+        loss.backward()
+"""),
+        Valid(DDP + """\
+for i, (x, y) in enumerate(loader):
+    with model.no_sync() if (i + 1) % k else contextlib.nullcontext():
+        loss = compute_loss(model, x, y)
+        loss.backward()
+
+def compute_loss(model, x, y):
+    return criterion(model(x), y)
+"""),
+        # A loss whose origin is not visible here.
+        Valid(DDP + """\
+def accumulate(loss):
+    with model.no_sync():
+        loss.backward()
+"""),
+        Valid(DDP + """\
+from accelerate import Accelerator
+accelerator = Accelerator()
+loss = model(x).sum()
+with accelerator.no_sync(model):
+    accelerator.backward(loss)
+"""),
+        Valid(DDP + """\
+out = model(x)
+with model.no_sync():
+    other = model(z).sum()
+    other.backward()
+out.sum().backward()
+"""),
+        Valid(DDP + """\
+with model.no_sync():
+    for x, y in loader:
+        logits, loss = model(x, y)
+        scaler.scale(loss).backward()
+"""),
+    ]
+    invalid = [
+        Invalid(DDP + """\
+loss = criterion(model(x), y)
+with model.no_sync():
+    loss.backward()
+""", line=6, column=1),
+        Invalid(DDP + """\
+for i, (x, y) in enumerate(loader):
+    out = model(x)
+    if (i + 1) % k != 0:
+        with model.no_sync():
+            criterion(out, y).backward()
+""", line=8, column=9),
+        Invalid(DDP + """\
+for x, y in loader:
+    logits, loss = model(x, y)
+    with model.no_sync():
+        scaler.scale(loss).backward()
+""", line=7, column=5),
+        Invalid(DDP + """\
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y) / k
+    ctx = model.no_sync() if (i + 1) % k else contextlib.nullcontext()
+    with model.no_sync() if (i + 1) % k else contextlib.nullcontext():
+        loss.backward()
+""", line=8, column=5),
+        Invalid(DDP + """\
+def train_step(model, batch):
+    output = model(batch)
+    with model.no_sync():
+        loss = output.mean()
+        loss.backward()
+""", line=7, column=5),
+        Invalid(DDP + """\
+class Trainer:
+    def step(self, x):
+        out = self.model(x)
+        loss = self.criterion(out)
+        with self.model.no_sync():
+            loss.backward()
+""", line=9, column=9),
+        Invalid(DDP + """\
+outputs = model(batch)
+loss = outputs.loss
+with model.no_sync():
+    (loss / accum).backward()
+""", line=7, column=1),
+        Invalid(DDP + """\
+loss = compute_loss(model, batch)
+with model.no_sync():
+    loss.backward()
+
+def compute_loss(model, batch):
+    return model(batch).mean()
+""", line=6, column=1),
+    ]
+
+    def check(self, index: SemanticIndex) -> Iterator[Report]:
+        for with_node in index.withs:
+            if not any(_is_no_sync(item.item) for item in with_node.items):
+                continue
+            for backward in flow.backward_events(index, _region(index, with_node)):
+                if not flow.is_inside(index, backward.anchor, with_node):
+                    continue
+                operand = flow.backward_operand(backward.site)
+                forwards = flow.forward_sites(index, operand, backward.site.order)
+                if forwards and not any(flow.is_inside(index, f, with_node) for f in forwards):
+                    yield self.report(with_node)
+                    break
+
+
+def _region(index: SemanticIndex, node: cst.With) -> cst.CSTNode:
+    """Where to look for the backward calls of a ``with`` block: the function
+    (or module) that holds it; ``is_inside`` then keeps those in the block."""
+    return flow.enclosing_function(index, node) or index.module
+
+
+def _is_no_sync(expr: cst.BaseExpression) -> bool:
+    """``model.no_sync()`` (no arguments: ``accelerator.no_sync(model)`` is the
+    framework's), also as a branch of a conditional expression."""
+    if isinstance(expr, cst.IfExp):
+        return _is_no_sync(expr.body) or _is_no_sync(expr.orelse)
+    return (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value == "no_sync" and not expr.args)
