@@ -1,0 +1,103 @@
+"""## What it does
+Flags `load_state_dict(...)` on a model that is already wrapped in DDP (the
+wrapper, its `.module`, or the inner model passed to `DDP(...)`) when it runs
+only under a rank condition, with no broadcast of the parameters afterwards;
+also a rank-guarded call of a project function that loads into the DDP model it
+is given.
+
+## Why is this bad?
+DDP broadcasts rank 0's parameters once, in its constructor. Weights loaded into
+rank 0 afterwards stay on rank 0: the other ranks keep their random
+initialisation, gradients are averaged across different models, and training
+silently diverges (evaluation on rank 0 looks fine).
+
+## Example
+    model = DDP(model, device_ids=[local_rank])
+    if rank == 0:
+        model.module.load_state_dict(torch.load(path, map_location="cpu"))
+
+## Use instead
+    model.load_state_dict(torch.load(path, map_location="cpu"))   # every rank loads
+    model = DDP(model, device_ids=[local_rank])
+
+## References
+- https://pytorch.org/tutorials/intermediate/ddp_tutorial.html#save-and-load-checkpoints
+- https://pytorch.org/docs/stable/notes/ddp.html
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from ddplint import names
+from ddplint.project import COLLECTIVES, project_of, wrapped_root, wrapped_slots
+from ddplint.ranks import rank_guards
+from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.semantic import CallSite, SemanticIndex, dotted_name
+
+IMPORTS = ("import torch\nimport torch.distributed as dist\n"
+           "from torch.nn.parallel import DistributedDataParallel as DDP\n")
+_BROADCASTS = tuple(q for q in COLLECTIVES if "broadcast" in q)
+
+
+class Rank0OnlyLoadAfterWrap(Rule):
+    code, name, severity = "DDP020", "rank0-only-load-after-wrap", "error"
+    message = "weights loaded on some ranks only after the DDP wrap: the ranks silently diverge"
+    triggers = ("load_state_dict",)
+    needs_ddp_context = True
+    uses_project = True
+
+    valid = [
+        Valid(IMPORTS + "model = DDP(net)\nmodel.load_state_dict(sd)\n"),
+        Valid(IMPORTS + "if rank == 0:\n    net.load_state_dict(sd)\nmodel = DDP(net)\n"),
+        Valid(IMPORTS + "model = DDP(net)\nif rank == 0:\n    model.module.load_state_dict(sd)\n"
+                        "for p in model.parameters():\n    dist.broadcast(p.data, src=0)\n"),
+        Valid(IMPORTS + "model = DDP(net)\nif rank == 0:\n    optimizer.load_state_dict(sd)\n"),
+        Valid(IMPORTS + "model = DDP(net)\nif args.local_rank != -1:\n    model.load_state_dict(sd)\n"),
+        Valid(IMPORTS + "model = DDP(net)\nif rank == 0:\n    ema.load_state_dict(sd)\n"),
+        Valid(IMPORTS + "def load(m, p):\n    m.load_state_dict(torch.load(p))\n"
+                        "if rank == 0:\n    load(net, path)\nmodel = DDP(net)\n"),
+        Valid(IMPORTS + "model = DDP(net)\nif rank == 0:\n    eval_model = Net()\n"
+                        "    eval_model.load_state_dict(model.module.state_dict())\n"),
+    ]
+    invalid = [
+        Invalid(IMPORTS + "model = DDP(net)\nif rank == 0:\n    model.load_state_dict(sd)\n",
+                line=6, column=5),
+        Invalid(IMPORTS + "model = DDP(net)\nif dist.get_rank() == 0:\n    model.module.load_state_dict(sd)\n",
+                line=6, column=5),
+        Invalid(IMPORTS + "ddp = DDP(net, device_ids=[local_rank])\nif local_rank == 0:\n"
+                          "    net.load_state_dict(torch.load(path, map_location='cpu'))\n", line=6, column=5),
+        Invalid(IMPORTS + "def resume(model, path):\n    model.load_state_dict(torch.load(path))\n"
+                          "model = DDP(net)\nif is_main_process():\n    resume(model, path)\n",
+                line=8, column=5),
+        Invalid(IMPORTS + "class T:\n    def setup(self):\n        self.model = DDP(self.net)\n"
+                          "        if self.rank == 0:\n            self.model.load_state_dict(self.sd)\n",
+                line=8, column=13),
+        Invalid(IMPORTS + "def main():\n    model = DDP(net)\n    if args.rank % ngpus == 0 and args.resume:\n"
+                          "        model.load_state_dict(torch.load(args.resume)['model'])\n",
+                line=7, column=9),
+        Invalid(IMPORTS + "model = DDP(net)\nif not is_master():\n    pass\nelse:\n"
+                          "    model.module.encoder.load_state_dict(sd)\n", line=8, column=5),
+        Invalid(IMPORTS + "def load(rank, model):\n    if rank != 0:\n        return\n"
+                          "    model.load_state_dict(sd)\nload(rank, DDP(net))\n", line=7, column=5),
+    ]
+
+    def check(self, index: SemanticIndex) -> Iterator[Report]:
+        project = project_of(index)
+        for site in index.calls:
+            if site.method == "load_state_dict" and site.receiver is not None:
+                if wrapped_root(index, site.receiver, site.order) is None:
+                    continue
+            else:
+                callee = dotted_name(site.node.func)
+                slots = wrapped_slots(index, site) if callee else {}
+                if not any(kind == "ddp" and project.call_loads_into(index.path, callee, index.imports, slot)
+                           for slot, kind in slots.items()):
+                    continue
+            if rank_guards(index, site.node) and not _broadcast_after(index, site):
+                yield self.report(site.node)
+
+
+def _broadcast_after(index: SemanticIndex, site: CallSite) -> bool:
+    return any(other.order > site.order and other.scope is site.scope for other in index.calls_to(*_BROADCASTS)) \
+        or any(o.order > site.order for o in index.method_calls("_sync_params", "sync_params", "broadcast_params"))

@@ -1,0 +1,138 @@
+"""## What it does
+Flags `parser.add_argument("--local_rank")` (or `--local-rank`) when the parsed
+value is used as the device (`set_device`, `device_ids`, `torch.device`,
+`.cuda(...)`, `.to(...)`, `CUDA_VISIBLE_DEVICES`) and nothing reads
+`os.environ["LOCAL_RANK"]` (in this module or, with project analysis, anywhere).
+
+## Why is this bad?
+`torch.distributed.launch` passed `--local_rank=N` on the command line;
+`torchrun` (its replacement) passes nothing and sets the `LOCAL_RANK`
+environment variable instead. Under `torchrun` every rank gets the argument's
+default, so all processes pick the same GPU.
+
+## Example
+    parser.add_argument("--local_rank", type=int, default=0)
+    args = parser.parse_args()
+    torch.cuda.set_device(args.local_rank)
+
+## Use instead
+    parser.add_argument("--local_rank", type=int,
+                        default=int(os.environ.get("LOCAL_RANK", 0)))
+    args = parser.parse_args()
+    torch.cuda.set_device(args.local_rank)
+
+## References
+- https://pytorch.org/docs/stable/elastic/run.html
+- https://pytorch.org/docs/stable/distributed.html#launch-utility
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from ddplint import names
+from ddplint.facts import literal_str
+from ddplint.project import project_of
+from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.semantic import SemanticIndex, dotted_name
+
+HEAD = ("import argparse\nimport torch\nimport torch.distributed as dist\n"
+        "parser = argparse.ArgumentParser()\n")
+_DEVICE_SINKS = (names.SET_DEVICE, names.TORCH_DEVICE, names.DDP)
+_DEVICE_METHODS = ("cuda", "to")
+
+
+class LocalRankFromArgv(Rule):
+    code, name, severity = "DDP022", "local-rank-from-argv", "warning"
+    message = "--local_rank is used as the device but LOCAL_RANK is never read: under torchrun every rank gets the default"
+    triggers = ("local_rank", "local-rank")
+    needs_ddp_context = True
+    uses_project = True
+
+    valid = [
+        Valid(HEAD + "parser.add_argument('--local_rank', type=int, default=int(os.environ.get('LOCAL_RANK', 0)))\n"
+                     "args = parser.parse_args()\ntorch.cuda.set_device(args.local_rank)\n"),
+        Valid(HEAD + "parser.add_argument('--local_rank', type=int, default=-1)\nargs = parser.parse_args()\n"
+                     "if 'LOCAL_RANK' in os.environ:\n    args.local_rank = int(os.environ['LOCAL_RANK'])\n"
+                     "torch.cuda.set_device(args.local_rank)\n"),
+        Valid(HEAD + "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                     "print(args.local_rank)\n"),
+        Valid(HEAD + "parser.add_argument('--local-rank', type=int)\nargs = parser.parse_args()\n"
+                     "local_rank = int(os.getenv('LOCAL_RANK', args.local_rank))\ntorch.cuda.set_device(local_rank)\n"),
+        Valid(HEAD + "parser.add_argument('--rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                     "torch.cuda.set_device(args.rank)\n"),
+        Valid("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+              "parser.add_argument('--local_rank', type=int)\nargs = parser.parse_args()\n"
+              "torch.cuda.set_device(args.local_rank)\n"),  # not DDP code
+        Valid(HEAD + "parser.add_argument('--local_rank', type=int)\nargs = parser.parse_args()\n"
+                     "if version.parse(torch.__version__) >= version.parse('2.0'):\n"
+                     "    args.local_rank = int(os.environ['LOCAL_RANK'])\n"
+                     "model.cuda(args.local_rank)\n"),
+        Valid(HEAD + "parser.add_argument('--local_rank', type=int)\nargs = parser.parse_args()\n"
+                     "init_distributed(args)\n"),  # the device use lives elsewhere
+    ]
+    invalid = [
+        Invalid(HEAD + "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                       "torch.cuda.set_device(args.local_rank)\n", line=5, column=1),
+        Invalid(HEAD + "parser.add_argument('--local-rank', type=int, default=-1)\nargs = parser.parse_args()\n"
+                       "model = model.cuda(args.local_rank)\n", line=5, column=1),
+        Invalid(HEAD + "parser.add_argument(\"--local_rank\", default=0, type=int)\nargs = parser.parse_args()\n"
+                       "device = torch.device('cuda', args.local_rank)\n", line=5, column=1),
+        Invalid(HEAD + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                       "parser.add_argument('--local_rank', type=int)\nopt = parser.parse_args()\n"
+                       "model = DDP(model, device_ids=[opt.local_rank], output_device=opt.local_rank)\n",
+                line=6, column=1),
+        Invalid(HEAD + "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                       "local_rank = args.local_rank\ntorch.cuda.set_device(local_rank)\n", line=5, column=1),
+        Invalid(HEAD + "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                       "device = f'cuda:{args.local_rank}'\nmodel.to(device)\n", line=5, column=1),
+        Invalid(HEAD + "def get_args():\n    parser.add_argument('--local_rank', type=int, default=0)\n"
+                       "    return parser.parse_args()\nargs = get_args()\n"
+                       "model.to(args.local_rank)\n", line=6, column=5),
+        Invalid(HEAD + "import os\nparser.add_argument('--local_rank', type=int, default=0)\n"
+                       "args = parser.parse_args()\nos.environ['CUDA_VISIBLE_DEVICES'] = str(args.local_rank)\n",
+                line=6, column=1),
+    ]
+
+    def check(self, index: SemanticIndex) -> Iterator[Report]:
+        project = project_of(index)
+        if "LOCAL_RANK" in index.source or project.any_module("reads_local_rank_env"):
+            return
+        flags = [site for site in index.method_calls("add_argument")
+                 if any(literal_str(a.value) in ("--local_rank", "--local-rank") for a in site.node.args)]
+        if not flags:
+            return
+        if _used_as_device(index) or (project.complete and project.any_module("local_rank_attr_as_device")):
+            for site in flags:
+                yield self.report(site.node)
+
+
+def _mentions_local_rank(index: SemanticIndex, expr: cst.CSTNode, depth: int = 0) -> bool:
+    """Does the expression read ``X.local_rank`` (or a name bound from it)?"""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Attribute) and node.attr.value == "local_rank":
+            return True
+        if isinstance(node, cst.Name) and depth < 2:
+            values = index.assigned_values(node) or []
+            if any(_mentions_local_rank(index, v, depth + 1) for v in values):
+                return True
+        stack.extend(node.children)
+    return False
+
+
+def _used_as_device(index: SemanticIndex) -> bool:
+    sinks = index.calls_to(*_DEVICE_SINKS) + index.method_calls(*_DEVICE_METHODS, "set_device")
+    for site in sinks:
+        args = site.node.args
+        if site.qualified_name == names.DDP:
+            args = [a for a in args if a.keyword is not None and a.keyword.value in ("device_ids", "output_device")]
+        if any(_mentions_local_rank(index, a.value) for a in args):
+            return True
+    for target, value in index.subscript_assignments:
+        if index.qualified_name(target.value) == "os.environ" and _mentions_local_rank(index, value):
+            return True
+    return False

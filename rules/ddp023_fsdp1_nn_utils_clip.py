@@ -1,0 +1,96 @@
+"""## What it does
+Flags `torch.nn.utils.clip_grad_norm_(model.parameters(), ...)` when `model` is
+a `FullyShardedDataParallel` (FSDP1) model (a local wrap, or a parameter that the
+project passes an FSDP model to).
+
+## Why is this bad?
+Each FSDP1 rank holds only its shard of the flattened gradients. The free
+function computes the norm of the local shard, so every rank computes a
+different total norm and a different clip coefficient: the ranks apply
+inconsistent updates and the "clipped" norm is not the real one.
+
+## Example
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(fsdp_model.parameters(), 1.0)
+
+## Use instead
+    loss.backward()
+    fsdp_model.clip_grad_norm_(1.0)     # all-reduces the shard norms
+
+## References
+- https://pytorch.org/docs/stable/fsdp.html#torch.distributed.fsdp.FullyShardedDataParallel.clip_grad_norm_
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from ddplint import names
+from ddplint.project import wrapped_kind
+from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.semantic import SemanticIndex
+
+IMPORTS = "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+CLIP = "torch.nn.utils.clip_grad_norm_"
+
+
+class Fsdp1NnUtilsClip(Rule):
+    code, name, severity = "DDP023", "fsdp1-nn-utils-clip", "error"
+    message = "nn.utils.clip_grad_norm_ on an FSDP1 model clips by the local shard's norm; use model.clip_grad_norm_"
+    triggers = ("clip_grad_norm_",)
+    needs_ddp_context = True
+    uses_project = True
+
+    valid = [
+        Valid(IMPORTS + "model = FSDP(net)\nmodel.clip_grad_norm_(1.0)\n"),
+        Valid(IMPORTS + "from torch.distributed.fsdp import fully_shard\nfully_shard(model)\n"
+                        "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"),
+        Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nmodel = DDP(net)\n"
+              "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"),
+        Valid(IMPORTS + "model = FSDP(net)\ntorch.nn.utils.clip_grad_norm_(other.parameters(), 1.0)\n"),
+        Valid(IMPORTS + "torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)\nmodel = FSDP(net)\n"),
+        Valid(IMPORTS + "model = FSDP(net)\ntorch.nn.utils.clip_grad_value_(model.parameters(), 1.0)\n"),
+        Valid(IMPORTS + "def clip(model):\n    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"),
+        Valid(IMPORTS + "model = FSDP(net)\nmodel = torch.compile(model)\n"
+              "model.clip_grad_norm_(max_norm=1.0)\n"),
+    ]
+    invalid = [
+        Invalid(IMPORTS + "model = FSDP(net)\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
+                line=4, column=1),
+        Invalid(IMPORTS + "from torch.nn.utils import clip_grad_norm_\nmodel = FSDP(net)\n"
+                          "clip_grad_norm_(model.parameters(), max_norm=1.0)\n", line=5, column=1),
+        Invalid(IMPORTS + "import torch.nn as nn\nmodel = FSDP(net, auto_wrap_policy=p)\n"
+                          "nn.utils.clip_grad_norm_(model.parameters(), args.clip)\n", line=5, column=1),
+        Invalid(IMPORTS + "class T:\n    def __init__(self, net):\n        self.model = FSDP(net)\n"
+                          "    def step(self):\n        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)\n",
+                line=7, column=9),
+        Invalid(IMPORTS + "def train_step(model):\n    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+                          "train_step(FSDP(net))\n", line=4, column=5),
+        Invalid("import torch\nfrom torch.distributed.fsdp.fully_sharded_data_parallel import FullyShardedDataParallel\n"
+                "model = FullyShardedDataParallel(net)\n"
+                "gn = torch.nn.utils.clip_grad.clip_grad_norm_(model.parameters(), 1.0)\n", line=4, column=6),
+        Invalid(IMPORTS + "model = FSDP(net)\nfor x in loader:\n    model(x).sum().backward()\n"
+                          "    torch.nn.utils.clip_grad_norm_(parameters=model.parameters(), max_norm=1.0)\n",
+                line=6, column=5),
+        Invalid(IMPORTS + "model = FSDP(net)\ntorch.nn.utils.clip_grad_norm_(list(model.parameters()), 1.0)\n",
+                line=4, column=1),
+    ]
+
+    def check(self, index: SemanticIndex) -> Iterator[Report]:
+        for site in index.calls_to(CLIP):
+            params = site.argument("parameters", 0)
+            model = _parameters_receiver(params.value) if params is not None else None
+            if model is not None and wrapped_kind(index, model, site.order) == "fsdp":
+                yield self.report(site.node)
+
+
+def _parameters_receiver(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """``m`` in ``m.parameters()`` or ``list(m.parameters())``."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") \
+            and expr.args:
+        expr = expr.args[0].value
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "parameters":
+        return expr.func.value
+    return None

@@ -1,0 +1,148 @@
+"""## What it does
+Flags changes to a model's parameters after it was wrapped in
+`DistributedDataParallel`: `requires_grad_(False)` on it or a submodule,
+`p.requires_grad = False` in a loop over its parameters, a new submodule assigned
+to it (`model.module.head = nn.Linear(...)`), or `.to(dtype)` / `.half()` of it.
+Not flagged: changes before the wrap, a re-wrap after the change, EMA/teacher
+copies.
+
+## Why is this bad?
+DDP builds its reducer (gradient buckets, the set of parameters that must
+receive a gradient) in its constructor. Parameters frozen, replaced or re-typed
+afterwards no longer match the buckets: backward fails with "Expected to have
+finished reduction in the prior iteration", or new parameters are never
+synchronised across ranks.
+
+## Example
+    model = DDP(model, device_ids=[local_rank])
+    for p in model.module.backbone.parameters():
+        p.requires_grad = False
+
+## Use instead
+    for p in model.backbone.parameters():
+        p.requires_grad = False
+    model = DDP(model, device_ids=[local_rank])
+
+## References
+- https://pytorch.org/docs/stable/notes/ddp.html#internal-design
+- https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from ddplint import names
+from ddplint.facts import literal_bool
+from ddplint.project import wrapped_root
+from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.semantic import CallSite, SemanticIndex, dotted_name
+
+IMPORTS = "import torch\nimport torch.nn as nn\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+_DTYPES = ("float16", "half", "bfloat16", "float64", "double", "float32", "float")
+_CASTS = ("half", "bfloat16", "double")
+
+
+class ParamsModifiedAfterWrap(Rule):
+    code, name, severity = "DDP024", "params-modified-after-wrap", "warning"
+    message = "parameters changed after the DDP wrap: DDP's reducer was built for the old ones"
+    triggers = ("DistributedDataParallel",)
+    needs_ddp_context = True
+
+    valid = [
+        Valid(IMPORTS + "model.backbone.requires_grad_(False)\nmodel = DDP(model)\n"),
+        Valid(IMPORTS + "for p in model.parameters():\n    p.requires_grad = False\nmodel = DDP(model)\n"),
+        Valid(IMPORTS + "ddp = DDP(model)\nmodel.head = nn.Linear(4, 2)\nddp = DDP(model)\n"),  # re-wrapped
+        Valid(IMPORTS + "model = DDP(model)\nema = copy.deepcopy(model.module)\nema.requires_grad_(False)\n"),
+        Valid(IMPORTS + "model = DDP(model)\nfor p in teacher.parameters():\n    p.requires_grad = False\n"),
+        Valid(IMPORTS + "model = DDP(model)\nx = x.to(torch.float16)\nmodel.module.requires_grad_(True)\n"),
+        Valid(IMPORTS + "model = DDP(model)\nmodel.train()\nmodel.module.eval()\n"),
+        Valid(IMPORTS + "model = DDP(model)\nmodel.module.head.weight.data.zero_()\n"),
+        Valid(IMPORTS + "def freeze(m):\n    m.requires_grad_(False)\nfreeze(model)\nmodel = DDP(model)\n"),
+    ]
+    invalid = [
+        Invalid(IMPORTS + "model = DDP(model)\nmodel.module.backbone.requires_grad_(False)\n", line=5, column=1),
+        Invalid(IMPORTS + "model = DDP(model)\nfor p in model.module.encoder.parameters():\n"
+                          "    p.requires_grad = False\n", line=6, column=5),
+        Invalid(IMPORTS + "ddp_model = DDP(net, device_ids=[rank])\nnet.fc = nn.Linear(512, 10)\n",
+                line=5, column=1),
+        Invalid(IMPORTS + "model = DDP(model)\nmodel.module.to(torch.float16)\n", line=5, column=1),
+        Invalid(IMPORTS + "model = DDP(model)\nmodel.module.half()\n", line=5, column=1),
+        Invalid(IMPORTS + "def main():\n    model = DDP(net)\n    for name, p in model.named_parameters():\n"
+                          "        if 'bias' in name:\n            p.requires_grad = False\n", line=8, column=13),
+        Invalid(IMPORTS + "class T:\n    def __init__(self, net):\n        self.model = DDP(net)\n"
+                          "        self.model.module.classifier = nn.Linear(8, 2)\n", line=7, column=9),
+        Invalid(IMPORTS + "model = DDP(model)\nmodel.module.to(dtype=torch.bfloat16)\n", line=5, column=1),
+    ]
+
+    def check(self, index: SemanticIndex) -> Iterator[Report]:
+        if not index.calls_to(names.DDP):
+            return
+        for site in index.method_calls("requires_grad_", "to", *_CASTS):
+            if site.receiver is not None and _is_modification(index, site) and \
+                    _wrapped_and_not_rewrapped(index, site.receiver, site.order):
+                yield self.report(site.node)
+        for (_, name), bindings in index.bindings.items():
+            for binding in bindings:
+                node = self._modifying_assignment(index, name, binding)
+                if node is not None:
+                    yield self.report(node)
+
+    def _modifying_assignment(self, index: SemanticIndex, name: str, binding) -> Optional[cst.CSTNode]:
+        if binding.kind != "assign" or "." not in name or binding.value is None:
+            return None
+        owner, _, attribute = name.rpartition(".")
+        if attribute == "requires_grad" and literal_bool(binding.value) is False:
+            loop = index.enclosing(binding.node, cst.For)
+            model = _parameters_owner(loop.iter) if loop is not None else None
+            if model is not None and _loop_binds(loop.target, owner):
+                if _wrapped_and_not_rewrapped(index, model, binding.order):
+                    return binding.node
+            return None
+        value = binding.value
+        if isinstance(value, cst.Call) and (index.qualified_name(value.func) or "").startswith("torch.nn.") \
+                and (index.qualified_name(value.func) or "").split(".")[-1][:1].isupper():
+            target = binding.node.targets[0].target if isinstance(binding.node, cst.Assign) else None
+            if isinstance(target, cst.Attribute) and _wrapped_and_not_rewrapped(index, target.value, binding.order):
+                return binding.node
+        return None
+
+
+def _is_modification(index: SemanticIndex, site: CallSite) -> bool:
+    if site.method == "requires_grad_":
+        arg = site.node.args[0].value if site.node.args else None
+        return arg is not None and literal_bool(arg) is False
+    if site.method in _CASTS:
+        return not site.node.args
+    for arg in site.node.args:  # .to(torch.float16) / .to(dtype=...)
+        qualified = index.qualified_name(arg.value) or ""
+        if qualified.startswith("torch.") and qualified.split(".")[-1] in _DTYPES:
+            return True
+    return False
+
+
+def _wrapped_and_not_rewrapped(index: SemanticIndex, expr: cst.BaseExpression, order: int) -> bool:
+    root = wrapped_root(index, expr, order)
+    if root is None:
+        return False
+    inner = root.split(".module")[0]
+    for site in index.calls_to(names.DDP):
+        module = site.argument("module", 0)
+        if site.order > order and module is not None and dotted_name(module.value) in (root, inner):
+            return False  # wrapped again after the change
+    return True
+
+
+def _parameters_owner(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) \
+            and expr.func.attr.value in ("parameters", "named_parameters"):
+        return expr.func.value
+    return None
+
+
+def _loop_binds(target: cst.BaseExpression, name: str) -> bool:
+    if isinstance(target, cst.Tuple):
+        return any(dotted_name(e.value) == name for e in target.elements)
+    return dotted_name(target) == name
