@@ -38,6 +38,9 @@ class RankFailure(RuntimeError):
         super().__init__(message)
         self.rank = rank
 
+    def __reduce__(self):
+        return (type(self), (str(self), self.rank))
+
 
 class RemoteTraceback(Exception):
     """Carries the formatted traceback of a rank; shown as the re-raised error's cause."""
@@ -143,7 +146,9 @@ def _child(fn, rank, world_size, backend, port, timeout, args, results, device):
             timeout=datetime.timedelta(seconds=timeout),
         )
         result = fn(rank, world_size, *args)
-        results.put(("ok", rank, result))
+        # Plain pickle to bytes: torch's queue would pass tensors as shared-memory handles,
+        # which die with this process before the parent reads them.
+        results.put(("ok", rank, pickle.dumps(result)))
         ok = True
     except BaseException as exc:  # noqa: BLE001 - everything goes back to the caller
         results.put(("err", rank, _pickle_or_none(exc), traceback.format_exc()))
@@ -197,7 +202,7 @@ def _collect(procs, results, world_size, wall_timeout) -> list[Any]:
             msg = None
         if msg is not None:
             if msg[0] == "ok":
-                values[msg[1]] = msg[2]
+                values[msg[1]] = pickle.loads(msg[2])
             else:
                 failures.append((msg[1], msg[2], msg[3]))
                 first_failure_at = first_failure_at or time.monotonic()

@@ -34,6 +34,9 @@ class CollectiveHangError(RuntimeError):
         super().__init__(message)
         self.missing_ranks = missing_ranks
 
+    def __reduce__(self):  # picklable, so run_ranks can re-raise it in the caller
+        return (type(self), (str(self), self.missing_ranks))
+
 
 @contextlib.contextmanager
 def collective_watchdog(timeout: float, group=None, name: str = "watched block") -> Iterator[None]:
