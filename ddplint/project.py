@@ -661,10 +661,13 @@ class Project:
                 return "forward"
         return None
 
-    def call_loads_into(self, path: str, callee: str, imports: dict[str, str], slot: str) -> bool:
+    def loading_function(self, path: str, callee: str, imports: dict[str, str]) -> Optional[FunctionKey]:
+        """The project function ``callee`` names when it loads weights into one of
+        its parameters (directly or through another project function)."""
         key = self.resolve_function(path, callee, imports)
-        if key is None:
-            return False
+        return key if key is not None and self._loads.get(key) else None
+
+    def call_loads_into(self, key: FunctionKey, callee: str, slot: str) -> bool:
         param = self._param_for_slot(key, CallFact(callee, "", False, False), slot)
         return param is not None and param in self._loads.get(key, ())
 

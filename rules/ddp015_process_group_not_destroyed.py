@@ -34,7 +34,7 @@ from typing import Iterator
 from ddplint import names
 from ddplint.project import project_of
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex
+from ddplint.semantic import SemanticIndex, dotted_name
 
 DIST = "import torch.distributed as dist\n"
 # A call of a helper named like this may destroy the group in a module we cannot see.
@@ -87,8 +87,32 @@ class ProcessGroupNotDestroyed(Rule):
             return
         if _may_clean_up_elsewhere(index):
             return  # a cleanup helper, perhaps from a module we were not given
+        if not project.complete and _calls_local_modules(index):
+            return  # linted alone: the project's other modules may destroy it
         for site in index.calls_to(names.INIT_PROCESS_GROUP):
             yield self.report(site.node)
+
+
+# Packages that are never the user's own project modules.
+_LIBRARIES = frozenset({
+    "torch", "torchvision", "torchaudio", "torchtext", "numpy", "os", "sys", "argparse", "time", "math",
+    "random", "json", "logging", "collections", "functools", "itertools", "pathlib", "typing", "copy",
+    "re", "shutil", "subprocess", "datetime", "warnings", "tqdm", "transformers", "PIL", "yaml", "wandb",
+    "tensorboard", "tensorboardX", "matplotlib", "pandas", "scipy", "sklearn", "timm", "einops",
+    "contextlib", "socket", "glob", "pickle", "io", "dataclasses", "datasets", "hydra", "omegaconf",
+    "deepspeed", "apex", "platform", "signal", "tempfile", "uuid", "hashlib", "inspect", "fire", "click",
+})
+
+
+def _calls_local_modules(index: SemanticIndex) -> bool:
+    """Does the module call something imported from outside the standard
+    library and well-known packages, or through a relative import?"""
+    for site in index.calls:
+        head = (dotted_name(site.node.func) or "").split(".")[0]
+        target = index.imports.get(head)
+        if target is not None and (target.startswith(".") or target.split(".")[0] not in _LIBRARIES):
+            return True
+    return False
 
 
 def _may_clean_up_elsewhere(index: SemanticIndex) -> bool:

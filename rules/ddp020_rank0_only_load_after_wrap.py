@@ -43,7 +43,8 @@ _BROADCASTS = tuple(q for q in COLLECTIVES if "broadcast" in q)
 class Rank0OnlyLoadAfterWrap(Rule):
     code, name, severity = "DDP020", "rank0-only-load-after-wrap", "error"
     message = "weights loaded on some ranks only after the DDP wrap: the ranks silently diverge"
-    triggers = ("load_state_dict",)
+    # The load may sit in another module; the report is then at a rank-guarded call here.
+    triggers = ("if",)
     needs_ddp_context = True
     uses_project = True
 
@@ -90,9 +91,9 @@ class Rank0OnlyLoadAfterWrap(Rule):
                     continue
             else:
                 callee = dotted_name(site.node.func)
-                slots = wrapped_slots(index, site) if callee else {}
-                if not any(kind == "ddp" and project.call_loads_into(index.path, callee, index.imports, slot)
-                           for slot, kind in slots.items()):
+                key = project.loading_function(index.path, callee, index.imports) if callee else None
+                if key is None or not any(kind == "ddp" and project.call_loads_into(key, callee, slot)
+                                          for slot, kind in wrapped_slots(index, site).items()):
                     continue
             if rank_guards(index, site.node) and not _broadcast_after(index, site):
                 yield self.report(site.node)
