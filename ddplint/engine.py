@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
+import threading
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,13 +94,24 @@ class Linter:
         if not rules and not (syntax_wanted and self._always_parse):
             return result
         result.parsed = True
+        on_deep_stack(self._analyse, source, display, rules, syntax_wanted, result)
+        _apply_suppressions(result, source)
+        return result
+
+    def _analyse(self, source: str, display: str, rules: list[Rule], syntax_wanted: bool,
+                 result: FileResult) -> None:
+        """Parse, index, run the rules and position the findings (on a deep stack)."""
         module, error_diagnostic = parse_module(source)
         if module is None:
             if syntax_wanted:
                 result.diagnostics.append(error_diagnostic)
-                _apply_suppressions(result, source)
-            return result
-        index = SemanticIndex.build(module, source, display)
+            return
+        try:
+            index = SemanticIndex.build(module, source, display)
+        except RecursionError:
+            if syntax_wanted:
+                result.diagnostics.append(_syntax_diagnostic(1, 1, "the file is too deeply nested to analyse"))
+            return
         index.project = self.project
         reports: list[Report] = []
         for rule in rules:
@@ -114,8 +127,6 @@ class Linter:
                 result.internal_errors += 1
         if reports:
             result.diagnostics.extend(self._positioned(module, reports))
-        _apply_suppressions(result, source)
-        return result
 
     # Unparseable files are reported only when they are parsed, i.e. when some
     # selected rule's trigger appears in them (see the prefilter). Set by tests
@@ -162,12 +173,75 @@ def decode_source(data: bytes) -> tuple[Optional[str], str]:
     return text, ""
 
 
+# libcst's native parser and every tree walk recurse once per nesting level. On
+# the main thread's 8 MiB stack a few thousand levels crash the process (a
+# segfault in the parser, not an exception), so analysis runs on one worker
+# thread with a large stack (virtual memory: only the pages used are touched)
+# and a matching recursion limit.
+_DEEP_STACK_BYTES = 512 * 1024 * 1024
+_DEEP_RECURSION_LIMIT = 30_000
+_deep_stack_pool = None
+
+
+def on_deep_stack(function, *args):
+    global _deep_stack_pool
+    if _deep_stack_pool is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        previous = threading.stack_size(_DEEP_STACK_BYTES)
+        try:
+            pool = ThreadPoolExecutor(1, thread_name_prefix="ddplint-deep-stack")
+            pool.submit(lambda: None).result()  # start the thread while the size is set
+        finally:
+            threading.stack_size(previous)
+        _deep_stack_pool = pool
+    return _deep_stack_pool.submit(_with_recursion_limit, function, args).result()
+
+
+def _with_recursion_limit(function, args):
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(previous, _DEEP_RECURSION_LIMIT))
+    try:
+        return function(*args)
+    finally:
+        sys.setrecursionlimit(previous)
+
+
+# CPython refuses more than 200 nested brackets, so deeper nesting is never valid
+# Python; the crude count below (strings included) only decides whether to ask
+# CPython's parser first, so that libcst never sees such a file.
+_MAX_VALID_BRACKET_DEPTH = 200
+_NOT_BRACKETS = re.compile(r"[^()\[\]{}]+")
+
+
+def _crude_bracket_depth(source: str) -> int:
+    depth = deepest = 0
+    for char in _NOT_BRACKETS.sub("", source):
+        if char in "([{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+        elif char in ")]}":
+            depth -= 1
+    return deepest
+
+
 def parse_module(source: str) -> tuple[Optional[cst.Module], Optional[Diagnostic]]:
+    if _crude_bracket_depth(source) > _MAX_VALID_BRACKET_DEPTH:
+        import ast
+
+        try:
+            ast.parse(source)
+        except SyntaxError as error:
+            return None, _syntax_diagnostic(max(error.lineno or 1, 1), max(error.offset or 1, 1),
+                                            f"syntax error: {error.msg}")
+        except (RecursionError, MemoryError):
+            return None, _syntax_diagnostic(1, 1, "the file is too deeply nested to parse")
     try:
         return cst.parse_module(source), None
     except cst.ParserSyntaxError as error:
         return None, _explain_syntax_error(source, error)
-    except RecursionError:
+    except (RecursionError, MemoryError):
         return None, _syntax_diagnostic(1, 1, "the file is too deeply nested to parse")
     except Exception as error:  # the parser itself failed on odd input
         return None, _syntax_diagnostic(1, 1, f"cannot parse file: {type(error).__name__}: {error}")

@@ -22,10 +22,17 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 dist.init_process_group("nccl")
-local_rank = int(os.environ["LOCAL_RANK"])
-torch.cuda.set_device(local_rank)
-model = DDP(Net().cuda(), device_ids=[local_rank])
+try:
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    model = DDP(Net().cuda(), device_ids=[local_rank])
+finally:
+    dist.destroy_process_group()
 """
+
+# BAD_SCRIPT's two findings of the first rules; tests that count findings select
+# these so that rules added later (which may also have a word to say) do not matter.
+FIRST_RULES = "DDP005,DDP007"
 
 
 def run_cli(*args, cwd=None, input=None, env=None):

@@ -89,6 +89,7 @@ def client(tmp_path):
 
 
 def test_open_change_close_publishes_diagnostics(client, tmp_path):
+    (tmp_path / ".ddplint.yaml").write_text("select: [DDP005, DDP007]\n")
     path = tmp_path / "train.py"
     path.write_text(BAD_SCRIPT)
     uri = path.as_uri()

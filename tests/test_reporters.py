@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import BAD_SCRIPT, run_cli, write
+from tests.helpers import BAD_SCRIPT, FIRST_RULES, run_cli, write
 
 SCHEMA = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "sarif-schema-2.1.0.json"
 
@@ -21,7 +21,7 @@ def project(tmp_path):
 def test_json_document_shape_and_lsp_diagnostics(project):
     from lsprotocol import converters, types
 
-    result = run_cli("--format", "json", ".", cwd=project)
+    result = run_cli("--select", "DDP000," + FIRST_RULES, "--format", "json", ".", cwd=project)
     assert result.returncode == 1
     document = json.loads(result.stdout)
     assert document["tool"]["name"] == "ddplint" and document["tool"]["version"]
@@ -47,7 +47,7 @@ def test_sarif_validates_against_the_schema(project):
     jsonschema = pytest.importorskip("jsonschema")
     if not SCHEMA.exists():
         pytest.skip(f"SARIF schema not found at {SCHEMA}")
-    result = run_cli("--format", "sarif", ".", cwd=project)
+    result = run_cli("--select", "DDP000," + FIRST_RULES, "--format", "sarif", ".", cwd=project)
     log = json.loads(result.stdout)
     schema = json.loads(SCHEMA.read_text())
     jsonschema.validate(log, schema)
