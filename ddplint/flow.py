@@ -719,11 +719,21 @@ def loop_counter_names(index: SemanticIndex, loop: Loop) -> set[str]:
         return set()
     iterable = loop.iter
     callee = dotted_name(iterable.func) if isinstance(iterable, cst.Call) else None
-    if callee == "range":
-        return names_in(loop.target)
+    if callee == "range" or _calls_range(iterable):
+        return names_in(loop.target)  # also ``tqdm(range(n))``, ``log_every(range(n))``
     if callee == "enumerate" and isinstance(loop.target, cst.Tuple) and loop.target.elements:
         return names_in(loop.target.elements[0].value)
     return set()
+
+
+def _calls_range(expr: cst.BaseExpression) -> bool:
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "range":
+            return True
+        stack.extend(node.children)
+    return False
 
 
 def loop_data_names(index: SemanticIndex, loop: Loop) -> set[str]:
@@ -973,3 +983,16 @@ def step_regions(index: SemanticIndex) -> list[cst.CSTNode]:
                 cached.append(function)
         index.cache["flow.step_regions"] = cached
     return cached
+
+
+def events_exclusive(index: SemanticIndex, a: Event, b: Event) -> bool:
+    """``exclusive`` for two events: compared where they are written when they
+    sit in the same helper, else where the loop runs them."""
+    if a.anchor is b.anchor:
+        return a.site.node is not b.site.node and exclusive(index, a.site.node, b.site.node)
+    return exclusive(index, a.anchor, b.anchor)
+
+
+def event_under_amp_switch(index: SemanticIndex, event: Event) -> bool:
+    return under_amp_switch(index, event.anchor) or (
+        event.inlined and under_amp_switch(index, event.site.node))

@@ -277,7 +277,8 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
     steps = [e for e in flow.events(index, loop) if flow.any_step(index, e.site)]
     for step in steps:
         test = _accumulation_test(index, step.anchor, loop)
-        if test is not None and not flow.is_inside(index, backward.anchor, test):
+        if test is not None and not flow.is_inside(index, backward.anchor, test) \
+                and not flow.events_exclusive(index, backward, step):
             return True
     if steps or not isinstance(loop, cst.For):
         return False

@@ -246,7 +246,7 @@ for x in loader:
                 elif flow.is_scaler_step(site) or site.method == "update":
                     scaled = None
                 elif scaled is not None and not unscaled and _is_clip(index, site) \
-                        and not flow.exclusive(index, scaled.anchor, event.anchor) \
+                        and not flow.events_exclusive(index, scaled, event) \
                         and id(site.node) not in reported:
                     reported.add(id(site.node))
                     yield self.report(site.node)

@@ -282,8 +282,8 @@ def _optimizer_steps_after_scaling(index: SemanticIndex, evs: list[flow.Event]) 
         elif flow.is_scaler_step(site):
             scaled = None
         elif scaled is not None and flow.is_optimizer_step(index, site) \
-                and not flow.exclusive(index, scaled.anchor, event.anchor) \
-                and not flow.under_amp_switch(index, event.anchor):
+                and not flow.events_exclusive(index, scaled, event) \
+                and not flow.event_under_amp_switch(index, event):
             yield site.node
 
 
@@ -301,9 +301,9 @@ def _unscaled_backwards(index: SemanticIndex, evs: list[flow.Event]) -> Iterator
             continue
         if site.qualified_name == "torch.autograd.backward":
             continue
-        if any(flow.exclusive(index, s.anchor, event.anchor) for s in scaled):
+        if any(flow.events_exclusive(index, s, event) for s in scaled):
             continue
-        if flow.under_amp_switch(index, event.anchor):
+        if flow.event_under_amp_switch(index, event):
             continue
         yield site.node
 

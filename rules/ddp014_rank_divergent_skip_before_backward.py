@@ -149,6 +149,21 @@ for batch in loader:
         break
     model(batch).mean().backward()
 """),
+        # A counter from a wrapped range (LAVIS's ``log_every(range(n))``).
+        Valid(DIST + """\
+for i in metric_logger.log_every(range(iters_per_epoch), 50, header):
+    if i >= iters_per_epoch:
+        break
+    samples = next(data_loader)
+    model(samples).mean().backward()
+"""),
+        # Skipping a loop over plans that is not a training loop.
+        Valid(DIST + """\
+for plan in plans:
+    if isinstance(plan, LocalPlan):
+        continue
+    dist.all_gather_object(out, plan.signature())
+"""),
         Valid(DIST + """\
 while True:
     for x in loader:
@@ -214,11 +229,23 @@ for x, y in loader:
         # A skip that also skips an explicit collective.
         Invalid(DIST + """\
 for batch in loader:
-    if batch is None:
+    loss = model(batch).mean()
+    loss.backward()
+    if batch["weight"].sum() == 0:
         continue
-    stats = compute(batch)
+    stats = torch.stack([loss.detach()])
     dist.all_reduce(stats)
-""", line=7, column=9, severity="error"),
+""", line=9, column=9, severity="error"),
+        # ``tqdm(loader)`` yields data, not a counter.
+        Invalid(DIST + """\
+from tqdm import tqdm
+def train(model, loader, optimizer):
+    for images, labels in tqdm(loader):
+        if images is None:
+            continue
+        model(images).sum().backward()
+        optimizer.step()
+""", line=9, column=13, severity="error"),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
@@ -235,9 +262,9 @@ def _skip_severity(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str
     # continue/break leave the innermost loop; return/raise leave them all.
     candidates = loops[:1] if isinstance(exit_node, (cst.Continue, cst.Break)) else loops
     for loop in candidates:
-        syncs = _sync_points(index, loop)
-        if not syncs:
+        if not flow.is_training_loop(index, loop):
             continue
+        syncs = _sync_points(index, loop)
         tests = [branch.test for branch, _ in flow.if_ancestors(index, exit_node, stop=loop)]
         if not tests:
             continue
@@ -290,10 +317,28 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
             binding = index.binding_before(name, order, test)
             if binding is not None and binding.kind in ("assign", "unpack", "annassign"):
                 value = binding.value if binding.kind != "unpack" else getattr(binding.node, "value", None)
-                if value is not None and (data & flow.names_in(value)):
+                if value is not None and _reads_data(value, data):
                     return True
                 if flow.binding_carries_graph(index, binding, 0) and _binding_in_loop(binding, loops, index):
                     return True
+    return False
+
+
+def _reads_data(expr: cst.BaseExpression, data: set[str]) -> bool:
+    """A direct read of the batch: ``batch``, ``batch["x"]``, ``batch.y``,
+    ``batch["x"].numel()``, ``len(targets)``. The result of a function that
+    takes the batch is not: it may be agreed (an accumulation counter).
+    """
+    if isinstance(expr, cst.Name):
+        return expr.value in data
+    if isinstance(expr, (cst.Subscript, cst.Attribute)):
+        return _reads_data(expr.value, data)
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute):
+            return _reads_data(func.value, data)
+        if isinstance(func, cst.Name) and func.value == "len" and expr.args:
+            return _reads_data(expr.args[0].value, data)
     return False
 
 
