@@ -126,7 +126,7 @@ class Linter:
                 result.diagnostics.append(_internal(rule, f"{type(error).__name__}: {error}"))
                 result.internal_errors += 1
         if reports:
-            result.diagnostics.extend(self._positioned(module, reports))
+            result.diagnostics.extend(self._positioned(index, reports))
 
     # Unparseable files are reported only when they are parsed, i.e. when some
     # selected rule's trigger appears in them (see the prefilter). Set by tests
@@ -135,11 +135,11 @@ class Linter:
     def _always_parse(self) -> bool:
         return not self.rules
 
-    def _positioned(self, module: cst.Module, reports: list[Report]) -> list[Diagnostic]:
-        from libcst.metadata import MetadataWrapper, PositionProvider
+    def _positioned(self, index: SemanticIndex, reports: list[Report]) -> list[Diagnostic]:
+        from ddplint.positions import locate
 
         by_code = {rule.code: rule for rule in self.rules}
-        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        positions = locate(index, (report.node for report in reports))
         diagnostics = []
         for report in reports:
             where = positions.get(report.node)
