@@ -619,11 +619,21 @@ def order_near(index: SemanticIndex, node: cst.CSTNode) -> int:
     for site in calls_in_function(index, function):
         if site.order > best and precedes(index, site.node, node):
             best = site.order
-    for bindings in index.bindings.values():
-        for binding in bindings:
-            if binding.scope is function and binding.order > best and precedes(index, binding.node, node):
-                best = binding.order
+    for binding in _bindings_by_scope(index).get(id(function), ()):
+        if binding.order > best and precedes(index, binding.node, node):
+            best = binding.order
     return best + 1
+
+
+def _bindings_by_scope(index: SemanticIndex) -> dict[int, list[Binding]]:
+    cached = index.cache.get("flow.bindings_by_scope")
+    if cached is None:
+        cached = {}
+        for bindings in index.bindings.values():
+            for binding in bindings:
+                cached.setdefault(id(binding.scope), []).append(binding)
+        index.cache["flow.bindings_by_scope"] = cached
+    return cached
 
 
 def binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) -> bool:
@@ -909,12 +919,19 @@ def model_of_forward(call: cst.Call) -> cst.BaseExpression:
 
 def wrapped_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int,
                   wrappers: tuple[str, ...] = WRAPPERS) -> bool:
-    """Is ``expr`` a DDP/FSDP-wrapped model, here or (one level) because it is a
-    parameter every... some same-module caller passes a wrapped model for?"""
+    """Is ``expr`` a DDP/FSDP-wrapped model: wrapped here, or a parameter that
+    some caller passes a wrapped model for (same module, or anywhere in the
+    project when project analysis is available)?"""
     if is_ddp_model(index, expr, at_order, wrappers):
         return True
     if not isinstance(expr, cst.Name):
         return False
+    try:
+        from ddplint.project import wrapped_kind
+    except ImportError:  # pragma: no cover - project analysis not present
+        wrapped_kind = None
+    if wrapped_kind is not None and wrapped_kind(index, expr, at_order):
+        return True
     binding = index.binding_before(expr.value, at_order, expr)
     if binding is None or binding.kind != "param" or not isinstance(binding.node, cst.Param):
         return False

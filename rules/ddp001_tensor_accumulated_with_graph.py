@@ -180,6 +180,17 @@ def main(model, loader):
     with torch.no_grad():
         validate(model, loader)
 """),
+        # A few literal iterations (an export check): bounded, not a leak.
+        Valid(TRAIN + """\
+def check_export(encoder, chunk):
+    outputs = []
+    for i in range(10):
+        out, cache = encoder(chunk)
+        outputs.append(out)
+    return torch.cat(outputs)
+
+check_export(model, x)
+"""),
         # Accumulator reset inside the iteration.
         Valid(TRAIN + """\
 def train(model, loader, optimizer):
@@ -240,7 +251,7 @@ predict(net, test_loader)
         Invalid(TRAIN + """\
 def train(model, optimizer):
     running = 0
-    for it in range(100):
+    for it in range(max_iters):
         logits, loss = model(X, Y)
         loss.backward()
         optimizer.step()
@@ -265,6 +276,15 @@ def train(model, loader, optimizer):
         optimizer.step()
         epoch_loss += loss[0] if loss.dim() else loss
 """, line=11, column=9, severity="warning"),
+        # A dict of running totals.
+        Invalid(TRAIN + """\
+def train(model, loader, optimizer):
+    totals = {"loss": 0.0}
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        totals["loss"] += loss
+""", line=9, column=9, severity="warning"),
         # Module-level evaluation loop.
         Invalid(TRAIN + """\
 outputs = []
@@ -288,6 +308,12 @@ def _accumulations(index: SemanticIndex):
             continue
         value = site.node.args[-1].value
         yield site.node, site.receiver, value, site.order
+    for target, value in index.subscript_assignments:  # ``totals["loss"] += loss``
+        statement = index.parent(target)
+        if isinstance(statement, cst.AugAssign) and isinstance(statement.operator, cst.AddAssign):
+            order = _order_of(index, statement)
+            if order is not None:
+                yield statement, target.value, value, order
     for bindings in index.bindings.values():
         for binding in bindings:
             if binding.kind == "augassign" and isinstance(binding.node, cst.AugAssign):
@@ -299,6 +325,14 @@ def _accumulations(index: SemanticIndex):
                     other = _other_operand(binding.value, target_name)
                     if other is not None:
                         yield binding.node, binding.node.targets[0].target, other, binding.order
+
+
+def _order_of(index: SemanticIndex, statement: cst.AugAssign) -> Optional[int]:
+    """A source order for a statement with no binding of its own: that of the
+    last call in its value (every use of the value happens by then)."""
+    orders = [site.order for site in flow.calls_in_function(index, index.enclosing_scope(statement))
+              if flow.is_inside(index, site.node, statement)]
+    return max(orders) + 1 if orders else flow.order_near(index, statement)
 
 
 def _other_operand(value: cst.BinaryOperation, name: str) -> Optional[cst.BaseExpression]:
@@ -316,6 +350,8 @@ def _severity(index: SemanticIndex, node: cst.CSTNode, accumulator: cst.BaseExpr
     if not loops or flow.in_framework_code(index, node) or flow.in_module_internals(index, node):
         return None
     loop = loops[0]
+    if _few_literal_iterations(loop):
+        return None  # ``for i in range(10)``: a bounded, short-lived graph, not a leak
     name = dotted_name(accumulator)
     if name is None:
         return None
@@ -337,6 +373,20 @@ def _severity(index: SemanticIndex, node: cst.CSTNode, accumulator: cst.BaseExpr
     if mode == "unknown":
         return None  # an evaluation helper whose callers are elsewhere
     return "error"
+
+
+SHORT_LOOP = 100
+
+
+def _few_literal_iterations(loop: flow.Loop) -> bool:
+    """``for i in range(10)`` (an export check over a few chunks): what it
+    keeps is bounded and freed with the function, unlike a loop over data."""
+    if not isinstance(loop, cst.For) or not isinstance(loop.iter, cst.Call):
+        return False
+    if dotted_name(loop.iter.func) != "range" or len(loop.iter.args) != 1:
+        return False
+    value = loop.iter.args[0].value
+    return isinstance(value, cst.Integer) and int(value.value.replace("_", ""), 0) <= SHORT_LOOP
 
 
 def _consumed_by_backward(index: SemanticIndex, node: cst.CSTNode, name: str) -> bool:
