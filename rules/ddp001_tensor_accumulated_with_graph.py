@@ -180,6 +180,32 @@ def main(model, loader):
     with torch.no_grad():
         validate(model, loader)
 """),
+        # A project's own no-grad decorator (yolov5's ``@smart_inference_mode()``).
+        Valid(TRAIN + """\
+from utils.torch_utils import smart_inference_mode
+
+@smart_inference_mode()
+def run(model, loader):
+    loss = 0
+    for x, y in loader:
+        loss += criterion(model(x), y)
+    return loss
+
+run(net, val_loader)
+"""),
+        # Intermediates collected inside a module's forward.
+        Valid(TRAIN + """\
+class Encoder(nn.Module):
+    def forward_features(self, x):
+        intermediates = []
+        for blk in self.blocks:
+            x = blk(x)
+            intermediates.append(self.norm(x))
+        return intermediates
+
+    def forward(self, x):
+        return self.forward_features(x)
+"""),
         # A few literal iterations (an export check): bounded, not a leak.
         Valid(TRAIN + """\
 def check_export(encoder, chunk):

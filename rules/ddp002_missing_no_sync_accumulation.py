@@ -176,6 +176,23 @@ for i, (x, y) in enumerate(loader):
         optimizer.step()
         optimizer.zero_grad()
 """, line=7, column=5),
+        # Two code paths: only the accumulating one is flagged.
+        Invalid(DDP + """\
+model = DDP(net)
+for idx, (x, y) in enumerate(loader):
+    out = model(x)
+    if cfg.ACCUMULATION_STEPS > 1:
+        loss = out.sum() / cfg.ACCUMULATION_STEPS
+        loss.backward()
+        if (idx + 1) % cfg.ACCUMULATION_STEPS == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    else:
+        loss = out.sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+""", line=9, column=9),
         # Inner micro-step loop, one step per outer iteration.
         Invalid(DDP + """\
 model = DDP(model, device_ids=[local_rank])
@@ -260,11 +277,13 @@ for i, batch in enumerate(loader):
         reported: set[int] = set()
         for loop in flow.training_loops(index):
             for backward in flow.backward_events(index, loop):
-                if id(backward.site.node) in reported:
+                # One report per backward, and per helper call that runs one
+                # (a ``backward(loss, scaler)`` helper has a scaled and a plain branch).
+                if id(backward.site.node) in reported or id(backward.anchor) in reported:
                     continue
                 if _accumulates(index, loop, backward) and _on_wrapped_model(index, loop) \
                         and not _sync_handled(index, loop):
-                    reported.add(id(backward.site.node))
+                    reported.update((id(backward.site.node), id(backward.anchor)))
                     yield self.report(backward.site.node)
 
 

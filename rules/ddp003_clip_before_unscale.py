@@ -197,6 +197,27 @@ for x in loader:
     clip(model)
     scaler.step(optimizer)
 """, line=5, column=5),
+        # A batch helper with AMP and fp32 branches: only the AMP clip is wrong.
+        Invalid("""\
+import torch
+class Trainer:
+    def __init__(self, cfg):
+        self.scaler = torch.cuda.amp.GradScaler()
+    def _run_batch(self, x, y):
+        _, loss = self.model(x, y)
+        if self.cfg.use_amp:
+            self.scaler.scale(loss).backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.optimizer.step()
+    def _run_epoch(self, loader):
+        for x, y in loader:
+            self._run_batch(x, y)
+""", line=9, column=13),
         # FSDP's own clip also needs unscaled gradients.
         Invalid(AMP + """\
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP

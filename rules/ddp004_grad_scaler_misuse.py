@@ -134,6 +134,25 @@ for x in loader:
     else:
         optimizer.step()
 """),
+        # AMP and fp32 branches inside a helper the loop calls.
+        Valid("""\
+import torch
+class Trainer:
+    def __init__(self):
+        self.scaler = torch.cuda.amp.GradScaler()
+    def _run_batch(self, x):
+        loss = self.model(x).mean()
+        if self.use_amp:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+    def _run_epoch(self, loader):
+        for x in loader:
+            self._run_batch(x)
+"""),
         # The update in a same-module helper.
         Valid(AMP + """\
 scaler = GradScaler()

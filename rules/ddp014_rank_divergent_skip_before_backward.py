@@ -157,6 +157,15 @@ for i in metric_logger.log_every(range(iters_per_epoch), 50, header):
     samples = next(data_loader)
     model(samples).mean().backward()
 """),
+        # A helper's result decides (it returns None while accumulating).
+        Valid(DIST + """\
+for i, batch in enumerate(loader):
+    result = train_step_eager(model, batch, accum_state)
+    if result is None:
+        continue
+    losses, accum_state = result
+    losses["loss"].backward()
+"""),
         # Skipping a loop over plans that is not a training loop.
         Valid(DIST + """\
 for plan in plans:
