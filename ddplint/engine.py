@@ -333,10 +333,15 @@ def _map(function, jobs_list, jobs: int, initializer=None, initargs=()):
         if initializer is not None:
             initializer(*initargs)
         return [function(job) for job in jobs_list]
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    # Not "fork": forking a process that runs threads (pytest's faulthandler, an
+    # editor's server) can copy a held lock into the child, which then hangs.
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    context = multiprocessing.get_context(method)
     chunk = max(1, min(64, len(jobs_list) // (jobs * 8)))
-    with ProcessPoolExecutor(jobs, initializer=initializer, initargs=initargs) as pool:
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=initializer, initargs=initargs) as pool:
         return list(pool.map(function, jobs_list, chunksize=chunk))
 
 

@@ -50,6 +50,8 @@ COLLECTIVE_STATE_DICT = frozenset({
     "torch.distributed.checkpoint.state_dict_saver.save",
     "torch.distributed.checkpoint.state_dict_loader.load",
 })
+SHARDING_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspeed", "ray", "horovod",
+                       "composer", "torchdata", "webdataset", "ffcv")
 _SPAWNERS = ("spawn", "start_processes", "Process", "launch", "elastic_launch", "run")
 _RANK_NAME = re.compile(r"^(.*_)?rank$|^(local_)?process_index$", re.IGNORECASE)
 _PROCESS_INDEX_NAMES = ("gpu", "gpu_id", "device_id", "proc_id", "process_id", "local_gpu", "dev_id")
@@ -98,6 +100,7 @@ class ModuleFacts:
     has_epoch_loop: bool = False
     reads_local_rank_env: bool = False
     local_rank_attr_as_device: bool = False
+    uses_sharding_framework: bool = False  # accelerate / Lightning shard loaders themselves
 
 
 def summarize(source: str, path: str) -> Optional[ModuleFacts]:
@@ -112,6 +115,8 @@ def summarize(source: str, path: str) -> Optional[ModuleFacts]:
     except RecursionError:
         return None
     facts.reads_local_rank_env = "LOCAL_RANK" in source
+    facts.uses_sharding_framework = any(
+        target.lstrip(".").split(".")[0] in SHARDING_FRAMEWORKS for target in facts.imports.values())
     return facts
 
 
@@ -220,10 +225,8 @@ class _Extractor:
         if isinstance(test, ast.BoolOp):
             return any(self.rank_test(value, lenient, depth + 1) for value in test.values)
         if isinstance(test, ast.Compare):
-            if len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq, ast.Is, ast.IsNot)):
-                right = test.comparators[0]
-                if _int(right) == -1 or (isinstance(right, ast.Constant) and right.value is None):
-                    return False  # "distributed or not": the same on every rank
+            if _is_distributed_flag_test(test):
+                return False  # "distributed or not": the same on every rank
             return any(self.rank_value(o, lenient) for o in [test.left, *test.comparators])
         if isinstance(test, ast.Call):
             dotted = _dotted(test.func) or ""
@@ -235,7 +238,8 @@ class _Extractor:
         dotted = _dotted(test)
         if dotted is not None:
             last = dotted.split(".")[-1]
-            values = self.values_of(dotted) if isinstance(test, ast.Name) else []
+            values = [v for v in self.values_of(dotted)
+                      if not (isinstance(v, ast.Constant) and isinstance(v.value, bool))]
             if values:
                 return all(self.rank_test(v, lenient, depth + 1) for v in values)
             return last in RANK_PREDICATES or (lenient and self.rank_value(test, lenient))
@@ -372,7 +376,10 @@ class _Extractor:
         if qualified in (names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD):
             facts.own_ddp_context = True
         if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT:
-            if function is not None:
+            # Only collectives every caller's rank reaches: rank-guarded ones (the
+            # ``if rank != 0: barrier()`` ... ``if rank == 0: barrier()`` idiom) are
+            # judged where they are.
+            if function is not None and not self.guards:
                 function.collective = True
         if "set_epoch" in method:
             facts.calls_set_epoch = True
@@ -450,6 +457,18 @@ class _Extractor:
             if qualified == names.FSDP:
                 return "fsdp"
         return ""
+
+
+def _is_distributed_flag_test(test: ast.Compare) -> bool:
+    """Mirror of ddplint.ranks._is_distributed_flag_test."""
+    if len(test.ops) != 1:
+        return False
+    operator, value = test.ops[0], test.comparators[0]
+    if isinstance(value, ast.Constant) and value.value is None:
+        return isinstance(operator, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq))
+    if _int(value) == -1:
+        return isinstance(operator, (ast.Eq, ast.NotEq, ast.Gt, ast.LtE))
+    return _int(value) == 0 and isinstance(operator, (ast.GtE, ast.Lt))
 
 
 def _rank_zero_decorators() -> tuple[str, ...]:
@@ -707,6 +726,11 @@ class Project:
             return False
         return True
 
+    def caller_modules(self, path: str, function: str) -> Optional[list[ModuleFacts]]:
+        """The modules that call the function; None when no call is known."""
+        calls = self.callers.get((path, function))
+        return [self.modules[caller] for caller, _ in calls] if calls else None
+
     def any_module(self, attribute: str) -> bool:
         return any(getattr(m, attribute) for m in self.modules.values())
 
@@ -804,6 +828,25 @@ def wrapped_slots(index, site) -> dict[str, str]:
     return slots
 
 
+def exclusive_branches(index, a, b) -> bool:
+    """Are nodes ``a`` and ``b`` in different branches of one ``if`` (so never
+    both run)? ``elif`` chains are nested ifs in ``orelse``."""
+    import libcst as cst
+
+    path_a = {id(n): child for child, n in _child_ancestor_pairs(index, a) if isinstance(n, cst.If)}
+    for child, ancestor in _child_ancestor_pairs(index, b):
+        if id(ancestor) in path_a:
+            return path_a[id(ancestor)] is not child and child is not ancestor.test
+    return False
+
+
+def _child_ancestor_pairs(index, node):
+    child = node
+    for ancestor in index.ancestors(node):
+        yield child, ancestor
+        child = ancestor
+
+
 _COPY_NAME = re.compile(r"ema|teacher|shadow|average|swa", re.IGNORECASE)
 
 
@@ -841,6 +884,7 @@ def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.
                     return prefix
         for site in wrap_calls:
             module = site.argument("module", 0)
-            if site.scope is scope and module is not None and dotted_name(module.value) == prefix:
+            if site.scope is scope and module is not None and dotted_name(module.value) == prefix \
+                    and not exclusive_branches(index, site.node, expr):
                 return prefix
     return None

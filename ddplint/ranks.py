@@ -104,13 +104,29 @@ def _is_minus_one(expr: cst.BaseExpression) -> bool:
 
 
 def _is_distributed_flag_test(comparison: cst.Comparison) -> bool:
-    """``local_rank == -1`` / ``!= -1`` tests "distributed or not": same on all ranks."""
+    """``local_rank == -1``, ``!= -1``, ``>= 0``, ``< 0``, ``is None``: these test
+    "distributed or not", which is the same on every rank."""
     if len(comparison.comparisons) != 1:
         return False
     target = comparison.comparisons[0]
-    return (isinstance(target.operator, (cst.Equal, cst.NotEqual, cst.Is, cst.IsNot))
-            and (_is_minus_one(target.comparator)
-                 or (isinstance(target.comparator, cst.Name) and target.comparator.value == "None")))
+    operator, value = target.operator, target.comparator
+    if isinstance(value, cst.Name) and value.value == "None":
+        return isinstance(operator, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual))
+    if _is_minus_one(value):
+        return isinstance(operator, (cst.Equal, cst.NotEqual, cst.GreaterThan, cst.LessThanEqual))
+    return literal_int(value) == 0 and isinstance(operator, (cst.GreaterThanEqual, cst.LessThan))
+
+
+def is_shard_test(index: SemanticIndex, test: cst.BaseExpression) -> bool:
+    """``i % world_size != rank``: work divided by rank, every rank takes part."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    left, right = test.left, test.comparisons[0].comparator
+    modulo = (cst.Modulo,)
+    return (isinstance(left, cst.BinaryOperation) and isinstance(left.operator, modulo)
+            and is_rank_value(index, right)) or \
+           (isinstance(right, cst.BinaryOperation) and isinstance(right.operator, modulo)
+            and is_rank_value(index, left))
 
 
 # ---------------------------------------------------------------------- conditions
@@ -136,7 +152,9 @@ def is_rank_condition(index: SemanticIndex, test: cst.BaseExpression, lenient: b
         last = name.split(".")[-1]
         if "." in name and last in RANK_PREDICATES:  # accelerator.is_main_process
             return True
-        values = index.assigned_values(test) if isinstance(test, cst.Name) else None
+        # ``master_process = ddp_rank == 0`` (and ``= True`` in the single-process
+        # branch); ``args.save_logs = args.logs and is_master(args)``.
+        values = [v for v in index.assigned_values(test) or [] if not _is_boolean_literal(v)]
         if values:
             return all(is_rank_condition(index, v, lenient, depth + 1) for v in values)
         if last in RANK_PREDICATES:  # a parameter or a global named like the predicate
@@ -236,6 +254,32 @@ def _always_exits(body: cst.BaseSuite) -> bool:
     return any(isinstance(s, (cst.Return, cst.Continue, cst.Raise, cst.Break)) for s in small) \
         or any(isinstance(s, cst.Expr) and isinstance(s.value, cst.Call)
                and dotted_name(s.value.func) in ("sys.exit", "exit", "os._exit") for s in small)
+
+
+def guard_restricts(index: SemanticIndex, guard: Guard) -> bool:
+    """Does the guarded code certainly run on a strict subset of the ranks of a
+    distributed run? ``if rank == 0 and x:`` does; ``if use_fsdp or rank == 0:``
+    and ``if not fsdp and rank != 0: return`` do not (with the flag set, every
+    rank runs it); ``if not distributed or rank == 0:`` does (the flag is false in
+    a distributed run); ``if i % world_size != rank: continue`` shards work."""
+    test = getattr(guard.node, "test", None)
+    if test is None or is_shard_test(index, test):
+        return False
+    return _restricts(index, test, negated=guard.branch != "body")
+
+
+def _restricts(index: SemanticIndex, test: cst.BaseExpression, negated: bool) -> bool:
+    from ddplint.facts import _flag_polarity
+
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _restricts(index, test.expression, not negated)
+    if isinstance(test, cst.BooleanOperation):
+        conjunction = isinstance(test.operator, cst.And) != negated  # De Morgan
+        operands = [test.left, test.right]
+        if conjunction:
+            return any(_restricts(index, o, negated) for o in operands)
+        return all(_restricts(index, o, negated) or _flag_polarity(index, o) is negated for o in operands)
+    return is_rank_condition(index, test)
 
 
 def has_rank_zero_decorator(function: cst.FunctionDef) -> bool:

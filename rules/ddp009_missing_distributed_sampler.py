@@ -29,6 +29,7 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.facts import literal_bool
+from ddplint.project import SHARDING_FRAMEWORKS, project_of
 from ddplint.ranks import is_rank_guarded
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.semantic import CallSite, SemanticIndex, dotted_name
@@ -36,8 +37,6 @@ from ddplint.semantic import CallSite, SemanticIndex, dotted_name
 IMPORTS = "import torch.distributed as dist\nfrom torch.utils.data import DataLoader\n"
 _EVAL_NAME = re.compile(r"val|test|eval|dev|calib|infer|predict", re.IGNORECASE)
 # Frameworks that shard loaders themselves (accelerate's prepare, Lightning's Trainer).
-_SHARDING_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspeed", "ray", "horovod",
-                        "composer", "torchdata", "webdataset", "ffcv")
 _SHARDED_BY_HAND = re.compile(r"rank|world_size|num_replicas|shard|split_by_node|num_shards", re.IGNORECASE)
 
 
@@ -46,6 +45,7 @@ class MissingDistributedSampler(Rule):
     message = "training DataLoader without a DistributedSampler: every rank iterates the whole dataset"
     triggers = ("DataLoader",)
     needs_ddp_context = True
+    uses_project = True
 
     valid = [
         Valid(IMPORTS + "from torch.utils.data import DistributedSampler\n"
@@ -63,6 +63,8 @@ class MissingDistributedSampler(Rule):
                         "train_loader = accelerator.prepare(DataLoader(ds, shuffle=True))\n"),
         Valid(IMPORTS + "train_loader = DataLoader(ds, batch_size=8, sampler=sampler if ddp else None)\n"),
         Valid(IMPORTS + "loader = DataLoader(ds, batch_size=8)\n"),  # nothing says "training"
+        # Returned to callers we cannot see (accelerate may prepare it there).
+        Valid(IMPORTS + "def build_train_loader(ds):\n    return DataLoader(ds, batch_size=8, shuffle=True)\n"),
     ]
     invalid = [
         Invalid(IMPORTS + "train_loader = DataLoader(train_set, batch_size=64, shuffle=True)\n",
@@ -73,8 +75,8 @@ class MissingDistributedSampler(Rule):
         Invalid("import torch\nimport torch.distributed as dist\n"
                 "trainloader = torch.utils.data.DataLoader(trainset, batch_size=4, shuffle=True)\n",
                 line=3, column=15),
-        Invalid(IMPORTS + "def build(ds):\n    return DataLoader(ds, batch_size=8, shuffle=True, drop_last=True)\n",
-                line=4, column=12),
+        Invalid(IMPORTS + "def fit(ds):\n    loader = DataLoader(ds, batch_size=8, shuffle=True, drop_last=True)\n"
+                          "    for x in loader:\n        step(x)\n", line=4, column=14),
         Invalid(IMPORTS + "class Trainer:\n    def __init__(self, ds):\n"
                           "        self.train_loader = DataLoader(ds, batch_size=8)\n", line=5, column=29),
         Invalid(IMPORTS + "train_loader = DataLoader(ds, batch_size=8, sampler=None, shuffle=True)\n",
@@ -84,7 +86,7 @@ class MissingDistributedSampler(Rule):
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
-        if any(index.imports_module(framework) for framework in _SHARDING_FRAMEWORKS):
+        if any(index.imports_module(framework) for framework in SHARDING_FRAMEWORKS):
             return
         for site in index.calls_to(names.DATALOADER):
             if site.has_star_kwargs or site.has_star_args or _has_sampler(site):
@@ -97,7 +99,31 @@ class MissingDistributedSampler(Rule):
                 continue
             if is_rank_guarded(index, site.node) or _not_map_style(index, site):
                 continue
+            if _returned(index, site, target) and not _callers_known_plain(index, site):
+                continue
             yield self.report(site.node)
+
+
+def _returned(index: SemanticIndex, site: CallSite, target: Optional[str]) -> bool:
+    """Does the builder function return the loader (directly or by name)?"""
+    if isinstance(index.parent(site.node), cst.Return):
+        return True
+    scope = index.enclosing_scope(site.node)
+    return target is not None and any(
+        isinstance(e, cst.Return) and e.value is not None and dotted_name(e.value) == target
+        and index.enclosing_scope(e) is scope for e in index.exits)
+
+
+def _callers_known_plain(index: SemanticIndex, site: CallSite) -> bool:
+    """A loader returned by a builder: every caller of the builder is known (project
+    analysis) and none hands it to a framework that shards it (accelerate's
+    ``prepare``, Lightning)."""
+    scope = index.enclosing_scope(site.node)
+    project = project_of(index)
+    if not isinstance(scope, cst.FunctionDef) or not project.complete:
+        return False
+    callers = project.caller_modules(index.path, scope.name.value)
+    return callers is not None and not any(m.uses_sharding_framework for m in callers)
 
 
 def _has_sampler(site: CallSite) -> bool:

@@ -36,7 +36,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint.project import COLLECTIVE_STATE_DICT, COLLECTIVES, project_of, wrapped_kind, wrapped_slots
-from ddplint.ranks import Guard, rank_guards
+from ddplint.ranks import Guard, guard_restricts, rank_guards
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.semantic import CallSite, SemanticIndex, dotted_name
 
@@ -68,6 +68,17 @@ class RankConditionalCollective(Rule):
         Valid(DDP_IMPORT + "def evaluate(net, loader):\n    for x in loader:\n        net(x)\n"
                            "model = DDP(net)\nif rank == 0:\n    evaluate(net, loader)\n"),
         Valid(DIST + "if args.local_rank != -1:\n    dist.barrier()\n"),
+        Valid(DIST + "if local_rank >= 0:\n    for t in tensors:\n        dist.broadcast(t, 0)\n"),
+        # With the flag set every rank goes on: the collective path is shared.
+        Valid(DIST + "def evaluate(shared, rank):\n    if not shared and rank != 0:\n        return\n"
+                     "    dist.all_reduce(t)\n"),
+        # Work sharded by rank: every rank runs the forward, on its own items.
+        Valid(DDP_IMPORT + "model = DDP(net)\nfor i, x in enumerate(items):\n    if i % world_size != rank:\n"
+                           "        continue\n    model(x)\n"),
+        # The helper's collectives are themselves rank-balanced.
+        Valid(DIST + "def zero_first(rank):\n    if rank not in [-1, 0]:\n        dist.barrier()\n"
+                     "    if rank == 0:\n        dist.barrier()\ndef build(rank):\n    zero_first(rank)\n"
+                     "if rank in {-1, 0}:\n    build(-1)\n"),
         Valid("import torch\nif rank == 0:\n    torch.save(model.state_dict(), 'm.pt')\n"),
     ]
     invalid = [
@@ -90,6 +101,11 @@ class RankConditionalCollective(Rule):
         Invalid(DIST + "import torch.distributed.checkpoint as dcp\nif is_main_process():\n"
                        "    dcp.save(state, checkpoint_id=path)\n", line=5, column=5),
         Invalid(DIST + "value = dist.all_reduce(t) if rank == 0 else None\n", line=3, column=9),
+        Invalid(DDP_IMPORT + "model = DDP(net)\nif ddp:\n    master_process = ddp_rank == 0\nelse:\n"
+                             "    master_process = True\nif master_process:\n    with torch.no_grad():\n"
+                             "        loss = model(x)\n", line=11, column=16),
+        Invalid(DIST + "def log_metrics(distributed, rank):\n    if distributed and rank != 0:\n        return\n"
+                       "    dist.barrier()\n", line=6, column=5),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
@@ -97,7 +113,7 @@ class RankConditionalCollective(Rule):
             what = self._reaches(index, site)
             if what is None:
                 continue
-            guards = rank_guards(index, site.node)
+            guards = [g for g in rank_guards(index, site.node) if guard_restricts(index, g)]
             if not guards or self._issued_on_every_branch(index, site, guards):
                 continue
             if site.keyword("group") is not None and any(_membership_test(g) for g in guards):

@@ -31,7 +31,7 @@ import libcst as cst
 from ddplint import names
 from ddplint.facts import in_single_process_branch
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex
+from ddplint.semantic import CallSite, SemanticIndex, iter_literal_strings
 
 DIST = "import torch\nimport torch.distributed as dist\n"
 HUB_LOAD = "torch.hub.load_state_dict_from_url"
@@ -53,6 +53,12 @@ class LoadWithoutMapLocation(Rule):
         Valid(DIST + "model.cuda()\nsd = torch.hub.load_state_dict_from_url(url, map_location='cpu')\n"),
         Valid(DIST + "model.cuda()\nif args.local_rank == -1:\n    state = torch.load(path)\n"),
         Valid(DIST + "model.cuda()\nstate = torch.jit.load(path)\nnp.load(path)\n"),
+        Valid(DIST + "model.cuda()\nif args.gpu is None:\n    ckpt = torch.load(args.resume)\nelse:\n"
+                     "    ckpt = torch.load(args.resume, map_location=f'cuda:{args.gpu}')\n"),
+        Valid(DIST + "model.cuda()\ntorch.save(feats.cpu(), os.path.join(out, 'feats.pth'))\n"
+                     "feats = torch.load(os.path.join(out, 'feats.pth'))\n"),
+        Valid(DIST + "from unittest import mock\n@mock.patch('torch.cuda.Stream')\ndef test(s):\n"
+                     "    state = torch.load(path)\n"),
     ]
     invalid = [
         Invalid(DIST + "model.cuda()\nstate = torch.load('checkpoint.pt')\n", line=4, column=9),
@@ -71,14 +77,55 @@ class LoadWithoutMapLocation(Rule):
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
-        if "cuda" not in index.source:
+        if not _uses_cuda(index):
             return  # a CPU-only worker: tensors were saved on, and come back to, the CPU
-        for site in index.calls_to(names.TORCH_LOAD, HUB_LOAD):
-            if site.has_star_kwargs or site.has_star_args:
+        loads = index.calls_to(names.TORCH_LOAD, HUB_LOAD)
+        cpu_files = _files_saved_from_cpu(index)
+        for site in loads:
+            if site.has_star_kwargs or site.has_star_args or _maps(site):
                 continue
-            arg = site.argument("map_location")
-            if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "None"):
+            if in_single_process_branch(index, site.node) or _other_branch_maps(index, site, loads):
                 continue
-            if in_single_process_branch(index, site.node):
-                continue
+            path = site.argument("f", 0)
+            if path is not None and any(name in index.module.code_for_node(path.value) for name in cpu_files):
+                continue  # written by this module after .cpu()
             yield self.report(site.node)
+
+
+def _maps(site: CallSite) -> bool:
+    arg = site.argument("map_location")
+    return arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "None")
+
+
+def _uses_cuda(index: SemanticIndex) -> bool:
+    """Does the module put anything on a GPU (not merely mention torch.cuda)?"""
+    if index.method_calls("cuda") or index.calls_to(names.SET_DEVICE):
+        return True
+    if any(value == "nccl" or value.startswith("cuda") for _, value in iter_literal_strings(index)):
+        return True
+    return any(isinstance(part, cst.FormattedStringText) and "cuda" in part.value
+               for fstring in index.fstrings for part in fstring.parts)
+
+
+def _other_branch_maps(index: SemanticIndex, site: CallSite, loads: list[CallSite]) -> bool:
+    """``if args.gpu is None: torch.load(p) else: torch.load(p, map_location=...)``:
+    the script chose where each configuration loads."""
+    branch = index.enclosing(site.node, cst.If)
+    if branch is None:
+        return False
+    return any(other is not site and _maps(other) and any(a is branch for a in index.ancestors(other.node))
+               for other in loads)
+
+
+def _files_saved_from_cpu(index: SemanticIndex) -> list[str]:
+    """String literals in the paths of ``torch.save(x.cpu(), path)`` calls."""
+    found = []
+    for site in index.calls_to(names.TORCH_SAVE):
+        obj, path = site.argument("obj"), site.argument("f")
+        if obj is None or path is None or not (isinstance(obj.value, cst.Call)
+                                               and isinstance(obj.value.func, cst.Attribute)
+                                               and obj.value.func.attr.value == "cpu"):
+            continue
+        found.extend(value for node, value in iter_literal_strings(index)
+                     if len(value) > 3 and value in index.module.code_for_node(path.value))
+    return found

@@ -31,7 +31,7 @@ from typing import Iterator
 
 from ddplint import names
 from ddplint.project import COLLECTIVES, project_of, wrapped_root, wrapped_slots
-from ddplint.ranks import rank_guards
+from ddplint.ranks import guard_restricts, rank_guards
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.semantic import CallSite, SemanticIndex, dotted_name
 
@@ -95,7 +95,8 @@ class Rank0OnlyLoadAfterWrap(Rule):
                 if key is None or not any(kind == "ddp" and project.call_loads_into(key, callee, slot)
                                           for slot, kind in wrapped_slots(index, site).items()):
                     continue
-            if rank_guards(index, site.node) and not _broadcast_after(index, site):
+            guards = [g for g in rank_guards(index, site.node) if guard_restricts(index, g)]
+            if guards and not _broadcast_after(index, site):
                 yield self.report(site.node)
 
 

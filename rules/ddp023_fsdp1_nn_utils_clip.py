@@ -30,7 +30,7 @@ import libcst as cst
 from ddplint import names
 from ddplint.project import wrapped_kind
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex
+from ddplint.semantic import SemanticIndex, dotted_name
 
 IMPORTS = "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
 CLIP = "torch.nn.utils.clip_grad_norm_"
@@ -53,6 +53,9 @@ class Fsdp1NnUtilsClip(Rule):
         Valid(IMPORTS + "torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)\nmodel = FSDP(net)\n"),
         Valid(IMPORTS + "model = FSDP(net)\ntorch.nn.utils.clip_grad_value_(model.parameters(), 1.0)\n"),
         Valid(IMPORTS + "def clip(model):\n    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"),
+        Valid(IMPORTS + "def step(model, cfg):\n    if cfg.enable_fsdp:\n        model.clip_grad_norm_(1.0)\n"
+                        "    else:\n        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
+                        "if cfg.enable_fsdp:\n    m = FSDP(net)\nelse:\n    m = net\nstep(m, cfg)\n"),
         Valid(IMPORTS + "model = FSDP(net)\nmodel = torch.compile(model)\n"
               "model.clip_grad_norm_(max_norm=1.0)\n"),
     ]
@@ -82,8 +85,17 @@ class Fsdp1NnUtilsClip(Rule):
         for site in index.calls_to(CLIP):
             params = site.argument("parameters", 0)
             model = _parameters_receiver(params.value) if params is not None else None
-            if model is not None and wrapped_kind(index, model, site.order) == "fsdp":
+            if model is not None and wrapped_kind(index, model, site.order) == "fsdp" \
+                    and not _fsdp_path_elsewhere(index, site, model):
                 yield self.report(site.node)
+
+
+def _fsdp_path_elsewhere(index: SemanticIndex, site, model: cst.BaseExpression) -> bool:
+    """``if cfg.enable_fsdp: model.clip_grad_norm_(...) else: nn.utils.clip_grad_norm_(...)``:
+    the free function is the non-FSDP path (the model is wrapped only sometimes)."""
+    name = dotted_name(model)
+    return any(other.scope is site.scope and dotted_name(other.receiver) == name
+               for other in index.method_calls("clip_grad_norm_") if other.receiver is not None)
 
 
 def _parameters_receiver(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:

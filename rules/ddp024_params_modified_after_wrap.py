@@ -61,6 +61,8 @@ class ParamsModifiedAfterWrap(Rule):
         Valid(IMPORTS + "model = DDP(model)\nmodel.train()\nmodel.module.eval()\n"),
         Valid(IMPORTS + "model = DDP(model)\nmodel.module.head.weight.data.zero_()\n"),
         Valid(IMPORTS + "def freeze(m):\n    m.requires_grad_(False)\nfreeze(model)\nmodel = DDP(model)\n"),
+        Valid(IMPORTS + "if args.distributed:\n    model = DDP(model)\nelse:\n"
+                        "    model.features = nn.DataParallel(model.features)\n"),
     ]
     invalid = [
         Invalid(IMPORTS + "model = DDP(model)\nmodel.module.backbone.requires_grad_(False)\n", line=5, column=1),
@@ -102,8 +104,9 @@ class ParamsModifiedAfterWrap(Rule):
                     return binding.node
             return None
         value = binding.value
-        if isinstance(value, cst.Call) and (index.qualified_name(value.func) or "").startswith("torch.nn.") \
-                and (index.qualified_name(value.func) or "").split(".")[-1][:1].isupper():
+        qualified = index.qualified_name(value.func) if isinstance(value, cst.Call) else None
+        if qualified and qualified.startswith("torch.nn.") and qualified.split(".")[-1][:1].isupper() \
+                and qualified not in (names.DATA_PARALLEL, names.DDP):
             target = binding.node.targets[0].target if isinstance(binding.node, cst.Assign) else None
             if isinstance(target, cst.Attribute) and _wrapped_and_not_rewrapped(index, target.value, binding.order):
                 return binding.node
