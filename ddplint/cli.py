@@ -66,12 +66,16 @@ def _fail(message: str) -> "click.exceptions.Exit":
               help="Worker processes [default: number of CPUs].")
 @click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True),
               help="Write the report to this file instead of stdout.")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Cache folder [default: .ddplint_cache at the project root].")
 @click.option("--color", "colour", type=click.Choice(["auto", "always", "never"]), default="auto",
               help="Colour the text output [default: auto: only on a terminal, never with NO_COLOR].")
 def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: str,
           fail_on: Optional[str], exit_zero: bool, statistics: bool, show_source: bool,
           stdin_filename: Optional[str], config_file: Optional[Path], isolated: bool,
-          force_exclude: bool, jobs: Optional[int], output_file: Optional[str], colour: str) -> None:
+          force_exclude: bool, jobs: Optional[int], output_file: Optional[str], no_cache: bool,
+          cache_dir: Optional[Path], colour: str) -> None:
     """Lint PATHS (files and folders; '-' reads stdin). Default: the current folder."""
     from dataclasses import replace
 
@@ -120,7 +124,10 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
             raise _fail(str(error))
         result.errors.extend(found.errors)
         shown = {path: relative_display(path, settings.root) for path in found.files}
-        result.files = lint_files(found.files, settings, jobs or default_jobs(), shown)
+        from ddplint.cache import CACHE_DIR_NAME
+
+        cache = None if no_cache else (cache_dir or settings.root / CACHE_DIR_NAME)
+        result.files = lint_files(found.files, settings, jobs or default_jobs(), shown, cache_dir=cache)
 
     stream = open(output_file, "w", encoding="utf-8") if output_file else sys.stdout
     try:

@@ -23,7 +23,7 @@ from ddplint.config import Settings
 from ddplint.diagnostics import INTERNAL_ERROR, Diagnostic, FileResult
 from ddplint.registry import all_rules
 from ddplint.rule import Report, Rule
-from ddplint.semantic import SemanticIndex
+from ddplint.semantic import DDP_CONTEXT_TOKENS, SemanticIndex
 from ddplint.suppressions import parse_suppressions
 
 SYNTAX_ERROR = "DDP000"
@@ -88,8 +88,11 @@ class Linter:
         except (ValueError, OSError):
             pass
         ignored = self.settings.ignored_for(relative)
+        maybe_in_context = any(token in source for token in DDP_CONTEXT_TOKENS) or (
+            self.project is not None and self.project.module_in_ddp_context(display))
         rules = [rule for rule in self.rules
-                 if rule.code not in ignored and _has_trigger(rule, source)]
+                 if rule.code not in ignored and _has_trigger(rule, source)
+                 and (maybe_in_context or not rule.needs_ddp_context)]
         syntax_wanted = self.report_syntax_errors and SYNTAX_ERROR not in ignored
         if not rules and not (syntax_wanted and self._always_parse):
             return result
@@ -296,29 +299,57 @@ def _apply_suppressions(result: FileResult, source: str) -> None:
 
 
 # ---------------------------------------------------------------------- many files
-_worker_linter: Optional[Linter] = None
+_worker: dict = {}  # per worker process: the linter, the cache and the cache-key parts
 
 
-def _init_worker(settings: Settings, project=None) -> None:
-    global _worker_linter
-    _worker_linter = Linter(settings)
-    _worker_linter.project = project
+def _init_worker(settings: Settings, project=None, cache_dir: Optional[str] = None,
+                 project_digest: str = "") -> None:
+    from ddplint.cache import Cache
+
+    linter = Linter(settings)
+    linter.project = project
+    _worker.update(linter=linter, cache=Cache(Path(cache_dir)) if cache_dir else None,
+                   fingerprint=settings.fingerprint(), project_digest=project_digest)
 
 
 def _lint_in_worker(job: tuple[str, str]) -> FileResult:
     path, display = job
-    assert _worker_linter is not None
-    return _worker_linter.lint_file(Path(path), display)
+    linter, cache = _worker["linter"], _worker["cache"]
+    if cache is None:
+        return linter.lint_file(Path(path), display)
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return linter.lint_file(Path(path), display)  # reports the read error
+    key = cache.result_key(data, display, _worker["fingerprint"], _worker["project_digest"])
+    cached = cache.load_result(key, display)
+    if cached is not None:
+        return cached
+    result = linter.lint_source(data, display)
+    cache.store_result(key, result)
+    return result
 
 
-def _summarize_job(job: tuple[str, str]):
-    from ddplint.project import summarize_file
+def _summarize_job(job: tuple[str, str, Optional[str]]):
+    """Project facts of one file: (facts or None, digest of the file's facts)."""
+    from ddplint.cache import Cache, digest
+    from ddplint.project import summarize
 
-    path, display = job
-    facts = summarize_file(path)
-    if facts is not None:
-        facts.path = display  # the index knows a file by its displayed path
-    return facts
+    path, display, cache_dir = job
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return None, "unreadable"
+    cache = Cache(Path(cache_dir)) if cache_dir else None
+    key = Cache.facts_key(data, display)
+    found, facts = cache.load_facts(key) if cache else (False, None)
+    if not found:
+        source, _ = decode_source(data)
+        facts = summarize(source, display) if source is not None else None
+        if cache is not None:
+            cache.store_facts(key, facts)
+    # Facts are a function of (bytes, path, version): the facts key digests them.
+    return facts, key
 
 
 def _needs_project(settings: Settings) -> bool:
@@ -345,25 +376,31 @@ def _map(function, jobs_list, jobs: int, initializer=None, initargs=()):
         return list(pool.map(function, jobs_list, chunksize=chunk))
 
 
-def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1):
+def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1, cache_dir: Optional[str] = None):
     """Pass 1: a small facts summary per file (ast, no CST kept), then the join.
-    Each summary depends only on the file's content, so it can be cached by hash."""
+    Returns the project and a digest of every file's facts (for result cache keys)."""
+    from ddplint.cache import digest
     from ddplint.project import Project
 
-    summaries = _map(_summarize_job, list(pairs), jobs)
-    return Project([facts for facts in summaries if facts is not None])
+    summaries = _map(_summarize_job, [(path, shown, cache_dir) for path, shown in pairs], jobs)
+    project = Project([facts for facts, _ in summaries if facts is not None])
+    return project, digest(*sorted(f"{shown}:{key}" for (_, shown), (_, key) in zip(pairs, summaries)))
 
 
 def lint_files(files: Sequence[Path], settings: Settings, jobs: int = 1,
-               display: Optional[dict[Path, str]] = None) -> list[FileResult]:
+               display: Optional[dict[Path, str]] = None, cache_dir: Optional[Path] = None) -> list[FileResult]:
     """Lint files, in worker processes when there are enough of them.
 
     With several files, a first pass joins per-file facts into a project
-    (ddplint.project) that the per-file lint of the second pass consults."""
+    (ddplint.project) that the per-file lint of the second pass consults. With
+    ``cache_dir``, facts and results are cached by content hash (ddplint.cache)."""
     display = display or {}
     pairs = [(str(path), display.get(path, path.as_posix())) for path in files]
-    project = build_project(pairs, jobs) if len(pairs) > 1 and _needs_project(settings) else None
-    results = _map(_lint_in_worker, pairs, jobs, _init_worker, (settings, project))
+    cache = str(cache_dir) if cache_dir is not None else None
+    project, project_digest = None, ""
+    if len(pairs) > 1 and _needs_project(settings):
+        project, project_digest = build_project(pairs, jobs, cache)
+    results = _map(_lint_in_worker, pairs, jobs, _init_worker, (settings, project, cache, project_digest))
     results.sort(key=lambda result: result.path)
     return results
 

@@ -28,6 +28,12 @@ from ddplint import names
 
 Scope = Union[cst.Module, cst.FunctionDef, cst.Lambda]
 
+# Text without which a module cannot be in DDP context on its own: importing or
+# naming torch.distributed, DistributedDataParallel, FullyShardedDataParallel or
+# init_process_group all spell one of these. The engine skips (ctx) rules on
+# files without them unless project analysis puts the module in context.
+DDP_CONTEXT_TOKENS = ("distributed", "Distributed")
+
 
 @dataclass
 class Binding:
@@ -284,6 +290,7 @@ class SemanticIndex:
         return self._ddp_context
 
     def _compute_ddp_context(self) -> bool:
+        # Keep in step with DDP_CONTEXT_TOKENS: every way in here needs one of them.
         for target in self.imports.values():
             canonical = names.canonical(target)
             if canonical.startswith("torch.distributed") or canonical in (names.DDP, names.FSDP):

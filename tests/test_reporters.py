@@ -14,7 +14,7 @@ SCHEMA = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "sarif-sch
 def project(tmp_path):
     write(tmp_path / "a" / "bad.py", BAD_SCRIPT)
     write(tmp_path / "b.py", BAD_SCRIPT.replace("find_unused_parameters=True", "find_unused_parameters=False"))
-    write(tmp_path / "broken.py", "import torch\nmodel.cuda(\n")
+    write(tmp_path / "broken.py", "import torch.distributed as dist\nmodel.cuda(\n")
     return tmp_path
 
 

@@ -1,0 +1,138 @@
+"""A content-hash cache of lint results and project facts (``.ddplint_cache/``).
+
+Keys:
+- a file's **facts** (project analysis summary): its bytes, its displayed path
+  and ddplint's version;
+- a file's **result**: its bytes, its displayed path, ddplint's version, the
+  effective configuration (selected rules, per-file ignores, severities) and a
+  digest of the whole project's facts (so a change elsewhere that changes what
+  the project knows re-lints every file, and an edit that changes no fact does
+  not).
+
+Each entry is one file written to a temporary name and renamed into place, so
+two runs can share the cache; an unreadable or corrupt entry counts as a miss
+and is rewritten. Results with internal errors are never stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Optional
+
+from ddplint import __version__
+from ddplint.diagnostics import Diagnostic, FileResult
+
+CACHE_DIR_NAME = ".ddplint_cache"
+
+
+def digest(*parts: bytes | str) -> str:
+    hasher = hashlib.sha256()
+    for part in parts:
+        hasher.update(part.encode("utf-8") if isinstance(part, str) else part)
+        hasher.update(b"\0")
+    return hasher.hexdigest()
+
+
+class Cache:
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory) / f"v{__version__}"
+        self.hits = 0
+        self.misses = 0
+        self._prepared = False
+
+    # ------------------------------------------------------------------ keys
+    @staticmethod
+    def facts_key(data: bytes, display: str) -> str:
+        return digest("facts", __version__, display, data)
+
+    @staticmethod
+    def result_key(data: bytes, display: str, settings_fingerprint: str, project_digest: str) -> str:
+        return digest("result", __version__, display, settings_fingerprint, project_digest, data)
+
+    # ------------------------------------------------------------------ results
+    def load_result(self, key: str, display: str) -> Optional[FileResult]:
+        raw = self._read(key, ".json")
+        if raw is None:
+            return None
+        try:
+            stored = json.loads(raw)
+            result = FileResult(
+                display,
+                diagnostics=[Diagnostic(**item) for item in stored["diagnostics"]],
+                parsed=stored["parsed"],
+                source_lines={int(line): text for line, text in stored["source_lines"].items()},
+            )
+        except (ValueError, KeyError, TypeError):
+            self.misses += 1
+            return None  # corrupt: the caller lints and rewrites it
+        self.hits += 1
+        return result
+
+    def store_result(self, key: str, result: FileResult) -> None:
+        if result.internal_errors:
+            return
+        payload = {
+            "diagnostics": [asdict(d) for d in result.diagnostics],
+            "parsed": result.parsed,
+            "source_lines": {str(line): text for line, text in result.source_lines.items()},
+        }
+        self._write(key, ".json", json.dumps(payload).encode("utf-8"))
+
+    # ------------------------------------------------------------------ facts
+    def load_facts(self, key: str) -> tuple[bool, Any]:
+        """(found, facts). Facts may legitimately be None (nothing to say)."""
+        raw = self._read(key, ".facts")
+        if raw is None:
+            return False, None
+        try:
+            return True, pickle.loads(raw)
+        except Exception:  # corrupt or from an incompatible class layout
+            return False, None
+
+    def store_facts(self, key: str, facts: Any) -> None:
+        try:
+            payload = pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            return
+        self._write(key, ".facts", payload)
+
+    # ------------------------------------------------------------------ files
+    def _path(self, key: str, suffix: str) -> Path:
+        return self.directory / key[:2] / (key + suffix)
+
+    def _read(self, key: str, suffix: str) -> Optional[bytes]:
+        try:
+            return self._path(key, suffix).read_bytes()
+        except OSError:
+            return None
+
+    def _write(self, key: str, suffix: str, payload: bytes) -> None:
+        path = self._path(key, suffix)
+        try:
+            self._prepare()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(payload)
+            os.replace(temporary, path)  # atomic: readers see the old entry or the new one
+        except OSError:
+            pass  # a read-only or full disk only costs speed
+
+    def _prepare(self) -> None:
+        if self._prepared:
+            return
+        root = self.directory.parent
+        root.mkdir(parents=True, exist_ok=True)
+        ignore = root / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# Created by ddplint\n*\n", encoding="utf-8")
+        tag = root / "CACHEDIR.TAG"
+        if not tag.exists():
+            tag.write_text("Signature: 8a477f597d28d172789f06886806bc55\n# ddplint cache\n", encoding="utf-8")
+        self._prepared = True
