@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from ddplint import names
+from ddplint.ranks import RANK_NAME, RANK_PREDICATES, RANK_ZERO_DECORATORS
 
 COLLECTIVES = frozenset(
     f"torch.distributed.{name}" for name in (
@@ -53,7 +54,6 @@ COLLECTIVE_STATE_DICT = frozenset({
 SHARDING_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspeed", "ray", "horovod",
                        "composer", "torchdata", "webdataset", "ffcv")
 _SPAWNERS = ("spawn", "start_processes", "Process", "launch", "elastic_launch", "run")
-_RANK_NAME = re.compile(r"^(.*_)?rank$|^(local_)?process_index$", re.IGNORECASE)
 _PROCESS_INDEX_NAMES = ("gpu", "gpu_id", "device_id", "proc_id", "process_id", "local_gpu", "dev_id")
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
@@ -160,6 +160,9 @@ class _Extractor:
         self.function: Optional[FunctionFacts] = None
         self.guards: list[bool] = []  # one entry per enclosing rank guard: strict?
         self.maybe_guards: list[str] = []  # imported calls in other enclosing ``if`` tests
+        # Enclosing ``if``s on something other than the rank or "distributed or
+        # not" (``if use_fsdp_eval:``): a collective there may never run.
+        self.opaque = 0
         self.assigned: list[dict[str, list[ast.AST]]] = [{}]  # per scope: name -> values
 
     # ------------------------------------------------------------------ names
@@ -199,7 +202,7 @@ class _Extractor:
         if dotted is None:
             return False
         last = dotted.split(".")[-1]
-        if _RANK_NAME.match(last) or (lenient and last.lower() in _PROCESS_INDEX_NAMES):
+        if RANK_NAME.match(last) or (lenient and last.lower() in _PROCESS_INDEX_NAMES):
             return True
         values = self.values_of(dotted) if isinstance(expr, ast.Name) else []
         return bool(values) and all(self.rank_value(v, lenient, depth + 1) for v in values)
@@ -216,8 +219,6 @@ class _Extractor:
 
     def rank_test(self, test: ast.AST, lenient: bool, depth: int = 0) -> bool:
         """Mirror of ddplint.ranks.is_rank_condition over ``ast``."""
-        from ddplint.ranks import RANK_PREDICATES
-
         if depth > 6:
             return False
         if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -287,11 +288,14 @@ class _Extractor:
             strict = self.rank_test(node.test, lenient=False)
             lenient = strict or self.rank_test(node.test, lenient=True)
             maybe = [] if lenient else self.imported_calls(node.test)
+            opaque = not lenient and not _is_distribution_test(node.test)
             if lenient:
                 self.guards.append(strict)
             self.maybe_guards.extend(maybe)
+            self.opaque += opaque
             self.block(node.body)
             self.block(node.orelse)
+            self.opaque -= opaque
             if lenient:
                 self.guards.pop()
             if maybe:
@@ -346,13 +350,13 @@ class _Extractor:
             (_dotted(d.func if isinstance(d, ast.Call) else d) or "").split(".")[-1]
             in _rank_zero_decorators() for d in node.decorator_list)
         self.expressions(node.decorator_list)
-        outer, outer_guards, outer_maybe = self.function, self.guards, self.maybe_guards
-        self.function, self.guards, self.maybe_guards = facts, [], []
+        outer, outer_guards, outer_maybe, outer_opaque = self.function, self.guards, self.maybe_guards, self.opaque
+        self.function, self.guards, self.maybe_guards, self.opaque = facts, [], [], 0
         self.assigned.append({})
         self.block(node.body)
         facts.rank_predicate = self.returns_rank_test(node)
         self.assigned.pop()
-        self.function, self.guards, self.maybe_guards = outer, outer_guards, outer_maybe
+        self.function, self.guards, self.maybe_guards, self.opaque = outer, outer_guards, outer_maybe, outer_opaque
         self.facts.functions.setdefault(node.name, facts)
 
     def returns_rank_test(self, node: ast.AST) -> bool:
@@ -379,7 +383,7 @@ class _Extractor:
             # Only collectives every caller's rank reaches: rank-guarded ones (the
             # ``if rank != 0: barrier()`` ... ``if rank == 0: barrier()`` idiom) are
             # judged where they are.
-            if function is not None and not self.guards:
+            if function is not None and not self.guards and not self.opaque:
                 function.collective = True
         if "set_epoch" in method:
             facts.calls_set_epoch = True
@@ -459,6 +463,17 @@ class _Extractor:
         return ""
 
 
+_DISTRIBUTION_WORDS = ("distributed", "is_initialized", "is_available", "world_size", "ddp", "ngpus",
+                       "n_gpu", "num_gpus", "multiprocessing", "local_rank", "dist_avail")
+
+
+def _is_distribution_test(test: ast.AST) -> bool:
+    """``if dist.is_initialized():``, ``if world_size > 1:``, ``if args.distributed:``:
+    the same on every rank of one run."""
+    text = ast.dump(test).lower()
+    return any(word in text for word in _DISTRIBUTION_WORDS)
+
+
 def _is_distributed_flag_test(test: ast.Compare) -> bool:
     """Mirror of ddplint.ranks._is_distributed_flag_test."""
     if len(test.ops) != 1:
@@ -472,8 +487,6 @@ def _is_distributed_flag_test(test: ast.Compare) -> bool:
 
 
 def _rank_zero_decorators() -> tuple[str, ...]:
-    from ddplint.ranks import RANK_ZERO_DECORATORS
-
     return RANK_ZERO_DECORATORS
 
 

@@ -39,7 +39,10 @@ from ddplint.semantic import SemanticIndex, dotted_name
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                   "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK", "GROUP_RANK")
 # Last component of a name or attribute holding a rank: rank, local_rank, ddp_rank, ...
-_RANK_NAME = re.compile(r"^(.*_)?rank$|^(local_)?process_index$|^rank_id$", re.IGNORECASE)
+# (not ``num_tokens_per_dp_rank``: a config quantity that merely ends in "rank").
+RANK_NAME = re.compile(
+    r"^_*((local|global|world|node|ddp|dp|tp|pp|cp|ep|gpu|my|proc|process|machine|cur|current|"
+    r"trainer|worker|data_parallel|device)_?)?rank$|^(local_)?process_index$|^rank_id$", re.IGNORECASE)
 # Functions returning the rank (``get_rank()`` helpers wrap ``dist.get_rank``).
 _RANK_GETTERS = ("get_rank", "get_local_rank", "get_global_rank", "get_node_local_rank", "get_world_rank")
 # Predicates that are true on the main process only.
@@ -90,7 +93,7 @@ def is_rank_value(index: SemanticIndex, expr: cst.BaseExpression, lenient: bool 
     if name is None:
         return False
     last = name.split(".")[-1]
-    if _RANK_NAME.match(last):
+    if RANK_NAME.match(last):
         return True
     if lenient and last.lower() in _PROCESS_INDEX_NAMES:
         return True

@@ -65,6 +65,9 @@ class MissingDistributedSampler(Rule):
         Valid(IMPORTS + "loader = DataLoader(ds, batch_size=8)\n"),  # nothing says "training"
         # Returned to callers we cannot see (accelerate may prepare it there).
         Valid(IMPORTS + "def build_train_loader(ds):\n    return DataLoader(ds, batch_size=8, shuffle=True)\n"),
+        Valid(IMPORTS + "def build_loaders(train_set, val_set):\n"
+                        "    train_loader = DataLoader(train_set, batch_size=8, shuffle=True)\n"
+                        "    val_loader = DataLoader(val_set, batch_size=8)\n    return train_loader, val_loader\n"),
     ]
     invalid = [
         Invalid(IMPORTS + "train_loader = DataLoader(train_set, batch_size=64, shuffle=True)\n",
@@ -110,8 +113,14 @@ def _returned(index: SemanticIndex, site: CallSite, target: Optional[str]) -> bo
         return True
     scope = index.enclosing_scope(site.node)
     return target is not None and any(
-        isinstance(e, cst.Return) and e.value is not None and dotted_name(e.value) == target
-        and index.enclosing_scope(e) is scope for e in index.exits)
+        isinstance(e, cst.Return) and e.value is not None and index.enclosing_scope(e) is scope
+        and target in _returned_names(e.value) for e in index.exits)
+
+
+def _returned_names(value: cst.BaseExpression) -> list[Optional[str]]:
+    if isinstance(value, (cst.Tuple, cst.List)):
+        return [dotted_name(element.value) for element in value.elements]
+    return [dotted_name(value)]
 
 
 def _callers_known_plain(index: SemanticIndex, site: CallSite) -> bool:

@@ -75,6 +75,11 @@ class RankConditionalCollective(Rule):
         # Work sharded by rank: every rank runs the forward, on its own items.
         Valid(DDP_IMPORT + "model = DDP(net)\nfor i, x in enumerate(items):\n    if i % world_size != rank:\n"
                            "        continue\n    model(x)\n"),
+        # The helper's collective runs only behind a flag the caller controls.
+        Valid(DIST + "def run_eval(model, use_fsdp):\n    if use_fsdp:\n        dist.broadcast(sig, src=0)\n"
+                     "    return model(x)\nif rank == 0:\n    run_eval(m, False)\n"),
+        Valid(DIST + "n_tokens = cfg.num_tokens_per_dp_rank\nif n_tokens % 8 != 0:\n    raise ValueError(n_tokens)\n"
+                     "dist.barrier()\n"),
         # The helper's collectives are themselves rank-balanced.
         Valid(DIST + "def zero_first(rank):\n    if rank not in [-1, 0]:\n        dist.barrier()\n"
                      "    if rank == 0:\n        dist.barrier()\ndef build(rank):\n    zero_first(rank)\n"

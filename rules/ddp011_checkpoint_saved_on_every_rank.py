@@ -74,6 +74,9 @@ class CheckpointSavedOnEveryRank(Rule):
         Valid(DIST + "if not args.multiprocessing_distributed or args.rank % ngpus == 0:\n"
                      "    torch.save({'model': model.state_dict()}, 'm.pt')\n"),
         Valid(DIST + "torch.save(losses, 'losses.pt')\n"),
+        Valid(DIST + "def main(args):\n    args.save_logs = args.logs and is_master(args)\n"
+                     "    if args.save_logs:\n        torch.save({'state_dict': model.state_dict()}, path)\n"
+                     "main(args)\n"),
     ]
     invalid = [
         Invalid(DIST + "torch.save(model.state_dict(), 'm.pt')\n", line=3, column=1),
