@@ -70,6 +70,8 @@ class SamplerSetEpochMissing(Rule):
         Valid(IMPORTS + "def build_loader(ds):\n    return DataLoader(ds, sampler=DistributedSampler(ds))\n"),
         Valid(IMPORTS + "sampler = DistributedSampler(ds, num_replicas=ws, rank=rank, shuffle=False)\n"
                         "for epoch in range(10):\n    train(DataLoader(ds, sampler=sampler))\n"),
+        Valid(IMPORTS + "sampler = DistributedSampler(ds, shuffle=args.shuffle)\nfor epoch in range(3):\n"
+                        "    train(sampler)\n"),
         Valid("from mylib import DistributedSampler\ns = DistributedSampler(ds)\nfor epoch in range(3):\n"
               "    train(s)\n"),
     ]
@@ -93,6 +95,9 @@ class SamplerSetEpochMissing(Rule):
         Invalid(IMPORTS + "def build(ds):\n    return DataLoader(ds, sampler=DistributedSampler(ds))\n"
                           "loader = build(ds)\nfor epoch in range(5):\n    for batch in loader:\n        step(batch)\n",
                 line=5, column=35),
+        Invalid(IMPORTS + "def get_kwargs(ds, mode):\n    return {'sampler': DistributedSampler(ds, "
+                          "shuffle=mode == 'train')}\nfor epoch in range(3):\n    train(get_kwargs(ds, 'train'))\n",
+                line=5, column=24),
         Invalid(IMPORTS + "class Trainer:\n    def __init__(self, ds):\n        self.sampler = DistributedSampler(ds)\n"
                           "    def fit(self):\n        for epoch in range(self.epochs):\n"
                           "            self.train_epoch()\n", line=6, column=24),
@@ -106,11 +111,17 @@ class SamplerSetEpochMissing(Rule):
             return
         for site in index.calls_to(names.DISTRIBUTED_SAMPLER):
             shuffle = site.argument("shuffle")
-            if shuffle is not None and literal_bool(shuffle.value) is not True:
+            if shuffle is not None and literal_bool(shuffle.value) is not True \
+                    and not _true_when_training(index, shuffle.value):
                 continue  # shuffle=False, or a value we cannot read
             if site.has_star_kwargs or _is_eval_sampler(index, site.node):
                 continue
             yield self.report(site.node)
+
+
+def _true_when_training(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    """``shuffle=(mode == "train")``, ``shuffle=is_train``: shuffles the training data."""
+    return literal_bool(expr) is None and "train" in index.module.code_for_node(expr).lower()
 
 
 def _is_eval_sampler(index: SemanticIndex, node: cst.Call) -> bool:

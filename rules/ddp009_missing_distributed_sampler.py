@@ -68,6 +68,9 @@ class MissingDistributedSampler(Rule):
         Valid(IMPORTS + "def build_loaders(train_set, val_set):\n"
                         "    train_loader = DataLoader(train_set, batch_size=8, shuffle=True)\n"
                         "    val_loader = DataLoader(val_set, batch_size=8)\n    return train_loader, val_loader\n"),
+        Valid(IMPORTS + "def build_loaders(cfg, train_set):\n"
+                        "    train_dl = DataLoader(train_set, shuffle=True) if train_set is not None else None\n"
+                        "    return train_dl, None\n"),
     ]
     invalid = [
         Invalid(IMPORTS + "train_loader = DataLoader(train_set, batch_size=64, shuffle=True)\n",
@@ -109,7 +112,10 @@ class MissingDistributedSampler(Rule):
 
 def _returned(index: SemanticIndex, site: CallSite, target: Optional[str]) -> bool:
     """Does the builder function return the loader (directly or by name)?"""
-    if isinstance(index.parent(site.node), cst.Return):
+    parent = index.parent(site.node)
+    while isinstance(parent, cst.IfExp):
+        parent = index.parent(parent)
+    if isinstance(parent, cst.Return):
         return True
     scope = index.enclosing_scope(site.node)
     return target is not None and any(
@@ -145,6 +151,8 @@ def _has_sampler(site: CallSite) -> bool:
 
 def _assigned_name(index: SemanticIndex, node: cst.Call) -> Optional[str]:
     parent = index.parent(node)
+    while isinstance(parent, cst.IfExp):  # ``loader = DataLoader(...) if ds is not None else None``
+        node, parent = parent, index.parent(parent)
     if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
         return dotted_name(parent.targets[0].target)
     if isinstance(parent, cst.Return):
