@@ -164,6 +164,7 @@ class _Extractor:
         # not" (``if use_fsdp_eval:``): a collective there may never run.
         self.opaque = 0
         self.assigned: list[dict[str, list[ast.AST]]] = [{}]  # per scope: name -> values
+        self.returns: list[list[ast.AST]] = [[]]  # per function: returned values
 
     # ------------------------------------------------------------------ names
     def qualified(self, expr: ast.AST) -> Optional[str]:
@@ -309,6 +310,10 @@ class _Extractor:
                 self.expressions([node.test])
             self.block(node.body)
             self.block(node.orelse)
+        elif isinstance(node, ast.Return):
+            if node.value is not None:
+                self.returns[-1].append(node.value)
+                self.expressions([node.value])
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if node.value is not None:
@@ -353,14 +358,16 @@ class _Extractor:
         outer, outer_guards, outer_maybe, outer_opaque = self.function, self.guards, self.maybe_guards, self.opaque
         self.function, self.guards, self.maybe_guards, self.opaque = facts, [], [], 0
         self.assigned.append({})
+        self.returns.append([])
         self.block(node.body)
         facts.rank_predicate = self.returns_rank_test(node)
+        self.returns.pop()
         self.assigned.pop()
         self.function, self.guards, self.maybe_guards, self.opaque = outer, outer_guards, outer_maybe, outer_opaque
         self.facts.functions.setdefault(node.name, facts)
 
     def returns_rank_test(self, node: ast.AST) -> bool:
-        returns = [n.value for n in _own_nodes(node) if isinstance(n, ast.Return) and n.value is not None]
+        returns = self.returns[-1]
         real = [r for r in returns if not (isinstance(r, ast.Constant) and isinstance(r.value, bool))]
         return bool(real) and all(self.rank_test(r, lenient=False) for r in real)
 
@@ -490,17 +497,6 @@ def _rank_zero_decorators() -> tuple[str, ...]:
     return RANK_ZERO_DECORATORS
 
 
-def _own_nodes(function: ast.AST) -> Iterable[ast.AST]:
-    """Nodes of a function body, not descending into nested functions/classes."""
-    stack = list(function.body)
-    while stack:
-        node = stack.pop()
-        yield node
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                stack.append(child)
-
-
 def _always_exits(body: list[ast.stmt]) -> bool:
     if not body:
         return False
@@ -526,6 +522,7 @@ class Project:
             parts = _module_parts(path)
             for start in range(len(parts)):
                 self._by_suffix.setdefault(tuple(parts[start:]), []).append(path)
+        self._nearest: dict[tuple[str, tuple[str, ...]], str] = {}
         self.callers: dict[FunctionKey, list[tuple[str, CallFact]]] = {}
         self._link_calls()
         self.ddp_params: dict[FunctionKey, dict[str, str]] = {}  # param -> "ddp"/"fsdp"
@@ -557,8 +554,13 @@ class Project:
         found = self._by_suffix.get(parts)
         if not found:
             return None
+        if len(found) == 1:
+            return found[0]
         importer_dir = os.path.dirname(importer)
-        return min(found, key=lambda p: (_distance(importer_dir, p), p))
+        key = (importer_dir, parts)
+        if key not in self._nearest:  # the candidate nearest the importer wins
+            self._nearest[key] = min(found, key=lambda p: (_distance(importer_dir, p), p))
+        return self._nearest[key]
 
     @property
     def _normalised(self) -> dict[str, str]:
@@ -760,16 +762,33 @@ class Project:
             return False
         if module.own_ddp_context:
             return True
-        if any(key[0] == path and params for key, params in self.ddp_params.items()):
+        if path in self._receives_wrapped:
             return True
-        for other_path, other in self.modules.items():
-            if other_path == path or not other.own_ddp_context:
-                continue
-            for target in other.imports.values():
-                if self.resolve_module(other_path, target) == path or \
-                        self.resolve_module(other_path, target.rpartition(".")[0] or target) == path:
-                    return True
-        return False
+        return path in self._imported_by_ddp_modules
+
+    @property
+    def _receives_wrapped(self) -> set[str]:
+        if not hasattr(self, "_receives_cache"):
+            self._receives_cache = {key[0] for key, params in self.ddp_params.items() if params}
+        return self._receives_cache
+
+    @property
+    def _imported_by_ddp_modules(self) -> set[str]:
+        """Project modules that a DDP module imports (``import utils``,
+        ``from utils import f``, ``from . import utils``)."""
+        if not hasattr(self, "_imported_cache"):
+            found: set[str] = set()
+            for other_path, other in self.modules.items():
+                if not other.own_ddp_context:
+                    continue
+                for target in other.imports.values():
+                    for candidate in (target, target.rpartition(".")[0]):
+                        if candidate.strip("."):
+                            resolved = self.resolve_module(other_path, candidate)
+                            if resolved is not None:
+                                found.add(resolved)
+            self._imported_cache = found
+        return self._imported_cache
 
 
 def _module_parts(path: str) -> list[str]:
