@@ -158,7 +158,7 @@ class SemanticIndex:
     @classmethod
     def build(cls, module: cst.Module, source: str, path: str = "<string>") -> "SemanticIndex":
         index = cls(module, source, path)
-        module.visit(_IndexBuilder(index))
+        _IndexBuilder(index).walk(module)
         index._resolve_call_names()
         return index
 
@@ -305,6 +305,56 @@ class SemanticIndex:
         return self.functions.get(name, [])
 
 
+# ---------------------------------------------------------------------- traversal
+# libcst's own visitor rebuilds every node it passes (the machinery is shared with
+# transformers) and visits every whitespace, comma and parenthesis node; that costs
+# about as much as the parse. The index walks the dataclass fields directly,
+# skipping the formatting-only fields, in source order.
+_FORMATTING_FIELDS = frozenset({
+    "lpar", "rpar", "comma", "semicolon", "colon", "first_colon", "second_colon", "leading_lines",
+    "lines_after_decorators", "header", "footer", "newline", "trailing_whitespace", "leading_whitespace",
+    "indent", "empty_lines", "equal", "dot", "lbrace", "rbrace", "lbracket", "rbracket", "star",
+    "asynchronous", "trailing_comma", "posonly_ind", "separator", "comment", "default_indent",
+    "default_newline", "encoding", "has_trailing_newline", "operator", "whitespace",
+})
+# Fields whose declaration order differs from the order in the source text.
+_SOURCE_ORDER = {
+    cst.FunctionDef: ("decorators", "name", "type_parameters", "params", "returns", "body"),
+    cst.ClassDef: ("decorators", "name", "type_parameters", "bases", "keywords", "body"),
+    cst.ExceptHandler: ("type", "name", "body"),
+    cst.IfExp: ("body", "test", "orelse"),
+    cst.MatchCase: ("pattern", "guard", "body"),
+}
+if hasattr(cst, "ExceptStarHandler"):
+    _SOURCE_ORDER[cst.ExceptStarHandler] = ("type", "name", "body")
+
+
+def _all_node_types() -> frozenset:
+    found, pending = set(), [cst.CSTNode]
+    while pending:
+        for subclass in pending.pop().__subclasses__():
+            if subclass not in found:
+                found.add(subclass)
+                pending.append(subclass)
+    return frozenset(found)
+
+
+_NODE_TYPES = _all_node_types()
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(node_type: type) -> tuple[str, ...]:
+    fields = _CHILD_FIELDS.get(node_type)
+    if fields is None:
+        import dataclasses
+
+        fields = _SOURCE_ORDER.get(node_type) or tuple(
+            f.name for f in dataclasses.fields(node_type)
+            if f.name not in _FORMATTING_FIELDS and not f.name.startswith("whitespace"))
+        _CHILD_FIELDS[node_type] = fields
+    return fields
+
+
 class _IndexBuilder(cst.CSTVisitor):
     """Fills a SemanticIndex in one traversal."""
 
@@ -323,6 +373,20 @@ class _IndexBuilder(cst.CSTVisitor):
 
     def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
         return None
+
+    def walk(self, node: cst.CSTNode) -> None:
+        """Pre-order walk over syntactic children (see _FORMATTING_FIELDS)."""
+        self.on_visit(node)
+        node_types = _NODE_TYPES
+        for name in _child_fields(type(node)):
+            value = getattr(node, name, None)
+            if type(value) in node_types:
+                self.walk(value)
+            elif type(value) in (tuple, list):
+                for item in value:
+                    if type(item) in node_types:
+                        self.walk(item)
+        self.on_leave(node)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self.stack:
