@@ -538,10 +538,17 @@ class _IndexBuilder(cst.CSTVisitor):
         self.index.classes.append(node)
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        try:
-            value = node.evaluated_value
-        except Exception:  # malformed escapes: not a literal rules can use
-            return
+        raw = node.value
+        if raw[0] in "'\"" and "\\" not in raw:
+            # The common case without a prefix or escapes; evaluated_value runs
+            # ast.literal_eval (a compile) per string.
+            quotes = 3 if raw[:3] in ('"""', "'''") and len(raw) >= 6 else 1
+            value: object = raw[quotes:-quotes]
+        else:
+            try:
+                value = node.evaluated_value
+            except Exception:  # malformed escapes: not a literal rules can use
+                return
         self.index.strings.append((node, value))
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
