@@ -81,6 +81,7 @@ class FunctionFacts:
     params: tuple[str, ...]
     collective: bool = False  # issues a collective / collective state-dict call itself
     forwards: set[str] = field(default_factory=set)  # params called as ``param(...)``
+    forwards_globals: set[str] = field(default_factory=set)  # module names called as ``model(...)``
     loads: set[str] = field(default_factory=set)  # params whose load_state_dict is called
     rank_predicate: bool = False  # every return value is a rank test
     rank_zero_only: bool = False  # decorated with @rank_zero_only / @master_only
@@ -101,6 +102,7 @@ class ModuleFacts:
     reads_local_rank_env: bool = False
     local_rank_attr_as_device: bool = False
     uses_sharding_framework: bool = False  # accelerate / Lightning shard loaders themselves
+    wrapped_globals: dict[str, str] = field(default_factory=dict)  # module-level name -> "ddp"/"fsdp"
 
 
 def summarize(source: str, path: str) -> Optional[ModuleFacts]:
@@ -322,6 +324,9 @@ class _Extractor:
                     dotted = _dotted(target)
                     if dotted is not None:
                         self.assigned[-1].setdefault(dotted, []).append(node.value)
+                        wrapped = self.wrapper_of(node.value) if self.function is None else ""
+                        if wrapped and "." not in dotted:  # ``model = DDP(model)`` in a script
+                            self.facts.wrapped_globals[dotted] = wrapped
         else:
             children = []
             for name, value in ast.iter_fields(node):
@@ -406,6 +411,8 @@ class _Extractor:
         if function is not None:
             if isinstance(node.func, ast.Name) and node.func.id in function.params:
                 function.forwards.add(node.func.id)
+            elif isinstance(node.func, ast.Name) and node.func.id not in self.assigned[-1]:
+                function.forwards_globals.add(node.func.id)
             if method == "load_state_dict" and isinstance(node.func, ast.Attribute):
                 root = _dotted(node.func.value) or ""
                 head = root.split(".")[0]
@@ -688,6 +695,9 @@ class Project:
             return None
         if self.reaches_collective(key):
             return "collective"
+        function, module = self.function(key), self.modules[key[0]]
+        if function is not None and function.forwards_globals & module.wrapped_globals.keys():
+            return "forward"  # ``def estimate_loss(): model(x)`` with a module-level DDP model
         call = CallFact(callee, "", False, False)
         for slot in wrapped_slots:
             param = self._param_for_slot(key, call, slot)

@@ -109,6 +109,10 @@ class RankConditionalCollective(Rule):
         Invalid(DDP_IMPORT + "model = DDP(net)\nif ddp:\n    master_process = ddp_rank == 0\nelse:\n"
                              "    master_process = True\nif master_process:\n    with torch.no_grad():\n"
                              "        loss = model(x)\n", line=11, column=16),
+        Invalid(DDP_IMPORT + "@torch.no_grad()\ndef estimate_loss():\n    return model(x).mean()\n"
+                             "model = DDP(net)\nmaster_process = ddp_rank == 0\n"
+                             "for it in range(100):\n    if it % 10 == 0 and master_process:\n"
+                             "        losses = estimate_loss()\n", line=11, column=18),
         Invalid(DIST + "def log_metrics(distributed, rank):\n    if distributed and rank != 0:\n        return\n"
                        "    dist.barrier()\n", line=6, column=5),
     ]
