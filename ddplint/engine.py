@@ -23,7 +23,7 @@ from ddplint.config import Settings
 from ddplint.diagnostics import INTERNAL_ERROR, Diagnostic, FileResult
 from ddplint.registry import all_rules
 from ddplint.rule import Report, Rule
-from ddplint.semantic import DDP_CONTEXT_TOKENS, SemanticIndex
+from ddplint.semantic import SemanticIndex, may_be_in_ddp_context
 from ddplint.suppressions import parse_suppressions
 
 SYNTAX_ERROR = "DDP000"
@@ -88,7 +88,7 @@ class Linter:
         except (ValueError, OSError):
             pass
         ignored = self.settings.ignored_for(relative)
-        maybe_in_context = any(token in source for token in DDP_CONTEXT_TOKENS) or (
+        maybe_in_context = may_be_in_ddp_context(source) or (
             self.project is not None and self.project.module_in_ddp_context(display))
         rules = [rule for rule in self.rules
                  if rule.code not in ignored and _has_trigger(rule, source)

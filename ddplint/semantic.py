@@ -19,6 +19,7 @@ records:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional, Union
 
@@ -29,10 +30,18 @@ from ddplint import names
 Scope = Union[cst.Module, cst.FunctionDef, cst.Lambda]
 
 # Text without which a module cannot be in DDP context on its own: importing or
-# naming torch.distributed, DistributedDataParallel, FullyShardedDataParallel or
-# init_process_group all spell one of these. The engine skips (ctx) rules on
-# files without them unless project analysis puts the module in context.
-DDP_CONTEXT_TOKENS = ("distributed", "Distributed")
+# naming torch.distributed (also ``from torch import distributed``),
+# DistributedDataParallel, FullyShardedDataParallel, fully_shard or
+# init_process_group. The engine skips (ctx) rules on files without a match
+# unless project analysis puts the module in context. (A bare "distributed" is
+# not enough: every Apache license header says "distributed under the License".)
+DDP_CONTEXT_PATTERN = re.compile(
+    r"torch\.distributed|DistributedDataParallel|FullyShardedDataParallel|fully_shard|init_process_group"
+    r"|from\s+torch\s+import[^\n]*\bdistributed\b|from\s+torch\s+import\s*\([^)]*\bdistributed\b")
+
+
+def may_be_in_ddp_context(source: str) -> bool:
+    return DDP_CONTEXT_PATTERN.search(source) is not None
 
 
 @dataclass
@@ -290,7 +299,7 @@ class SemanticIndex:
         return self._ddp_context
 
     def _compute_ddp_context(self) -> bool:
-        # Keep in step with DDP_CONTEXT_TOKENS: every way in here needs one of them.
+        # Keep in step with DDP_CONTEXT_PATTERN: every way in here needs a match.
         for target in self.imports.values():
             canonical = names.canonical(target)
             if canonical.startswith("torch.distributed") or canonical in (names.DDP, names.FSDP):

@@ -111,3 +111,24 @@ def test_ddp_context():
     assert context("import torch\nm = torch.nn.parallel.DistributedDataParallel(m)\n")
     assert not context("import torch\nmodel = model.cuda()\n")
     assert not context("from torch.utils.data import DataLoader\n")
+
+
+def test_the_context_prefilter_never_skips_a_module_in_ddp_context():
+    """The engine skips (ctx) rules on files without DDP_CONTEXT_PATTERN before
+    parsing; every rule example that is in DDP context must match it."""
+    from ddplint.registry import all_rules
+    from ddplint.semantic import may_be_in_ddp_context
+
+    checked = 0
+    for rule in all_rules():
+        for example in [*rule.valid, *rule.invalid]:
+            try:
+                module = cst.parse_module(example.source)
+            except cst.ParserSyntaxError:
+                continue
+            if SemanticIndex.build(module, example.source).in_ddp_context:
+                checked += 1
+                assert may_be_in_ddp_context(example.source), example.source
+    assert checked > 200
+    assert not may_be_in_ddp_context("# distributed under the License is distributed on an AS IS BASIS\n")
+    assert may_be_in_ddp_context("from torch import (\n    nn,\n    distributed as dist,\n)\n")
