@@ -126,6 +126,32 @@ def is_ddp_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int,
     return _is_wrap_call(index, binding.value, wrappers)
 
 
+# ---------------------------------------------------------------------- modules
+def is_test_module(path: str) -> bool:
+    """Unit tests pin devices and ranks on purpose (and never run multi-node):
+    ``test_*.py``, ``*_test.py``, ``conftest.py`` or anything under ``tests/``."""
+    parts = path.replace("\\", "/").split("/")
+    name = parts[-1]
+    return (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+            or any(part in ("tests", "test", "unit_tests") for part in parts[:-1]))
+
+
+def in_device_list(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """Is ``node`` (or the call it is an argument of) an element of a list, tuple
+    or set display of several devices? Such lists enumerate GPUs; they are not
+    one worker's device."""
+    current = node
+    for _ in range(3):  # the literal, its Arg, the torch.device(...) call
+        parent = index.parent(current)
+        if isinstance(parent, cst.Element):
+            display = index.parent(parent)
+            return isinstance(display, (cst.List, cst.Tuple, cst.Set)) and len(display.elements) > 1
+        if parent is None:
+            return False
+        current = parent
+    return False
+
+
 # ---------------------------------------------------------------------- branches
 _DISTRIBUTED_WORDS = ("distributed", "ddp", "is_initialized", "multiprocessing_distributed", "use_dist")
 _RANK_WORDS = ("local_rank", "rank")

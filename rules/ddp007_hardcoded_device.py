@@ -24,7 +24,9 @@ the rank's own GPU); `map_location={"cuda:0": ...}` remaps; scripts that give
 each process one visible GPU (`CUDA_VISIBLE_DEVICES` set from the rank) so that
 `cuda:0` is the right device; multi-GPU lists such as `"0,1,2,3"`; the
 single-process branch of a script (`if args.local_rank == -1:`, the `else` of
-`if args.distributed:`); modules outside DDP context.
+`if args.distributed:`); lists of several devices (`[torch.device("cuda", 0),
+torch.device("cuda", 1)]` enumerates GPUs); unit tests (`test_*.py`, `tests/`),
+which pin devices on purpose; modules outside DDP context.
 
 ## References
 - https://pytorch.org/tutorials/intermediate/ddp_tutorial.html
@@ -39,8 +41,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
-from ddplint.facts import (CUDA_INDEX, in_single_process_branch, literal_int, literal_str,
-                           module_masks_visible_devices)
+from ddplint.facts import (CUDA_INDEX, in_device_list, in_single_process_branch, is_test_module,
+                           literal_int, literal_str, module_masks_visible_devices)
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.semantic import CallSite, SemanticIndex
 
@@ -70,6 +72,8 @@ class HardcodedDevice(Rule):
         Valid(DIST + "print(torch.cuda.get_device_name(0))\nif str(device) == 'cuda:0':\n    pass\n"),
         Valid(DIST + "parser.add_argument('--device', default='cuda:0')\n"
               "def evaluate(model, device='cuda:0'):\n    return model\n"),
+        Valid(DIST + "devices = [torch.device('cuda', 0), torch.device('cuda', 1)]\n"),
+        Valid(DIST + "model = model.to('cuda:0')\n", filename="tests/test_ddp_wrap.py"),
     ]
     invalid = [
         Invalid(DIST + "model = model.to('cuda:0')\n", line=3, column=18),
@@ -86,10 +90,10 @@ class HardcodedDevice(Rule):
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
-        if module_masks_visible_devices(index):
+        if module_masks_visible_devices(index) or is_test_module(index.path):
             return
         for node in _hardcoded_device_literals(index):
-            if not in_single_process_branch(index, node):
+            if not in_single_process_branch(index, node) and not in_device_list(index, node):
                 yield self.report(node)
 
 

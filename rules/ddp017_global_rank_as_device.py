@@ -22,7 +22,8 @@ doubles up ranks on some GPUs).
 The binding decides, not the name: `local_rank = dist.get_rank()` is flagged,
 and a value read from `LOCAL_RANK` is fine whatever it is called. Not flagged:
 `rank % torch.cuda.device_count()`; the process index that `mp.spawn` passes to
-its worker (a single-node launch); values ddplint cannot trace.
+its worker (a single-node launch); unit tests (`test_*.py`, `tests/`), which run
+on one node; values ddplint cannot trace.
 
 ## References
 - https://pytorch.org/docs/stable/elastic/run.html#environment-variables
@@ -36,7 +37,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
-from ddplint.facts import fstring_prefix, is_global_rank
+from ddplint.facts import fstring_prefix, is_global_rank, is_test_module
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.semantic import CallSite, SemanticIndex
 
@@ -61,6 +62,7 @@ class GlobalRankAsDevice(Rule):
         Valid(DIST + "rank = dist.get_rank()\nsampler = DistributedSampler(ds, rank=rank)\n"),
         Valid("import os\nimport torch\nrank = int(os.environ['RANK'])\ntorch.cuda.set_device(rank)\n"),
         Valid(DIST + "gpu = args.gpu\nrank = dist.get_rank()\ndevice = torch.device(f'cuda:{gpu}')\n"),
+        Valid(DIST + "torch.cuda.set_device(dist.get_rank())\n", filename="tests/unit/test_comm.py"),
     ]
     invalid = [
         Invalid(DIST + "rank = dist.get_rank()\ntorch.cuda.set_device(rank)\n", line=5, column=23),
@@ -81,6 +83,8 @@ class GlobalRankAsDevice(Rule):
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
+        if is_test_module(index.path):  # unit tests run on one node
+            return
         seen: set[int] = set()  # `.to(f"cuda:{rank}")` is reached twice
         for node in _device_index_expressions(index):
             if id(node) not in seen and _carries_global_rank(index, node):
