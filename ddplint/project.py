@@ -113,13 +113,28 @@ def summarize(source: str, path: str) -> Optional[ModuleFacts]:
         return None
     facts = ModuleFacts(path)
     try:
-        _Extractor(facts).module(tree)
+        _Extractor(facts, "local_rank" in source).module(tree)
     except RecursionError:
         return None
+    facts.calls = [call for call in facts.calls if _may_reach_project_function(call.callee, facts)]
     facts.reads_local_rank_env = "LOCAL_RANK" in source
     facts.uses_sharding_framework = any(
         target.lstrip(".").split(".")[0] in SHARDING_FRAMEWORKS for target in facts.imports.values())
     return facts
+
+
+def _may_reach_project_function(callee: str, facts: "ModuleFacts") -> bool:
+    """Keep only calls ``Project.resolve_function`` could resolve: a function of
+    this module (also ``self.f``), or a name imported into it. Dropping the rest
+    (``x.append``, ``print``, ``logger.info``) keeps summaries small: they are
+    cached, pickled to every worker, and held for the whole run."""
+    parts = callee.split(".")
+    head = parts[0]
+    if head in facts.imports:
+        return True
+    if len(parts) == 1:
+        return head in facts.functions
+    return head in ("self", "cls") and len(parts) == 2 and parts[1] in facts.functions
 
 
 def summarize_file(path: str) -> Optional[ModuleFacts]:
@@ -157,8 +172,9 @@ def _int(expr: ast.AST) -> Optional[int]:
 class _Extractor:
     """One recursive walk over statements; expressions are scanned with ast.walk."""
 
-    def __init__(self, facts: ModuleFacts) -> None:
+    def __init__(self, facts: ModuleFacts, mentions_local_rank: bool = True) -> None:
         self.facts = facts
+        self.mentions_local_rank = mentions_local_rank  # skips an ast.dump per device call
         self.function: Optional[FunctionFacts] = None
         self.guards: list[bool] = []  # one entry per enclosing rank guard: strict?
         self.maybe_guards: list[str] = []  # imported calls in other enclosing ``if`` tests
@@ -405,7 +421,8 @@ class _Extractor:
             facts.destroys_process_group = True
         if qualified == names.SET_DEVICE or method == "set_device":
             facts.calls_set_device = True
-        if method in ("set_device", "cuda", "to", "device", "DistributedDataParallel", "DDP") and \
+        if self.mentions_local_rank and method in (
+                "set_device", "cuda", "to", "device", "DistributedDataParallel", "DDP") and \
                 any("local_rank" in ast.dump(a) for a in [*node.args, *[k.value for k in node.keywords]]):
             facts.local_rank_attr_as_device = True
         if function is not None:

@@ -143,6 +143,7 @@ class SemanticIndex:
         self.source = source
         self.path = path
         self.imports: dict[str, str] = {}
+        self.imported_modules: set[str] = set()  # dotted modules of plain `import a.b.c`
         self.calls: list[CallSite] = []
         self.calls_by_name: dict[str, list[CallSite]] = {}
         self.calls_by_method: dict[str, list[CallSite]] = {}
@@ -300,7 +301,7 @@ class SemanticIndex:
 
     def _compute_ddp_context(self) -> bool:
         # Keep in step with DDP_CONTEXT_PATTERN: every way in here needs a match.
-        for target in self.imports.values():
+        for target in (*self.imports.values(), *self.imported_modules):
             canonical = names.canonical(target)
             if canonical.startswith("torch.distributed") or canonical in (names.DDP, names.FSDP):
                 return True
@@ -453,6 +454,7 @@ class _IndexBuilder(cst.CSTVisitor):
             else:
                 head = full.split(".")[0]
                 self.index.imports.setdefault(head, head)
+                self.index.imported_modules.add(full)  # `import torch.distributed` binds only `torch`
                 self.bind(head, "import", None, node)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
