@@ -60,7 +60,7 @@ _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_
 
 
 # ---------------------------------------------------------------------- summaries
-@dataclass
+@dataclass(slots=True)
 class CallFact:
     """A call (or a ``mp.spawn(fn)`` reference) that may reach a project function."""
 
@@ -75,7 +75,7 @@ class CallFact:
     maybe_guards: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class FunctionFacts:
     name: str
     params: tuple[str, ...]
@@ -88,7 +88,7 @@ class FunctionFacts:
     calls_set_epoch: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class ModuleFacts:
     path: str
     imports: dict[str, str] = field(default_factory=dict)  # local name -> target ("..pkg.mod.f")
