@@ -15,7 +15,7 @@ import threading
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import libcst as cst
 
@@ -332,7 +332,7 @@ def _lint_in_worker(job: tuple[str, str]) -> FileResult:
 
 def _summarize_job(job: tuple[str, str, Optional[str]]):
     """Project facts of one file: (facts or None, digest of the file's facts)."""
-    from ddplint.cache import Cache, digest
+    from ddplint.cache import Cache
     from ddplint.project import summarize
 
     path, display, cache_dir = job

@@ -8,12 +8,12 @@ whether a node sits in the single-process branch of a DDP script.
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Iterator, Optional
 
 import libcst as cst
 
 from ddplint import names
-from ddplint.semantic import SemanticIndex, dotted_name
+from ddplint.semantic import CallSite, SemanticIndex, dotted_name
 
 CUDA_INDEX = re.compile(r"^cuda:\d+$")
 
@@ -124,6 +124,32 @@ def is_ddp_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int,
     if binding is None or binding.value is None or binding.kind not in ("assign", "annassign"):
         return False
     return _is_wrap_call(index, binding.value, wrappers)
+
+
+# ---------------------------------------------------------------------- devices
+def device_arguments(site: CallSite) -> Iterator[tuple[cst.BaseExpression, int]]:
+    """Expressions a call uses as a CUDA device or device index: torch.device's
+    index, set_device's / torch.cuda.device's device, ``.cuda(i)`` / ``.to(i)``,
+    DDP's ``device_ids`` elements and ``output_device``, any other ``device=``.
+    The second item is the length of the ``device_ids`` list (1 elsewhere)."""
+    qualified = site.qualified_name
+    picked: list[Optional[cst.Arg]] = []
+    if qualified == names.TORCH_DEVICE:
+        picked.append(site.argument("index"))
+    elif qualified in (names.SET_DEVICE, "torch.cuda.device") or (
+            site.method in ("cuda", "to") and qualified is None):
+        picked.append(site.positional(0) or site.keyword("device"))
+    elif qualified == names.DDP:
+        device_ids = site.argument("device_ids")
+        if device_ids is not None and isinstance(device_ids.value, cst.List):
+            for element in device_ids.value.elements:
+                yield element.value, len(device_ids.value.elements)
+        picked.append(site.argument("output_device"))
+    else:
+        picked.append(site.keyword("device"))
+    for arg in picked:
+        if arg is not None:
+            yield arg.value, 1
 
 
 # ---------------------------------------------------------------------- modules

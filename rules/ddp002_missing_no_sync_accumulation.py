@@ -52,7 +52,7 @@ import libcst as cst
 
 from ddplint import flow
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex, dotted_name
+from ddplint.semantic import SemanticIndex
 
 DDP = """\
 import contextlib

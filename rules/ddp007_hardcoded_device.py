@@ -36,13 +36,13 @@ which pin devices on purpose; modules outside DDP context.
 from __future__ import annotations
 
 import re
-from typing import Iterator, Optional
+from typing import Iterator
 
 import libcst as cst
 
 from ddplint import names
-from ddplint.facts import (CUDA_INDEX, in_device_list, in_single_process_branch, is_test_module,
-                           literal_int, literal_str, module_masks_visible_devices)
+from ddplint.facts import (CUDA_INDEX, device_arguments, in_device_list, in_single_process_branch,
+                           is_test_module, literal_int, literal_str, module_masks_visible_devices)
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.semantic import CallSite, SemanticIndex
 
@@ -102,7 +102,7 @@ def _hardcoded_device_literals(index: SemanticIndex) -> Iterator[cst.CSTNode]:
         if isinstance(value, str) and CUDA_INDEX.match(value) and _used_as_device(index, node):
             yield node
     for site in index.calls:
-        yield from _literal_index_arguments(index, site)
+        yield from _literal_index_arguments(site)
     for target, value in index.subscript_assignments:
         if _is_visible_devices_key(index, target):
             text = literal_str(value)
@@ -131,34 +131,16 @@ def _used_as_device(index: SemanticIndex, node: cst.CSTNode) -> bool:
     return site.argument("map_location") is parent
 
 
-def _literal_index_arguments(index: SemanticIndex, site: CallSite) -> Iterator[cst.CSTNode]:
-    """Integer literals passed where a CUDA device index goes."""
-    qualified = site.qualified_name
-    candidates: list[Optional[cst.Arg]] = []
-    if qualified == names.TORCH_DEVICE:
+def _literal_index_arguments(site: CallSite) -> Iterator[cst.CSTNode]:
+    """Integer literals passed where a CUDA device index goes (a single-entry
+    ``device_ids`` list included; ``torch.device`` only for type "cuda")."""
+    if site.qualified_name == names.TORCH_DEVICE:
         kind = site.argument("type")
-        if kind is not None and literal_str(kind.value) == "cuda":
-            candidates.append(site.argument("index"))
-    elif qualified in (names.SET_DEVICE, "torch.cuda.device"):
-        candidates.append(site.positional(0) or site.keyword("device"))
-    elif site.method in ("cuda", "to") and qualified is None:
-        candidates.append(site.positional(0) or site.keyword("device"))
-    if qualified == names.DDP:
-        device_ids = site.argument("device_ids")
-        if device_ids is not None and isinstance(device_ids.value, cst.List) \
-                and len(device_ids.value.elements) == 1:
-            yield from _int_node(device_ids.value.elements[0].value)
-        candidates.append(site.argument("output_device"))
-    elif site.method not in ("cuda", "to"):
-        candidates.append(site.keyword("device"))
-    for arg in candidates:
-        if arg is not None:
-            yield from _int_node(arg.value)
-
-
-def _int_node(expr: cst.BaseExpression) -> Iterator[cst.CSTNode]:
-    if literal_int(expr) is not None:
-        yield expr
+        if kind is None or literal_str(kind.value) != "cuda":
+            return
+    for expr, list_length in device_arguments(site):
+        if list_length == 1 and literal_int(expr) is not None:
+            yield expr
 
 
 def _is_visible_devices_key(index: SemanticIndex, target: cst.Subscript) -> bool:

@@ -32,14 +32,13 @@ on one node; values ddplint cannot trace.
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from typing import Iterator
 
 import libcst as cst
 
-from ddplint import names
-from ddplint.facts import fstring_prefix, is_global_rank, is_test_module
+from ddplint.facts import device_arguments, fstring_prefix, is_global_rank, is_test_module
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import CallSite, SemanticIndex
+from ddplint.semantic import SemanticIndex
 
 DIST = "import os\nimport torch\nimport torch.distributed as dist\n"
 
@@ -95,32 +94,11 @@ class GlobalRankAsDevice(Rule):
 def _device_index_expressions(index: SemanticIndex) -> Iterator[cst.BaseExpression]:
     """Every expression used as a CUDA device (or device index) in the module."""
     for site in index.calls:
-        yield from _device_arguments(site)
+        for expr, _ in device_arguments(site):
+            yield expr
     for node in index.fstrings:
         if fstring_prefix(node).startswith("cuda:"):
             yield node
-
-
-def _device_arguments(site: CallSite) -> Iterator[cst.BaseExpression]:
-    qualified = site.qualified_name
-    picked: list[Optional[cst.Arg]] = []
-    if qualified == names.TORCH_DEVICE:
-        picked.append(site.argument("index"))
-    elif qualified in (names.SET_DEVICE, "torch.cuda.device"):
-        picked.append(site.positional(0) or site.keyword("device"))
-    elif site.method in ("cuda", "to") and qualified is None:
-        picked.append(site.positional(0) or site.keyword("device"))
-    elif qualified == names.DDP:
-        device_ids = site.argument("device_ids")
-        if device_ids is not None and isinstance(device_ids.value, cst.List):
-            for element in device_ids.value.elements:
-                yield element.value
-        picked.append(site.argument("output_device"))
-    else:
-        picked.append(site.keyword("device"))
-    for arg in picked:
-        if arg is not None:
-            yield arg.value
 
 
 def _carries_global_rank(index: SemanticIndex, node: cst.BaseExpression) -> bool:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ddplint import names
 from ddplint.project import COLLECTIVES, project_of, wrapped_root, wrapped_slots
 from ddplint.ranks import guard_restricts, rank_guards
 from ddplint.rule import Invalid, Report, Rule, Valid

@@ -36,7 +36,7 @@ from ddplint import names
 from ddplint.facts import literal_str
 from ddplint.project import project_of
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex, dotted_name
+from ddplint.semantic import SemanticIndex
 
 HEAD = ("import argparse\nimport torch\nimport torch.distributed as dist\n"
         "parser = argparse.ArgumentParser()\n")

@@ -27,7 +27,6 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ddplint import names
 from ddplint.project import wrapped_kind
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.semantic import SemanticIndex, dotted_name

@@ -9,7 +9,7 @@ import libcst as cst
 from ddplint.config import Settings
 from ddplint.engine import Linter
 from ddplint.semantic import SemanticIndex
-from tests.helpers import BAD_SCRIPT, run_cli, write
+from tests.helpers import BAD_SCRIPT, write
 
 
 def test_a_crashing_rule_becomes_an_internal_error_and_the_run_goes_on(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ddplint.config import Settings
-from ddplint.engine import Linter, build_project, lint_files
+from ddplint.engine import Linter, lint_files
 from ddplint.project import Project, summarize
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, TextIO
+from typing import Callable
 
 from ddplint.engine import RunResult
 
