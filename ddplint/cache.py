@@ -48,12 +48,17 @@ class Cache:
 
     # ------------------------------------------------------------------ keys
     @staticmethod
-    def facts_key(data: bytes, display: str) -> str:
-        return digest("facts", __version__, display, data)
+    def content_digest(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()
 
     @staticmethod
-    def result_key(data: bytes, display: str, settings_fingerprint: str, project_digest: str) -> str:
-        return digest("result", __version__, display, settings_fingerprint, project_digest, data)
+    def facts_key(content: str, display: str) -> str:
+        """``content`` is ``content_digest(file bytes)``."""
+        return digest("facts", __version__, display, content)
+
+    @staticmethod
+    def result_key(content: str, display: str, settings_fingerprint: str, project_digest: str) -> str:
+        return digest("result", __version__, display, settings_fingerprint, project_digest, content)
 
     # ------------------------------------------------------------------ results
     def load_result(self, key: str, display: str) -> Optional[FileResult]:

@@ -321,7 +321,7 @@ def _lint_in_worker(job: tuple[str, str]) -> FileResult:
         data = Path(path).read_bytes()
     except OSError:
         return linter.lint_file(Path(path), display)  # reports the read error
-    key = cache.result_key(data, display, _worker["fingerprint"], _worker["project_digest"])
+    key = cache.result_key(cache.content_digest(data), display, _worker["fingerprint"], _worker["project_digest"])
     cached = cache.load_result(key, display)
     if cached is not None:
         return cached
@@ -341,7 +341,7 @@ def _summarize_job(job: tuple[str, str, Optional[str]]):
     except OSError:
         return None, "unreadable"
     cache = Cache(Path(cache_dir)) if cache_dir else None
-    key = Cache.facts_key(data, display)
+    key = Cache.facts_key(Cache.content_digest(data), display)
     found, facts = cache.load_facts(key) if cache else (False, None)
     if not found:
         source, _ = decode_source(data)
@@ -397,11 +397,44 @@ def lint_files(files: Sequence[Path], settings: Settings, jobs: int = 1,
     display = display or {}
     pairs = [(str(path), display.get(path, path.as_posix())) for path in files]
     cache = str(cache_dir) if cache_dir is not None else None
+    uses_project = len(pairs) > 1 and _needs_project(settings)
+    if cache is not None:
+        cached = _all_cached(pairs, settings, Path(cache), uses_project)
+        if cached is not None:
+            return sorted(cached, key=lambda result: result.path)
     project, project_digest = None, ""
-    if len(pairs) > 1 and _needs_project(settings):
+    if uses_project:
         project, project_digest = build_project(pairs, jobs, cache)
     results = _map(_lint_in_worker, pairs, jobs, _init_worker, (settings, project, cache, project_digest))
     results.sort(key=lambda result: result.path)
+    return results
+
+
+def _all_cached(pairs: Sequence[tuple[str, str]], settings: Settings, cache_dir: Path,
+                uses_project: bool) -> Optional[list[FileResult]]:
+    """The warm path: when every file's result is in the cache, return them all
+    without summarising files, joining the project or starting workers. The
+    project digest needs only the files' hashes (facts keys), not the facts."""
+    from ddplint.cache import Cache, digest
+
+    cache = Cache(cache_dir)
+    contents = []
+    for path, _ in pairs:
+        try:
+            contents.append(Cache.content_digest(Path(path).read_bytes()))
+        except OSError:
+            return None
+    project_digest = ""
+    if uses_project:
+        project_digest = digest(*sorted(f"{shown}:{Cache.facts_key(content, shown)}"
+                                        for (_, shown), content in zip(pairs, contents)))
+    fingerprint = settings.fingerprint()
+    results = []
+    for (_, shown), content in zip(pairs, contents):
+        hit = cache.load_result(Cache.result_key(content, shown, fingerprint, project_digest), shown)
+        if hit is None:
+            return None
+        results.append(hit)
     return results
 
 

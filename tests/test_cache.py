@@ -53,6 +53,7 @@ def project(tmp_path):
 
 def test_warm_run_reads_the_cache(project):
     folder, cache = project
+    write(folder / "launch.py", BAD_SCRIPT)  # two files: the project digest is part of the keys
     cold = _messages(_lint(folder, cache))
     assert cold and TAMPERED not in cold
     assert _entries(cache)
