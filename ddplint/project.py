@@ -621,6 +621,7 @@ class Project:
 
     def _link_calls(self) -> None:
         for path, module in self.modules.items():
+            resolved = []
             for call in module.calls:
                 if call.maybe_guards and not call.guarded and any(
                         self.is_rank_predicate(path, module.imports, g) for g in call.maybe_guards):
@@ -628,6 +629,10 @@ class Project:
                 key = self.resolve_function(path, call.callee)
                 if key is not None:
                     self.callers.setdefault(key, []).append((path, call))
+                    resolved.append(call)
+            # Calls into other libraries are dead weight from here on, and the
+            # project is pickled to every worker process.
+            module.calls = resolved
 
     def function(self, key: FunctionKey) -> Optional[FunctionFacts]:
         module = self.modules.get(key[0])
