@@ -39,6 +39,12 @@ def digest(*parts: bytes | str) -> str:
     return hasher.hexdigest()
 
 
+def project_digest(facts_keys: list[tuple[str, str]]) -> str:
+    """Digest of the whole project's facts from (displayed path, facts key) pairs:
+    facts are a function of their key, so the facts themselves are not needed."""
+    return digest(*sorted(f"{shown}:{key}" for shown, key in facts_keys))
+
+
 class Cache:
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory) / f"v{__version__}"

@@ -379,12 +379,12 @@ def _map(function, jobs_list, jobs: int, initializer=None, initargs=()):
 def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1, cache_dir: Optional[str] = None):
     """Pass 1: a small facts summary per file (ast, no CST kept), then the join.
     Returns the project and a digest of every file's facts (for result cache keys)."""
-    from ddplint.cache import digest
+    from ddplint.cache import project_digest
     from ddplint.project import Project
 
     summaries = _map(_summarize_job, [(path, shown, cache_dir) for path, shown in pairs], jobs)
     project = Project([facts for facts, _ in summaries if facts is not None])
-    return project, digest(*sorted(f"{shown}:{key}" for (_, shown), (_, key) in zip(pairs, summaries)))
+    return project, project_digest([(shown, key) for (_, shown), (_, key) in zip(pairs, summaries)])
 
 
 def lint_files(files: Sequence[Path], settings: Settings, jobs: int = 1,
@@ -415,7 +415,7 @@ def _all_cached(pairs: Sequence[tuple[str, str]], settings: Settings, cache_dir:
     """The warm path: when every file's result is in the cache, return them all
     without summarising files, joining the project or starting workers. The
     project digest needs only the files' hashes (facts keys), not the facts."""
-    from ddplint.cache import Cache, digest
+    from ddplint.cache import Cache, project_digest
 
     cache = Cache(cache_dir)
     contents = []
@@ -424,14 +424,14 @@ def _all_cached(pairs: Sequence[tuple[str, str]], settings: Settings, cache_dir:
             contents.append(Cache.content_digest(Path(path).read_bytes()))
         except OSError:
             return None
-    project_digest = ""
+    digest_of_project = ""
     if uses_project:
-        project_digest = digest(*sorted(f"{shown}:{Cache.facts_key(content, shown)}"
-                                        for (_, shown), content in zip(pairs, contents)))
+        digest_of_project = project_digest([(shown, Cache.facts_key(content, shown))
+                                            for (_, shown), content in zip(pairs, contents)])
     fingerprint = settings.fingerprint()
     results = []
     for (_, shown), content in zip(pairs, contents):
-        hit = cache.load_result(Cache.result_key(content, shown, fingerprint, project_digest), shown)
+        hit = cache.load_result(Cache.result_key(content, shown, fingerprint, digest_of_project), shown)
         if hit is None:
             return None
         results.append(hit)

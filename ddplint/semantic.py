@@ -365,24 +365,14 @@ def _child_fields(node_type: type) -> tuple[str, ...]:
     return fields
 
 
-class _IndexBuilder(cst.CSTVisitor):
+class _IndexBuilder:
     """Fills a SemanticIndex in one traversal."""
 
     def __init__(self, index: SemanticIndex) -> None:
-        super().__init__()
         self.index = index
         self.stack: list[cst.CSTNode] = []
         self.scopes: list[Scope] = [index.module]
         self.order = 0
-
-    # libcst calls these for every attribute of every node; the default
-    # implementations look up visit_<Node>_<attr> methods by name, which costs
-    # more than the rest of the traversal. The index needs none of them.
-    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        return None
-
-    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        return None
 
     def walk(self, node: cst.CSTNode) -> None:
         """Pre-order walk over syntactic children (see _FORMATTING_FIELDS)."""

@@ -7,7 +7,6 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
-from typing import Optional
 
 _CODES = r"(?P<codes>[A-Za-z0-9_-]+(?:\s*,\s*[A-Za-z0-9_-]+)*)"
 LINE_NOQA = re.compile(r"#\s*noqa(?:\s*:\s*" + _CODES + r")?", re.IGNORECASE)
@@ -70,10 +69,3 @@ def parse_suppressions(source: str) -> Suppressions:
             result.by_line[line] = result.by_line.get(line, frozenset()) | _codes(match)
     result.whole_file = frozenset(whole)
     return result
-
-
-def file_level_codes(source: str) -> Optional[frozenset[str]]:
-    """Cheap pre-parse check used to skip files silenced as a whole."""
-    if "ddplint" not in source:
-        return None
-    return parse_suppressions(source).whole_file or None
