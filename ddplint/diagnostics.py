@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from ddplint.fixes import Fix
 
 INTERNAL_ERROR = "internal-error"
 
@@ -21,7 +24,7 @@ class Diagnostic:
     name: str
     severity: str  # error | warning | info
     message: str
-    fix: Optional[str] = None
+    fix: Optional["Fix"] = None  # ddplint.fixes.Fix
 
 
 @dataclass

@@ -23,7 +23,8 @@ from ddplint.config import Settings
 from ddplint.diagnostics import INTERNAL_ERROR, Diagnostic, FileResult
 from ddplint.registry import all_rules
 from ddplint.rule import Report, Rule
-from ddplint.semantic import SemanticIndex, may_be_in_ddp_context
+from ddplint.analysis.semantic import SemanticIndex, may_be_in_ddp_context
+from ddplint.source import decode_source
 from ddplint.suppressions import parse_suppressions
 
 SYNTAX_ERROR = "DDP000"
@@ -58,7 +59,7 @@ class Linter:
         self.rules: list[Rule] = [rule() for rule in all_rules()
                                   if rule.code in selected and rule.code != SYNTAX_ERROR]
         self.report_syntax_errors = SYNTAX_ERROR in selected
-        # Set by lint_files when several files are linted together (ddplint.project).
+        # Set by lint_files when several files are linted together (ddplint.screen.project).
         self.project = None
 
     # ------------------------------------------------------------------ one file
@@ -139,7 +140,7 @@ class Linter:
         return not self.rules
 
     def _positioned(self, index: SemanticIndex, reports: list[Report]) -> list[Diagnostic]:
-        from ddplint.positions import locate
+        from ddplint.analysis.positions import locate
 
         by_code = {rule.code: rule for rule in self.rules}
         positions = locate(index, (report.node for report in reports))
@@ -158,22 +159,6 @@ class Linter:
 
 def _has_trigger(rule: Rule, source: str) -> bool:
     return not rule.triggers or any(trigger in source for trigger in rule.triggers)
-
-
-def decode_source(data: bytes) -> tuple[Optional[str], str]:
-    """Decode as Python does (BOM, PEP 263 coding cookie, else UTF-8)."""
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as error:
-        return None, f"cannot decode file: {error.msg if hasattr(error, 'msg') else error}"
-    try:
-        text = data.decode(encoding)
-    except (UnicodeDecodeError, LookupError) as error:
-        reason = error.reason if isinstance(error, UnicodeDecodeError) else str(error)
-        return None, f"cannot decode file as {encoding}: {reason}"
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return text, ""
 
 
 # libcst's native parser and every tree walk recurse once per nesting level. On
@@ -333,7 +318,7 @@ def _lint_in_worker(job: tuple[str, str]) -> FileResult:
 def _summarize_job(job: tuple[str, str, Optional[str]]):
     """Project facts of one file: (facts or None, digest of the file's facts)."""
     from ddplint.cache import Cache
-    from ddplint.project import summarize
+    from ddplint.screen.facts import summarize
 
     path, display, cache_dir = job
     try:
@@ -380,7 +365,7 @@ def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1, cache_dir: Op
     """Pass 1: a small facts summary per file (ast, no CST kept), then the join.
     Returns the project and a digest of every file's facts (for result cache keys)."""
     from ddplint.cache import project_digest
-    from ddplint.project import Project
+    from ddplint.screen.project import Project
 
     summaries = _map(_summarize_job, [(path, shown, cache_dir) for path, shown in pairs], jobs)
     project = Project([facts for facts, _ in summaries if facts is not None])
@@ -392,7 +377,7 @@ def lint_files(files: Sequence[Path], settings: Settings, jobs: int = 1,
     """Lint files, in worker processes when there are enough of them.
 
     With several files, a first pass joins per-file facts into a project
-    (ddplint.project) that the per-file lint of the second pass consults. With
+    (ddplint.screen.project) that the per-file lint of the second pass consults. With
     ``cache_dir``, facts and results are cached by content hash (ddplint.cache)."""
     display = display or {}
     pairs = [(str(path), display.get(path, path.as_posix())) for path in files]

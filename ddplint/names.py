@@ -7,6 +7,8 @@ semantic index canonicalises every resolved name through ``canonical()``.
 
 from __future__ import annotations
 
+import re
+
 DDP = "torch.nn.parallel.DistributedDataParallel"
 FSDP = "torch.distributed.fsdp.FullyShardedDataParallel"
 FULLY_SHARD = "torch.distributed.fsdp.fully_shard"
@@ -76,3 +78,23 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "torch.hub.load_state_dict_from_url": ("url", "model_dir", "map_location"),
     ACCELERATE_DDP_KWARGS: ("dim", "broadcast_buffers", "bucket_cap_mb", "find_unused_parameters"),
 }
+
+
+# ---------------------------------------------------------------------- ranks
+# Shared by the screen (ast) and the judge (libcst): see ddplint.analysis.ranks.
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
+                  "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK", "GROUP_RANK")
+# Last component of a name or attribute holding a rank: rank, local_rank, ddp_rank, ...
+# (not ``num_tokens_per_dp_rank``: a config quantity that merely ends in "rank").
+RANK_NAME = re.compile(
+    r"^_*((local|global|world|node|ddp|dp|tp|pp|cp|ep|gpu|my|proc|process|machine|cur|current|"
+    r"trainer|worker|data_parallel|device)_?)?rank$|^(local_)?process_index$|^rank_id$", re.IGNORECASE)
+# Predicates that are true on the main process only.
+RANK_PREDICATES = frozenset({
+    "is_main_process", "is_local_main_process", "is_master", "is_local_master", "is_master_process",
+    "is_rank_zero", "is_rank_0", "is_global_zero", "is_local_zero", "is_main_rank", "is_primary",
+    "is_main_worker", "is_chief", "is_leader", "main_process", "is_main",
+})
+# Decorators that make a function run on rank 0 only (Lightning, mmcv, ...).
+RANK_ZERO_DECORATORS = ("rank_zero_only", "master_only", "main_process_only", "on_main_process",
+                        "on_local_main_process", "rank_zero", "only_rank_zero", "is_main_process")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, Iterable, Optional
 import libcst as cst
 
 if TYPE_CHECKING:
-    from ddplint.semantic import SemanticIndex
+    from ddplint.analysis.semantic import SemanticIndex
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}

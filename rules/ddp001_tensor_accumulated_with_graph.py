@@ -47,9 +47,9 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ddplint import flow
+from ddplint.analysis import flow
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex, dotted_name
+from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
 TRAIN = """\
 import torch

@@ -50,9 +50,9 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ddplint import flow
+from ddplint.analysis import flow
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex
+from ddplint.analysis.semantic import SemanticIndex
 
 DDP = """\
 import contextlib

@@ -36,9 +36,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ddplint import flow
+from ddplint.analysis import flow
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import CallSite, SemanticIndex, dotted_name
+from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
 AMP = """\
 import torch

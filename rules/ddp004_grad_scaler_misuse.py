@@ -52,9 +52,9 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ddplint import flow
+from ddplint.analysis import flow
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import CallSite, SemanticIndex
+from ddplint.analysis.semantic import CallSite, SemanticIndex
 
 AMP = """\
 import torch

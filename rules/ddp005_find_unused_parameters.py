@@ -24,7 +24,7 @@ Turn it on only for models whose forward genuinely skips parameters.
 """
 
 from ddplint import names
-from ddplint.facts import literal_bool
+from ddplint.analysis.values import literal_bool
 from ddplint.rule import Invalid, Rule, Valid
 
 DDP_IMPORT = "from torch.nn.parallel import DistributedDataParallel as DDP\n"

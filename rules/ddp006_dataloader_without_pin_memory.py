@@ -28,9 +28,9 @@ An explicit `pin_memory=False` is taken as a deliberate choice and not flagged.
 """
 
 from ddplint import names
-from ddplint.facts import fstring_prefix, is_literal_zero
+from ddplint.analysis.values import fstring_prefix, is_literal_zero
 from ddplint.rule import Invalid, Rule, Valid
-from ddplint.semantic import SemanticIndex
+from ddplint.analysis.semantic import SemanticIndex
 
 LOADER = "from torch.utils.data import DataLoader\n"
 

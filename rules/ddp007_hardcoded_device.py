@@ -41,10 +41,10 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.facts import (CUDA_INDEX, device_arguments, in_device_list, in_single_process_branch,
+from ddplint.analysis.values import (CUDA_INDEX, device_arguments, in_device_list, in_single_process_branch,
                            is_test_module, literal_int, literal_str, module_masks_visible_devices)
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import CallSite, SemanticIndex
+from ddplint.analysis.semantic import CallSite, SemanticIndex
 
 DIST = "import torch\nimport torch.distributed as dist\n"
 SINGLE_GPU_VISIBLE = re.compile(r"^\s*\d+\s*$")

@@ -35,10 +35,10 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.facts import literal_bool
-from ddplint.project import project_of
+from ddplint.analysis.values import literal_bool
+from ddplint.analysis.models import project_of
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex
+from ddplint.analysis.semantic import SemanticIndex
 
 IMPORTS = ("import torch.distributed as dist\nfrom torch.utils.data import DataLoader\n"
            "from torch.utils.data.distributed import DistributedSampler\n")

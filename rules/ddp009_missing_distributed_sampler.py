@@ -28,11 +28,12 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
-from ddplint.facts import literal_bool
-from ddplint.project import SHARDING_FRAMEWORKS, project_of
-from ddplint.ranks import is_rank_guarded
+from ddplint.analysis.values import literal_bool
+from ddplint.analysis.models import project_of
+from ddplint.screen.facts import SHARDING_FRAMEWORKS
+from ddplint.analysis.ranks import is_rank_guarded
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import CallSite, SemanticIndex, dotted_name
+from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
 IMPORTS = "import torch.distributed as dist\nfrom torch.utils.data import DataLoader\n"
 _EVAL_NAME = re.compile(r"val|test|eval|dev|calib|infer|predict", re.IGNORECASE)

@@ -35,10 +35,11 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ddplint.project import COLLECTIVE_STATE_DICT, COLLECTIVES, project_of, wrapped_kind, wrapped_slots
-from ddplint.ranks import Guard, guard_restricts, rank_guards
+from ddplint.analysis.models import project_of, wrapped_kind, wrapped_slots
+from ddplint.screen.facts import COLLECTIVE_STATE_DICT, COLLECTIVES
+from ddplint.analysis.ranks import Guard, guard_restricts, rank_guards
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import CallSite, SemanticIndex, dotted_name
+from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
 DIST = "import torch\nimport torch.distributed as dist\n"
 DDP_IMPORT = DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"

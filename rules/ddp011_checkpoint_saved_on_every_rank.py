@@ -35,10 +35,10 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.project import project_of
-from ddplint.ranks import enclosing_function, runs_on_rank_subset
+from ddplint.analysis.models import project_of
+from ddplint.analysis.ranks import enclosing_function, runs_on_rank_subset
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex, dotted_name
+from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
 DIST = "import torch\nimport torch.distributed as dist\n"
 _STATE_NAME = re.compile(r"model|net|ckpt|checkpoint|state|optim|weights|snapshot", re.IGNORECASE)

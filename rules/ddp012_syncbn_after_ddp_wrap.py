@@ -28,9 +28,9 @@ from __future__ import annotations
 from typing import Iterator
 
 from ddplint import names
-from ddplint.project import wrapped_root
+from ddplint.analysis.models import wrapped_root
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex
+from ddplint.analysis.semantic import SemanticIndex
 
 IMPORTS = "import torch.nn as nn\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
 

@@ -48,12 +48,12 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ddplint import flow
+from ddplint.analysis import flow
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex
+from ddplint.analysis.semantic import SemanticIndex
 
 try:  # the shared rank-condition definition (RULES.md), when present
-    from ddplint.ranks import is_rank_condition as _shared_rank_condition
+    from ddplint.analysis.ranks import is_rank_condition as _shared_rank_condition
 except ImportError:  # pragma: no cover - older checkouts
     _shared_rank_condition = None
 

@@ -32,9 +32,9 @@ import re
 from typing import Iterator
 
 from ddplint import names
-from ddplint.project import project_of
+from ddplint.analysis.models import project_of
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex, dotted_name
+from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
 DIST = "import torch.distributed as dist\n"
 # A call of a helper named like this may destroy the group in a module we cannot see.

@@ -36,9 +36,9 @@ from typing import Iterator
 
 import libcst as cst
 
-from ddplint.facts import device_arguments, fstring_prefix, is_global_rank, is_test_module
+from ddplint.analysis.values import device_arguments, fstring_prefix, is_global_rank, is_test_module
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex
+from ddplint.analysis.semantic import SemanticIndex
 
 DIST = "import os\nimport torch\nimport torch.distributed as dist\n"
 

@@ -32,10 +32,10 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
-from ddplint.facts import in_single_process_branch, literal_str, module_masks_visible_devices
-from ddplint.project import project_of
+from ddplint.analysis.values import in_single_process_branch, literal_str, module_masks_visible_devices
+from ddplint.analysis.models import project_of
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex, dotted_name
+from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
 DIST = "import torch\nimport torch.distributed as dist\n"
 _FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspeed", "horovod", "ray", "colossalai")

@@ -29,9 +29,9 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.facts import in_single_process_branch
+from ddplint.analysis.values import in_single_process_branch
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import CallSite, SemanticIndex, iter_literal_strings
+from ddplint.analysis.semantic import CallSite, SemanticIndex, iter_literal_strings
 
 DIST = "import torch\nimport torch.distributed as dist\n"
 HUB_LOAD = "torch.hub.load_state_dict_from_url"

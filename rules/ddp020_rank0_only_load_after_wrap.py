@@ -29,10 +29,11 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ddplint.project import COLLECTIVES, project_of, wrapped_root, wrapped_slots
-from ddplint.ranks import guard_restricts, rank_guards
+from ddplint.analysis.models import project_of, wrapped_root, wrapped_slots
+from ddplint.screen.facts import COLLECTIVES
+from ddplint.analysis.ranks import guard_restricts, rank_guards
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import CallSite, SemanticIndex, dotted_name
+from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
 IMPORTS = ("import torch\nimport torch.distributed as dist\n"
            "from torch.nn.parallel import DistributedDataParallel as DDP\n")

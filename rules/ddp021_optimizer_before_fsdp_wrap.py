@@ -28,9 +28,9 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
-from ddplint.facts import literal_bool
+from ddplint.analysis.values import literal_bool
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import CallSite, SemanticIndex, dotted_name
+from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
 IMPORTS = "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
 

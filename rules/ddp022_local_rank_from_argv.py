@@ -33,10 +33,10 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.facts import literal_str
-from ddplint.project import project_of
+from ddplint.analysis.values import literal_str
+from ddplint.analysis.models import project_of
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex
+from ddplint.analysis.semantic import SemanticIndex
 
 HEAD = ("import argparse\nimport torch\nimport torch.distributed as dist\n"
         "parser = argparse.ArgumentParser()\n")

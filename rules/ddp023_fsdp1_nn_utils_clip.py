@@ -27,9 +27,9 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ddplint.project import wrapped_kind
+from ddplint.analysis.models import wrapped_kind
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import SemanticIndex, dotted_name
+from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
 IMPORTS = "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
 CLIP = "torch.nn.utils.clip_grad_norm_"

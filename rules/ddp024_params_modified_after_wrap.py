@@ -35,10 +35,10 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
-from ddplint.facts import literal_bool
-from ddplint.project import wrapped_root
+from ddplint.analysis.values import literal_bool
+from ddplint.analysis.models import wrapped_root
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import CallSite, SemanticIndex, dotted_name
+from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
 IMPORTS = "import torch\nimport torch.nn as nn\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
 _DTYPES = ("float16", "half", "bfloat16", "float64", "double", "float32", "float")

@@ -32,9 +32,9 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.facts import is_ddp_model
+from ddplint.analysis.values import is_ddp_model
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.semantic import CallSite, SemanticIndex
+from ddplint.analysis.semantic import CallSite, SemanticIndex
 
 DDP_SCRIPT = ("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
               "model = DDP(model, device_ids=[local_rank])\n")

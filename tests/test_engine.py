@@ -8,7 +8,7 @@ import libcst as cst
 
 from ddplint.config import Settings
 from ddplint.engine import Linter
-from ddplint.semantic import SemanticIndex
+from ddplint.analysis.semantic import SemanticIndex
 from tests.helpers import BAD_SCRIPT, write
 
 
@@ -117,7 +117,7 @@ def test_the_context_prefilter_never_skips_a_module_in_ddp_context():
     """The engine skips (ctx) rules on files without DDP_CONTEXT_PATTERN before
     parsing; every rule example that is in DDP context must match it."""
     from ddplint.registry import all_rules
-    from ddplint.semantic import may_be_in_ddp_context
+    from ddplint.analysis.semantic import may_be_in_ddp_context
 
     checked = 0
     for rule in all_rules():

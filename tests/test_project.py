@@ -13,7 +13,8 @@ import pytest
 
 from ddplint.config import Settings
 from ddplint.engine import Linter, lint_files
-from ddplint.project import Project, summarize
+from ddplint.screen.facts import summarize
+from ddplint.screen.project import Project
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PROJECT_RULES = ("DDP008", "DDP010", "DDP011", "DDP012", "DDP015", "DDP020")

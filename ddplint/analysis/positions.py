@@ -20,7 +20,7 @@ from typing import Iterable, Optional, Sequence
 import libcst as cst
 from libcst.metadata import CodeRange, CodePosition, MetadataWrapper, PositionProvider
 
-from ddplint.semantic import SemanticIndex
+from ddplint.analysis.semantic import SemanticIndex
 
 
 def locate(index: SemanticIndex, nodes: Iterable[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:

@@ -26,36 +26,20 @@ means a report (DDP010) use the strict form.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Iterator, Optional, Union
 
 import libcst as cst
 
 from ddplint import names
-from ddplint.facts import environ_key, literal_int
-from ddplint.semantic import SemanticIndex, dotted_name
+from ddplint.names import RANK_NAME, RANK_PREDICATES, RANK_VARIABLES, RANK_ZERO_DECORATORS  # noqa: F401
+from ddplint.analysis.values import environ_key, literal_int
+from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
-RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
-                  "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK", "GROUP_RANK")
-# Last component of a name or attribute holding a rank: rank, local_rank, ddp_rank, ...
-# (not ``num_tokens_per_dp_rank``: a config quantity that merely ends in "rank").
-RANK_NAME = re.compile(
-    r"^_*((local|global|world|node|ddp|dp|tp|pp|cp|ep|gpu|my|proc|process|machine|cur|current|"
-    r"trainer|worker|data_parallel|device)_?)?rank$|^(local_)?process_index$|^rank_id$", re.IGNORECASE)
 # Functions returning the rank (``get_rank()`` helpers wrap ``dist.get_rank``).
 _RANK_GETTERS = ("get_rank", "get_local_rank", "get_global_rank", "get_node_local_rank", "get_world_rank")
-# Predicates that are true on the main process only.
-RANK_PREDICATES = frozenset({
-    "is_main_process", "is_local_main_process", "is_master", "is_local_master", "is_master_process",
-    "is_rank_zero", "is_rank_0", "is_global_zero", "is_local_zero", "is_main_rank", "is_primary",
-    "is_main_worker", "is_chief", "is_leader", "main_process", "is_main",
-})
 # Lenient mode: names that are the process index in ``mp.spawn`` workers.
 _PROCESS_INDEX_NAMES = ("gpu", "gpu_id", "device_id", "proc_id", "process_id", "local_gpu", "dev_id")
-# Decorators that make a function run on rank 0 only (Lightning, mmcv, ...).
-RANK_ZERO_DECORATORS = ("rank_zero_only", "master_only", "main_process_only", "on_main_process",
-                        "on_local_main_process", "rank_zero", "only_rank_zero", "is_main_process")
 
 Conditional = Union[cst.If, cst.IfExp]
 
@@ -272,7 +256,7 @@ def guard_restricts(index: SemanticIndex, guard: Guard) -> bool:
 
 
 def _restricts(index: SemanticIndex, test: cst.BaseExpression, negated: bool) -> bool:
-    from ddplint.facts import _flag_polarity
+    from ddplint.analysis.values import _flag_polarity
 
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return _restricts(index, test.expression, not negated)

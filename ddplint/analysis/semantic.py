@@ -158,7 +158,7 @@ class SemanticIndex:
         self.ifs: list[cst.If] = []
         self.exits: list[Union[cst.Continue, cst.Break, cst.Return, cst.Raise]] = []
         self.classes: list[cst.ClassDef] = []
-        self.cache: dict = {}  # derived facts computed lazily by ddplint.facts / flow modules
+        self.cache: dict = {}  # derived facts computed lazily by ddplint.analysis.values / flow modules
         self._parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self._call_by_node: dict[cst.Call, CallSite] = {}
         self._ddp_context: Optional[bool] = None

@@ -13,7 +13,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
-from ddplint.semantic import CallSite, SemanticIndex, dotted_name
+from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
 CUDA_INDEX = re.compile(r"^cuda:\d+$")
 

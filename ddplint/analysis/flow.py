@@ -29,8 +29,8 @@ from typing import Iterable, Iterator, Optional, Union
 import libcst as cst
 
 from ddplint import names
-from ddplint.facts import is_ddp_model, literal_bool
-from ddplint.semantic import Binding, CallSite, SemanticIndex, dotted_name
+from ddplint.analysis.values import is_ddp_model, literal_bool
+from ddplint.analysis.semantic import Binding, CallSite, SemanticIndex, dotted_name
 
 Loop = Union[cst.For, cst.While]
 _FUNCTION_TYPES = (cst.FunctionDef, cst.Lambda)
@@ -927,7 +927,7 @@ def wrapped_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int,
     if not isinstance(expr, cst.Name):
         return False
     try:
-        from ddplint.project import wrapped_kind
+        from ddplint.analysis.models import wrapped_kind
     except ImportError:  # pragma: no cover - project analysis not present
         wrapped_kind = None
     if wrapped_kind is not None and wrapped_kind(index, expr, at_order):

@@ -1,0 +1,127 @@
+"""What a model expression holds, as the judge sees it: wrapped by DDP/FSDP here,
+or a parameter that some call site of the project fills with a wrapped model.
+
+These helpers combine the module's semantic index with the project join.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from ddplint import names
+from ddplint.screen.facts import ModuleFacts, summarize
+from ddplint.screen.project import Project
+
+
+def project_of(index) -> Project:
+    """The project an index belongs to: the engine's joined project, or a
+    one-module project built from this file alone (``complete = False``)."""
+    if index.project is not None:
+        return index.project
+    project = index.cache.get("project")
+    if project is None:
+        facts = summarize(index.source, index.path) or ModuleFacts(index.path)
+        project = Project([facts], complete=False)
+        index.cache["project"] = project
+    return project
+
+
+
+# ---------------------------------------------------------------------- index-side helpers
+def wrapped_kind(index, expr, at_order: int) -> str:
+    """"ddp" / "fsdp" when ``expr`` holds a DDP / FSDP-wrapped model where it is
+    used: a local wrap (``model = DDP(model)``), or a parameter of the enclosing
+    function that some call site in the project passes a wrapped model to."""
+    import libcst as cst
+
+    from ddplint.analysis.values import is_ddp_model
+
+    if is_ddp_model(index, expr, at_order, (names.DDP,)):
+        return "ddp"
+    if is_ddp_model(index, expr, at_order, (names.FSDP,)):
+        return "fsdp"
+    if isinstance(expr, cst.Name):
+        binding = index.binding_before(expr.value, at_order, expr) or \
+            next(iter(index.visible_bindings(expr.value, expr) or []), None)
+        if binding is not None and binding.kind == "param" and isinstance(binding.scope, cst.FunctionDef):
+            return project_of(index).wrapped_param(index.path, binding.scope.name.value, expr.value)
+    return ""
+
+
+def wrapped_slots(index, site) -> dict[str, str]:
+    """Argument slots of a call that carry a wrapped model: {"0": "ddp", "model": "fsdp"}."""
+    slots: dict[str, str] = {}
+    position = 0
+    for arg in site.node.args:
+        if arg.star:
+            break
+        slot = arg.keyword.value if arg.keyword is not None else str(position)
+        if arg.keyword is None:
+            position += 1
+        kind = wrapped_kind(index, arg.value, site.order)
+        if kind:
+            slots[slot] = kind
+    return slots
+
+
+def exclusive_branches(index, a, b) -> bool:
+    """Are nodes ``a`` and ``b`` in different branches of one ``if`` (so never
+    both run)? ``elif`` chains are nested ifs in ``orelse``."""
+    import libcst as cst
+
+    path_a = {id(n): child for child, n in _child_ancestor_pairs(index, a) if isinstance(n, cst.If)}
+    for child, ancestor in _child_ancestor_pairs(index, b):
+        if id(ancestor) in path_a:
+            return path_a[id(ancestor)] is not child and child is not ancestor.test
+    return False
+
+
+def _child_ancestor_pairs(index, node):
+    child = node
+    for ancestor in index.ancestors(node):
+        yield child, ancestor
+        child = ancestor
+
+
+_COPY_NAME = re.compile(r"ema|teacher|shadow|average|swa", re.IGNORECASE)
+
+
+def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.DDP,)) -> Optional[str]:
+    """The part of ``expr`` (``model``, ``self.net``, ``ddp.module.encoder``) that
+    names a model already wrapped by one of ``wrappers`` at ``at_order``: the
+    wrapper itself, or the inner model passed to a wrap call earlier in the same
+    function. None otherwise, and for EMA/teacher copies."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    name = dotted_name(expr)
+    if name is None or _COPY_NAME.search(name):
+        return None
+    parts = name.split(".")
+    scope = index.enclosing_scope(expr)
+    wrap_calls = [site for site in index.calls_to(*wrappers) if site.order < at_order]
+    for size in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:size])
+        # Bindings before the use, minus the statement the use sits in
+        # (``net = convert(net)`` binds ``net`` before its value's calls).
+        enclosing = {id(a) for a in index.ancestors(expr)}
+        bindings = [b for b in index.visible_bindings(prefix, expr) or []
+                    if b.order < at_order and id(b.node) not in enclosing]
+        if size == 1:
+            bindings = bindings[-1:]
+        for binding in bindings:
+            value = binding.value
+            if isinstance(value, cst.Call) and index.qualified_name(value.func) in wrappers:
+                return prefix
+            if binding.kind == "param" and size == 1 and isinstance(binding.scope, cst.FunctionDef):
+                kind = project_of(index).wrapped_param(index.path, binding.scope.name.value, prefix)
+                if kind and {"ddp": names.DDP, "fsdp": names.FSDP}[kind] in wrappers:
+                    return prefix
+        for site in wrap_calls:
+            module = site.argument("module", 0)
+            if site.scope is scope and module is not None and dotted_name(module.value) == prefix \
+                    and not exclusive_branches(index, site.node, expr):
+                return prefix
+    return None

@@ -1,0 +1,326 @@
+"""The join: every module's facts (``ddplint.screen.facts``) made into one project.
+
+Rules ask the project questions such as "is this function only ever called
+under a rank guard?", "is ``set_epoch`` called anywhere the entry script
+reaches?", "is this parameter a DDP model at some call site?".
+
+When a fact is unknown (a dynamic call, code outside the project) the answers
+say so (``None`` / ``complete = False``) and rules stay silent.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Optional
+
+from ddplint.screen.facts import CallFact, FunctionFacts, ModuleFacts
+
+# ---------------------------------------------------------------------- the join
+FunctionKey = tuple[str, str]  # (module path, function name)
+
+
+class Project:
+    """The joined facts of the linted modules; rules query it."""
+
+    def __init__(self, modules: Iterable[ModuleFacts], complete: bool = True) -> None:
+        self.modules: dict[str, ModuleFacts] = {m.path: m for m in modules}
+        self.complete = complete  # False: other modules exist that we have not seen
+        self._by_suffix: dict[tuple[str, ...], list[str]] = {}
+        for path in self.modules:
+            parts = _module_parts(path)
+            for start in range(len(parts)):
+                self._by_suffix.setdefault(tuple(parts[start:]), []).append(path)
+        self._nearest: dict[tuple[str, tuple[str, ...]], str] = {}
+        self.callers: dict[FunctionKey, list[tuple[str, CallFact]]] = {}
+        self._link_calls()
+        self.ddp_params: dict[FunctionKey, dict[str, str]] = {}  # param -> "ddp"/"fsdp"
+        self._propagate_wrapped_params()
+        self._reaches_collective: dict[FunctionKey, bool] = {}
+        self._propagate_collectives()
+        self._forwards = self._propagate_param_use("forwards")
+        self._loads = self._propagate_param_use("loads")
+        self._context: dict[str, bool] = {}
+
+    # ------------------------------------------------------------------ resolution
+    def resolve_module(self, importer: str, target: str) -> Optional[str]:
+        """The project path of module ``target`` ("pkg.mod", ".mod", "..") imported
+        from ``importer``; None when it is not in the linted set."""
+        level = len(target) - len(target.lstrip("."))
+        dotted = target[level:]
+        parts = tuple(p for p in dotted.split(".") if p)
+        if level:
+            base = os.path.dirname(os.path.normpath(importer))
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+            for candidate in (os.path.join(base, *parts) + ".py",
+                              os.path.join(base, *parts, "__init__.py")):
+                if os.path.normpath(candidate) in self._normalised:
+                    return self._normalised[os.path.normpath(candidate)]
+            return None
+        if not parts:
+            return None
+        found = self._by_suffix.get(parts)
+        if not found:
+            return None
+        if len(found) == 1:
+            return found[0]
+        importer_dir = os.path.dirname(importer)
+        key = (importer_dir, parts)
+        if key not in self._nearest:  # the candidate nearest the importer wins
+            self._nearest[key] = min(found, key=lambda p: (_distance(importer_dir, p), p))
+        return self._nearest[key]
+
+    @property
+    def _normalised(self) -> dict[str, str]:
+        if not hasattr(self, "_norm_cache"):
+            self._norm_cache = {os.path.normpath(p): p for p in self.modules}
+        return self._norm_cache
+
+    def resolve_function(self, path: str, callee: str,
+                         imports: Optional[dict[str, str]] = None) -> Optional[FunctionKey]:
+        """The project function that ``callee`` (dotted, as written in module
+        ``path``) names, or None when unknown."""
+        module = self.modules.get(path)
+        if module is None:
+            return None
+        imports = module.imports if imports is None else imports
+        parts = callee.split(".")
+        head = parts[0]
+        if len(parts) == 1 and head not in imports:
+            return (path, head) if head in module.functions else None
+        if head in ("self", "cls") and len(parts) == 2:
+            return (path, parts[1]) if parts[1] in module.functions else None
+        target = imports.get(head)
+        if target is None:
+            return None
+        dotted = target + ("." + ".".join(parts[1:]) if len(parts) > 1 else "")
+        # "pkg.mod.func": the last part is the function, the rest the module.
+        module_part, _, function = dotted.rpartition(".")
+        if not function:
+            return None
+        resolved = self.resolve_module(path, module_part) if module_part else None
+        if resolved is not None and function in self.modules[resolved].functions:
+            return (resolved, function)
+        return None
+
+    def _link_calls(self) -> None:
+        for path, module in self.modules.items():
+            resolved = []
+            for call in module.calls:
+                if call.maybe_guards and not call.guarded and any(
+                        self.is_rank_predicate(path, module.imports, g) for g in call.maybe_guards):
+                    call.guarded = call.guarded_lenient = True
+                key = self.resolve_function(path, call.callee)
+                if key is not None:
+                    self.callers.setdefault(key, []).append((path, call))
+                    resolved.append(call)
+            # Calls into other libraries are dead weight from here on, and the
+            # project is pickled to every worker process.
+            module.calls = resolved
+
+    def function(self, key: FunctionKey) -> Optional[FunctionFacts]:
+        module = self.modules.get(key[0])
+        return module.functions.get(key[1]) if module is not None else None
+
+    # ------------------------------------------------------------------ propagation
+    def _param_for_slot(self, key: FunctionKey, call: CallFact, slot: str) -> Optional[str]:
+        function = self.function(key)
+        if function is None:
+            return None
+        if not slot.isdigit():
+            return slot if slot in function.params else None
+        params = function.params
+        if params and params[0] in ("self", "cls") and "." in call.callee:
+            params = params[1:]
+        position = int(slot)
+        return params[position] if position < len(params) else None
+
+    def _propagate_wrapped_params(self) -> None:
+        changed = True
+        while changed:
+            changed = False
+            for key, calls in self.callers.items():
+                for caller_path, call in calls:
+                    for slot, tag in call.args.items():
+                        if tag.startswith("param:"):
+                            tag = self.ddp_params.get((caller_path, call.caller), {}).get(tag[6:], "")
+                        if not tag:
+                            continue
+                        param = self._param_for_slot(key, call, slot)
+                        if param is not None and param not in self.ddp_params.setdefault(key, {}):
+                            self.ddp_params[key][param] = tag
+                            changed = True
+
+    def _propagate_collectives(self) -> None:
+        reaches = {(p, n): f.collective for p, m in self.modules.items() for n, f in m.functions.items()}
+        changed = True
+        while changed:
+            changed = False
+            for key, calls in self.callers.items():
+                if not reaches.get(key):
+                    continue
+                for caller_path, call in calls:
+                    caller = (caller_path, call.caller)
+                    if call.caller and caller in reaches and not reaches[caller]:
+                        reaches[caller] = True
+                        changed = True
+        self._reaches_collective = reaches
+
+    def _propagate_param_use(self, attribute: str) -> dict[FunctionKey, set[str]]:
+        """Params that a function forwards / loads into, directly or by passing
+        them to a project function that does."""
+        uses = {(p, n): set(getattr(f, attribute)) for p, m in self.modules.items()
+                for n, f in m.functions.items()}
+        changed = True
+        while changed:
+            changed = False
+            for key, calls in self.callers.items():
+                for caller_path, call in calls:
+                    caller = (caller_path, call.caller)
+                    if caller not in uses:
+                        continue
+                    for slot, tag in call.args.items():
+                        if not tag.startswith("param:") or tag[6:] in uses[caller]:
+                            continue
+                        if self._param_for_slot(key, call, slot) in uses.get(key, ()):
+                            uses[caller].add(tag[6:])
+                            changed = True
+        return uses
+
+    # ------------------------------------------------------------------ questions
+    def reaches_collective(self, key: FunctionKey) -> bool:
+        return self._reaches_collective.get(key, False)
+
+    def call_reaches(self, path: str, callee: str, imports: dict[str, str],
+                     wrapped_slots: dict[str, str]) -> Optional[str]:
+        """What a call of ``callee`` from module ``path`` reaches: "collective",
+        "forward" (a forward of a wrapped model passed in ``wrapped_slots``),
+        "load" (a load_state_dict into it), or None."""
+        key = self.resolve_function(path, callee, imports)
+        if key is None:
+            return None
+        if self.reaches_collective(key):
+            return "collective"
+        function, module = self.function(key), self.modules[key[0]]
+        if function is not None and function.forwards_globals & module.wrapped_globals.keys():
+            return "forward"  # ``def estimate_loss(): model(x)`` with a module-level DDP model
+        call = CallFact(callee, "", False, False)
+        for slot in wrapped_slots:
+            param = self._param_for_slot(key, call, slot)
+            if param is not None and param in self._forwards.get(key, ()):
+                return "forward"
+        return None
+
+    def loading_function(self, path: str, callee: str, imports: dict[str, str]) -> Optional[FunctionKey]:
+        """The project function ``callee`` names when it loads weights into one of
+        its parameters (directly or through another project function)."""
+        key = self.resolve_function(path, callee, imports)
+        return key if key is not None and self._loads.get(key) else None
+
+    def call_loads_into(self, key: FunctionKey, callee: str, slot: str) -> bool:
+        param = self._param_for_slot(key, CallFact(callee, "", False, False), slot)
+        return param is not None and param in self._loads.get(key, ())
+
+    def wrapped_param(self, path: str, function: str, param: str) -> str:
+        """"ddp"/"fsdp" when some call site passes a wrapped model as ``param``."""
+        return self.ddp_params.get((path, function), {}).get(param, "")
+
+    def is_rank_predicate(self, path: str, imports: dict[str, str], callee: str) -> bool:
+        key = self.resolve_function(path, callee, imports)
+        function = self.function(key) if key else None
+        return function is not None and function.rank_predicate
+
+    def callers_guarded(self, path: str, function: str, _seen: Optional[set] = None) -> Optional[bool]:
+        """True when every known call of the function runs under a rank guard
+        (itself, or in a caller that is only ever called guarded); False when
+        some call is unguarded; None when no call is known."""
+        key = (path, function)
+        seen = _seen if _seen is not None else set()
+        if key in seen:
+            return None
+        seen.add(key)
+        calls = self.callers.get(key)
+        if not calls:
+            return None
+        for caller_path, call in calls:
+            if call.guarded_lenient:
+                continue
+            caller = self.function((caller_path, call.caller)) if call.caller else None
+            if caller is not None and caller.rank_zero_only:
+                continue
+            if call.caller and call.caller != function:
+                above = self.callers_guarded(caller_path, call.caller, seen)
+                if above is True:
+                    continue
+                if above is None and caller is not None:
+                    return None  # the caller's own callers are unknown
+            return False
+        return True
+
+    def caller_modules(self, path: str, function: str) -> Optional[list[ModuleFacts]]:
+        """The modules that call the function; None when no call is known."""
+        calls = self.callers.get((path, function))
+        return [self.modules[caller] for caller, _ in calls] if calls else None
+
+    def any_module(self, attribute: str) -> bool:
+        return any(getattr(m, attribute) for m in self.modules.values())
+
+    def module_in_ddp_context(self, path: str) -> bool:
+        """RULES.md's DDP context, project-wide: the module itself, a module a DDP
+        module imports or calls into, or one whose functions receive DDP models."""
+        if path not in self._context:
+            self._context[path] = self._compute_context(path)
+        return self._context[path]
+
+    def _compute_context(self, path: str) -> bool:
+        module = self.modules.get(path)
+        if module is None:
+            return False
+        if module.own_ddp_context:
+            return True
+        if path in self._receives_wrapped:
+            return True
+        return path in self._imported_by_ddp_modules
+
+    @property
+    def _receives_wrapped(self) -> set[str]:
+        if not hasattr(self, "_receives_cache"):
+            self._receives_cache = {key[0] for key, params in self.ddp_params.items() if params}
+        return self._receives_cache
+
+    @property
+    def _imported_by_ddp_modules(self) -> set[str]:
+        """Project modules that a DDP module imports (``import utils``,
+        ``from utils import f``, ``from . import utils``)."""
+        if not hasattr(self, "_imported_cache"):
+            found: set[str] = set()
+            for other_path, other in self.modules.items():
+                if not other.own_ddp_context:
+                    continue
+                for target in other.imports.values():
+                    for candidate in (target, target.rpartition(".")[0]):
+                        if candidate.strip("."):
+                            resolved = self.resolve_module(other_path, candidate)
+                            if resolved is not None:
+                                found.add(resolved)
+            self._imported_cache = found
+        return self._imported_cache
+
+
+def _module_parts(path: str) -> list[str]:
+    parts = [p for p in os.path.normpath(path).replace("\\", "/").split("/") if p not in ("", ".")]
+    if not parts:
+        return parts
+    last = parts[-1]
+    if last == "__init__.py":
+        return parts[:-1]
+    if last.endswith(".py"):
+        parts[-1] = last[:-3]
+    return parts
+
+
+def _distance(directory: str, path: str) -> int:
+    try:
+        return len(os.path.relpath(path, directory or ".").split(os.sep))
+    except ValueError:
+        return 1 << 20
