@@ -13,7 +13,7 @@ import pytest
 
 from ddplint.config import Settings
 from ddplint.discovery import discover
-from ddplint.engine import lint_files
+from ddplint.engine import lint_paths
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -40,7 +40,7 @@ def lint_fixture(target: Path) -> list[str]:
     settings = Settings(root=folder)
     files = discover([str(target)], settings).files
     shown = {path: path.resolve().relative_to(folder.resolve()).as_posix() for path in files}
-    results = lint_files(files, settings, jobs=1, display=shown)
+    results = lint_paths(files, settings, jobs=1, root=folder, display=shown)  # a fixture is a project
     found = []
     for result in results:
         for d in result.diagnostics:

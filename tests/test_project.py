@@ -1,20 +1,24 @@
-"""Project analysis: facts joined across modules (ddplint/project.py).
+"""Project analysis: facts joined across modules (ddplint/screen/project.py), the
+project root (ddplint/discovery.py: find_project_root) and the engine's entry
+points (ddplint/engine.py: lint_paths, lint_document).
 
 The multi-module fixtures (fixtures/project_bad/, fixtures/project_good/) are
-checked by tests/test_fixtures.py; here: each module of the bad project linted
-alone stays silent where the needed fact lives in another module, import
-resolution, the worker-process path, and the summaries' size.
+checked by tests/test_fixtures.py; here: named files and folders agree, one-file
+projects, import resolution, the worker-process path, and the summaries' size.
 """
 
+import json
 import pickle
 from pathlib import Path
 
 import pytest
 
 from ddplint.config import Settings
-from ddplint.engine import Linter, lint_files
+from ddplint.discovery import find_project_root, module_key
+from ddplint.engine import Linter, lint_document, lint_files, lint_paths
 from ddplint.screen.facts import summarize
 from ddplint.screen.project import Project
+from tests.helpers import run_cli, write
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PROJECT_RULES = ("DDP008", "DDP010", "DDP011", "DDP012", "DDP015", "DDP020")
@@ -24,22 +28,129 @@ def _codes(results):
     return sorted((r.path, d.line, d.code) for r in results for d in r.diagnostics)
 
 
-@pytest.mark.parametrize("name", ["main.py", "engine.py", "data.py", "utils.py", "model.py"])
-def test_one_module_alone_is_silent_where_the_fact_lives_elsewhere(name):
-    path = FIXTURES / "project_bad" / name
-    linter = Linter(Settings(select=("ALL",), root=path.parent))
-    result = linter.lint_source(path.read_text(encoding="utf-8"), name)
-    assert [d.code for d in result.diagnostics if d.code in PROJECT_RULES] == []
-
-
 def test_the_project_sees_what_single_files_cannot():
     folder = FIXTURES / "project_bad"
     files = sorted(folder.glob("*.py"))
     settings = Settings(select=PROJECT_RULES, root=folder)
     shown = {p: p.name for p in files}
-    found = {(path, code) for path, _, code in _codes(lint_files(files, settings, jobs=1, display=shown))}
+    found = {(path, code) for path, _, code in _codes(lint_files(files, settings, jobs=1, display=shown,
+                                                                 root=folder))}
     assert found == {("data.py", "DDP008"), ("engine.py", "DDP012"), ("main.py", "DDP015"),
                      ("main.py", "DDP020"), ("main.py", "DDP010"), ("utils.py", "DDP011")}
+
+
+# ---------------------------------------------------------------------- the project root
+def test_the_root_is_the_nearest_folder_with_a_project_marker(tmp_path):
+    for marker in ("pyproject.toml", "setup.py", "setup.cfg", ".ddplint.yaml", ".git"):
+        project = tmp_path / marker.strip(".")
+        write(project / marker, "")
+        script = write(project / "src" / "pkg" / "train.py", "")
+        assert find_project_root([script]) == project
+        assert find_project_root([script.parent, project / "src"]) == project
+    inner = write(tmp_path / "outer" / "pyproject.toml", "").parent / "inner"
+    write(inner / "setup.cfg", "")
+    assert find_project_root([write(inner / "a.py", "")]) == inner
+
+
+def test_without_a_marker_the_root_is_the_working_folder_or_the_common_folder(tmp_path):
+    a = write(tmp_path / "work" / "jobs" / "a.py", "")
+    b = write(tmp_path / "work" / "other" / "b.py", "")
+    assert find_project_root([a], cwd=tmp_path / "work") == tmp_path / "work"
+    assert find_project_root([a, b], cwd=tmp_path / "elsewhere") == tmp_path / "work"
+    assert find_project_root([a], cwd=tmp_path / "elsewhere") == a.parent
+    assert module_key(a, tmp_path / "work") == "jobs/a.py"
+
+
+def _fixture_runs(folder: Path, named: list[Path]):
+    settings = Settings(root=folder)
+    return {(r.path, d.line, d.column, d.code) for r in lint_paths(named, settings, root=folder,
+                                                                   display={p: p.name for p in named})
+            for d in r.diagnostics}
+
+
+@pytest.mark.parametrize("name", ["project_bad", "project_good"])
+def test_each_file_named_alone_gets_the_diagnostics_of_the_whole_folder(name):
+    folder = FIXTURES / name
+    files = sorted(folder.glob("*.py"))
+    whole = _fixture_runs(folder, files)
+    for path in files:
+        assert _fixture_runs(folder, [path]) == {found for found in whole if found[0] == path.name}
+    assert _fixture_runs(folder, files[1:3]) == {found for found in whole
+                                                 if found[0] in (files[1].name, files[2].name)}
+
+
+MAIN = """\
+import torch.distributed as dist
+from torch.utils.data import DataLoader
+from data import build_loader
+from utils import finish_job
+
+def main():
+    dist.init_process_group("nccl")
+    loader = build_loader()
+    for epoch in range(10):
+        for batch in loader:
+            step(batch)
+    finish_job()
+"""
+DATA = """\
+from torch.utils.data import DataLoader, DistributedSampler
+
+def build_loader():
+    return DataLoader(ds, sampler=DistributedSampler(ds))
+"""
+UTILS = "import torch.distributed as dist\n\ndef finish_job():\n    dist.destroy_process_group()\n"
+
+
+@pytest.fixture
+def split_project(tmp_path):
+    """A fact lives in a file that is not named: utils.py destroys the group
+    (silences DDP015 in main.py), main.py has the epoch loop (DDP008 in data.py)."""
+    root = tmp_path / "proj"
+    write(root / "pyproject.toml", "")
+    write(root / "main.py", MAIN)
+    write(root / "data.py", DATA)
+    write(root / "utils.py", UTILS)
+    return root
+
+
+def _cli_diagnostics(cwd: Path, *paths: str) -> dict:
+    output = run_cli("--format", "json", "--isolated", "--no-cache", "-j", "1", *paths, cwd=cwd).stdout
+    return {entry["path"]: [(d["code"], d["range"]["start"]["line"]) for d in entry["diagnostics"]]
+            for entry in json.loads(output)["files"]}
+
+
+def test_named_files_and_the_folder_agree_on_the_cli(split_project):
+    whole = _cli_diagnostics(split_project, ".")
+    assert whole == {"data.py": [("DDP008", 3)]}
+    for named in (["main.py"], ["data.py"], ["data.py", "utils.py"], ["main.py", "data.py", "utils.py"]):
+        assert _cli_diagnostics(split_project, *named) == {k: v for k, v in whole.items() if k in named}
+    # From another folder, with paths that name the files differently.
+    assert _cli_diagnostics(split_project.parent, "proj/data.py") == {"proj/data.py": [("DDP008", 3)]}
+
+
+def test_a_file_alone_in_its_folder_is_a_complete_project(tmp_path):
+    """Third-party imports (and calls into them) do not make a project incomplete."""
+    script = write(tmp_path / "solo" / "train.py", "import torch.distributed as dist\nimport wandb\n"
+                                                    "from mylib.trainer import fit\n"
+                                                    "dist.init_process_group('nccl')\nfit(wandb.init())\n")
+    results = lint_paths([script], Settings(select=("DDP015",), root=script.parent))
+    assert [(d.code, d.line) for r in results for d in r.diagnostics] == [("DDP015", 4)]
+
+
+def test_a_text_alone_is_a_complete_project():
+    source = "import torch.distributed as dist\nimport helpers\ndist.init_process_group('nccl')\nhelpers.run()\n"
+    result = Linter(Settings(select=("DDP015",))).lint_source(source, "job.py")
+    assert [d.code for d in result.diagnostics] == ["DDP015"]
+
+
+def test_an_editor_buffer_replaces_the_file_in_its_project(split_project):
+    settings = Settings(select=("DDP008", "DDP015"), root=split_project)
+    on_disk = lint_document((split_project / "data.py").read_text(), split_project / "data.py", settings)
+    assert [(d.code, d.line) for d in on_disk.diagnostics] == [("DDP008", 4)]
+    # The buffer calls set_epoch, which the saved file does not: the buffer's facts count.
+    edited = DATA + "\ndef every_epoch(sampler, epoch):\n    sampler.set_epoch(epoch)\n"
+    assert lint_document(edited, split_project / "data.py", settings).diagnostics == []
 
 
 def test_worker_processes_give_the_same_answers(tmp_path):
@@ -47,8 +158,8 @@ def test_worker_processes_give_the_same_answers(tmp_path):
     files = sorted(folder.glob("*.py")) * 3  # enough files for the process pool
     settings = Settings(select=("ALL",), root=folder)
     shown = {p: p.name for p in files}
-    assert _codes(lint_files(files, settings, jobs=2, display=shown)) == \
-        _codes(lint_files(files, settings, jobs=1, display=shown))
+    assert _codes(lint_files(files, settings, jobs=2, display=shown, root=folder)) == \
+        _codes(lint_files(files, settings, jobs=1, display=shown, root=folder))
 
 
 def test_summaries_are_small_and_picklable():
@@ -112,3 +223,12 @@ def test_guard_in_all_callers():
         "b.py": "from utils import save\ndef f():\n    save(2)\nf()\n",
     })
     assert project.callers_guarded("utils.py", "save") is False
+
+
+def test_the_root_walk_gives_the_same_answers_in_worker_processes(split_project):
+    for number in range(8):  # enough project files for the process pool
+        write(split_project / "extra" / f"m{number}.py", f"def helper{number}():\n    return {number}\n")
+    named = [split_project / "data.py", split_project / "main.py"]
+    settings = Settings(select=("ALL",), root=split_project)
+    assert _codes(lint_paths(named, settings, jobs=2)) == _codes(lint_paths(named, settings, jobs=1))
+    assert _codes(lint_paths(named, settings, jobs=1)) != []

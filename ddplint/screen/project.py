@@ -24,7 +24,10 @@ class Project:
 
     def __init__(self, modules: Iterable[ModuleFacts], complete: bool = True) -> None:
         self.modules: dict[str, ModuleFacts] = {m.path: m for m in modules}
-        self.complete = complete  # False: other modules exist that we have not seen
+        # False: modules of the project exist that were not seen. The engine always
+        # joins the whole project root, and a text linted alone is a project of
+        # its own, so both are complete (third-party imports are not the project).
+        self.complete = complete
         self._by_suffix: dict[tuple[str, ...], list[str]] = {}
         for path in self.modules:
             parts = _module_parts(path)
