@@ -151,6 +151,10 @@ def test_an_editor_buffer_replaces_the_file_in_its_project(split_project):
     # The buffer calls set_epoch, which the saved file does not: the buffer's facts count.
     edited = DATA + "\ndef every_epoch(sampler, epoch):\n    sampler.set_epoch(epoch)\n"
     assert lint_document(edited, split_project / "data.py", settings).diagnostics == []
+    # A buffer of main.py that no longer calls the cleanup helper: utils.py is out of its reach.
+    main = lint_document(MAIN.replace("    finish_job()\n", "").replace("from utils import finish_job\n", ""),
+                         split_project / "main.py", settings)
+    assert [(d.code, d.line) for d in main.diagnostics] == [("DDP015", 6)]
 
 
 def test_worker_processes_give_the_same_answers(tmp_path):
@@ -232,3 +236,88 @@ def test_the_root_walk_gives_the_same_answers_in_worker_processes(split_project)
     settings = Settings(select=("ALL",), root=split_project)
     assert _codes(lint_paths(named, settings, jobs=2)) == _codes(lint_paths(named, settings, jobs=1))
     assert _codes(lint_paths(named, settings, jobs=1)) != []
+
+
+# ---------------------------------------------------------------------- reachability scope
+SCRIPT = """\
+import os
+import argparse
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, DistributedSampler
+from utils import build_model
+{extra_imports}
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--local_rank", type=int, default=0)
+    args = parser.parse_args()
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(args.local_rank)
+    model = build_model().cuda()
+    sampler = DistributedSampler(ds)
+    loader = DataLoader(ds, sampler=sampler)
+    for epoch in range(3):
+{loop}        for batch in loader:
+            model(batch)
+{tail}
+"""
+
+
+def _script(extra_imports="", loop="", tail=""):
+    return SCRIPT.format(extra_imports=extra_imports, loop=loop, tail=tail)
+
+
+@pytest.fixture
+def examples_repo(tmp_path):
+    """Two independent scripts sharing utils.py; b_demo.py does everything right,
+    a_train.py nothing (set_epoch, destroy_process_group, LOCAL_RANK)."""
+    root = tmp_path / "examples"
+    write(root / ".git" / "HEAD", "ref: refs/heads/main\n")
+    write(root / "utils.py", "import torch\n\ndef build_model():\n    return torch.nn.Linear(2, 2)\n")
+    write(root / "a_train.py", _script())
+    write(root / "b_demo.py", _script(
+        loop="        sampler.set_epoch(epoch)\n",
+        tail="    local = int(os.environ['LOCAL_RANK'])\n    dist.destroy_process_group()\n"))
+    return root
+
+
+def test_independent_scripts_do_not_satisfy_each_other(examples_repo):
+    settings = Settings(select=("DDP008", "DDP015", "DDP022"), root=examples_repo)
+    for named in ([examples_repo / "a_train.py"], sorted(examples_repo.glob("*.py"))):
+        results = lint_paths(named, settings, display={p: p.name for p in named})
+        assert {(r.path, d.code) for r in results for d in r.diagnostics} == {
+            ("a_train.py", "DDP008"), ("a_train.py", "DDP015"), ("a_train.py", "DDP022")}
+
+
+def test_what_an_entry_script_reaches_counts(examples_repo):
+    """a_train.py calls a helper of another module (reached through a spawn
+    target, a star import, a plain call) that does what b_demo.py does inline."""
+    write(examples_repo / "lifecycle.py", "import os\nimport torch.distributed as dist\n\n"
+                                          "def finish():\n    dist.destroy_process_group()\n")
+    write(examples_repo / "epochs.py", "def every_epoch(sampler, epoch):\n    sampler.set_epoch(epoch)\n")
+    write(examples_repo / "envs.py", "import os\nLOCAL = int(os.environ.get('LOCAL_RANK', 0))\n")
+    write(examples_repo / "a_train.py", _script(
+        extra_imports="from lifecycle import finish\nfrom epochs import *\nimport envs\n",
+        loop="        every_epoch(sampler, epoch)\n", tail="    finish()\n"))
+    settings = Settings(select=("DDP008", "DDP015", "DDP022"), root=examples_repo)
+    results = lint_paths([examples_repo / "a_train.py"], settings)
+    assert [d.code for r in results for d in r.diagnostics] == []
+
+
+def test_a_helper_module_used_by_two_scripts_sees_both():
+    project = _project({
+        "utils.py": "def build():\n    pass\n",
+        "a_train.py": "from utils import build\nbuild()\n",
+        "b_demo.py": "import utils\nimport torch.multiprocessing as mp\nfrom worker import run\n"
+                     "mp.spawn(run, nprocs=2)\n",
+        "worker.py": "def run(rank):\n    pass\n",
+        "lonely.py": "x = 1\n",
+    })
+    assert project.scope("a_train.py") == {"a_train.py", "utils.py"}
+    assert project.scope("b_demo.py") == {"b_demo.py", "utils.py", "worker.py"}
+    assert project.scope("utils.py") == {"a_train.py", "b_demo.py", "utils.py", "worker.py"}
+    assert project.scope("worker.py") == {"b_demo.py", "utils.py", "worker.py"}
+    assert project.scope("lonely.py") == {"lonely.py"}
+    assert project.in_scope("worker.py", lambda m: m.path == "utils.py")
+    assert not project.in_scope("a_train.py", lambda m: m.path == "worker.py")
+    assert project.scope("not/in/the/project.py") == set(project.modules)  # unknown: everything

@@ -46,6 +46,9 @@ SHARDING_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspee
                        "composer", "torchdata", "webdataset", "ffcv")
 _SPAWNERS = ("spawn", "start_processes", "Process", "launch", "elastic_launch", "run")
 _PROCESS_INDEX_NAMES = ("gpu", "gpu_id", "device_id", "proc_id", "process_id", "local_gpu", "dev_id")
+# Part of every facts cache key: change it whenever the summaries below change
+# shape or meaning, so that no cache serves facts of an older layout.
+FACTS_VERSION = "2"
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -84,6 +87,7 @@ class FunctionFacts:
 class ModuleFacts:
     path: str
     imports: dict[str, str] = field(default_factory=dict)  # local name -> target ("..pkg.mod.f")
+    star_imports: list[str] = field(default_factory=list)  # modules of ``from M import *``
     own_ddp_context: bool = False
     functions: dict[str, FunctionFacts] = field(default_factory=dict)
     calls: list[CallFact] = field(default_factory=list)
@@ -279,6 +283,7 @@ class _Extractor:
             base = "." * node.level + (node.module or "")
             for alias in node.names:
                 if alias.name == "*":
+                    self.facts.star_imports.append(base)
                     continue
                 separator = "" if base.endswith(".") else "."
                 self.facts.imports[alias.asname or alias.name] = \

@@ -11,7 +11,7 @@ say so (``None`` / ``complete = False``) and rules stay silent.
 from __future__ import annotations
 
 import os
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from ddplint.screen.facts import CallFact, FunctionFacts, ModuleFacts
 
@@ -43,6 +43,11 @@ class Project:
         self._forwards = self._propagate_param_use("forwards")
         self._loads = self._propagate_param_use("loads")
         self._context: dict[str, bool] = {}
+        # The module graph: M -> N when M imports N (``import``, ``from``, ``*``) or
+        # calls into it (spawn targets included).
+        self.imported: dict[str, set[str]] = self._link_imports()
+        self.reaches: dict[str, set[str]] = self._link_modules()
+        self._scopes: dict[str, frozenset[str]] = {}
 
     # ------------------------------------------------------------------ resolution
     def resolve_module(self, importer: str, target: str) -> Optional[str]:
@@ -124,6 +129,30 @@ class Project:
     def function(self, key: FunctionKey) -> Optional[FunctionFacts]:
         module = self.modules.get(key[0])
         return module.functions.get(key[1]) if module is not None else None
+
+    def _link_imports(self) -> dict[str, set[str]]:
+        imported: dict[str, set[str]] = {}
+        for path, module in self.modules.items():
+            found = imported.setdefault(path, set())
+            for target in module.imports.values():
+                # ``from utils import f`` names a function of ``utils``, or a module.
+                for candidate in (target, target.rpartition(".")[0]):
+                    resolved = self.resolve_module(path, candidate) if candidate.strip(".") else None
+                    if resolved is not None and resolved != path:
+                        found.add(resolved)
+            for target in module.star_imports:
+                resolved = self.resolve_module(path, target)
+                if resolved is not None and resolved != path:
+                    found.add(resolved)
+        return imported
+
+    def _link_modules(self) -> dict[str, set[str]]:
+        reaches = {path: set(targets) for path, targets in self.imported.items()}
+        for (callee_path, _), calls in self.callers.items():
+            for caller_path, _ in calls:
+                if caller_path != callee_path:
+                    reaches[caller_path].add(callee_path)
+        return reaches
 
     # ------------------------------------------------------------------ propagation
     def _param_for_slot(self, key: FunctionKey, call: CallFact, slot: str) -> Optional[str]:
@@ -266,7 +295,37 @@ class Project:
         return [self.modules[caller] for caller, _ in calls] if calls else None
 
     def any_module(self, attribute: str) -> bool:
+        """Whole-project question (every file under the root); rules ask
+        ``in_scope`` instead, which follows what the entry script reaches."""
         return any(getattr(m, attribute) for m in self.modules.values())
+
+    # ------------------------------------------------------------------ reachability scope
+    def scope(self, path: str) -> frozenset[str]:
+        """"Anywhere in the project" as seen from module ``path``: every module
+        reached (imports, calls, spawn targets) from any module that reaches
+        ``path``, itself included. Independent scripts of one folder (an examples
+        repository) do not see each other; a helper module used by two scripts
+        sees both. An unknown module sees the whole project (precision first)."""
+        if path not in self.modules:
+            return frozenset(self.modules)
+        if path not in self._scopes:
+            entries = _closure([path], self._reached_by)
+            self._scopes[path] = frozenset(_closure(entries, self.reaches))
+        return self._scopes[path]
+
+    def in_scope(self, path: str, predicate: Callable[[ModuleFacts], bool]) -> bool:
+        """Does some module in ``scope(path)`` satisfy ``predicate``?"""
+        return any(predicate(self.modules[other]) for other in self.scope(path))
+
+    @property
+    def _reached_by(self) -> dict[str, set[str]]:
+        if not hasattr(self, "_reverse_cache"):
+            reverse: dict[str, set[str]] = {}
+            for source, targets in self.reaches.items():
+                for target in targets:
+                    reverse.setdefault(target, set()).add(source)
+            self._reverse_cache = reverse
+        return self._reverse_cache
 
     def module_in_ddp_context(self, path: str) -> bool:
         """RULES.md's DDP context, project-wide: the module itself, a module a DDP
@@ -296,18 +355,21 @@ class Project:
         """Project modules that a DDP module imports (``import utils``,
         ``from utils import f``, ``from . import utils``)."""
         if not hasattr(self, "_imported_cache"):
-            found: set[str] = set()
-            for other_path, other in self.modules.items():
-                if not other.own_ddp_context:
-                    continue
-                for target in other.imports.values():
-                    for candidate in (target, target.rpartition(".")[0]):
-                        if candidate.strip("."):
-                            resolved = self.resolve_module(other_path, candidate)
-                            if resolved is not None:
-                                found.add(resolved)
-            self._imported_cache = found
+            self._imported_cache = {target for other_path, other in self.modules.items()
+                                    if other.own_ddp_context for target in self.imported[other_path]}
         return self._imported_cache
+
+
+def _closure(starts: Iterable[str], edges: dict[str, set[str]]) -> set[str]:
+    """Everything reachable from ``starts`` along ``edges``, the starts included."""
+    seen = set(starts)
+    stack = list(seen)
+    while stack:
+        for following in edges.get(stack.pop(), ()):
+            if following not in seen:
+                seen.add(following)
+                stack.append(following)
+    return seen
 
 
 def _module_parts(path: str) -> list[str]:
