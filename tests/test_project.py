@@ -321,3 +321,75 @@ def test_a_helper_module_used_by_two_scripts_sees_both():
     assert project.in_scope("worker.py", lambda m: m.path == "utils.py")
     assert not project.in_scope("a_train.py", lambda m: m.path == "worker.py")
     assert project.scope("not/in/the/project.py") == set(project.modules)  # unknown: everything
+
+
+# ---------------------------------------------------------------------- values across calls
+def test_parameters_receive_what_every_call_site_passes():
+    project = _project({
+        "launch.py": "import os\nimport argparse\nimport torch\nimport torch.distributed as dist\n"
+                     "import torch.multiprocessing as mp\nfrom engine import fit, place, worker\n"
+                     "env = {k: os.environ[k] for k in ('RANK', 'WORLD_SIZE')}\n"
+                     "parser = argparse.ArgumentParser()\nparser.add_argument('--local_rank', type=int)\n"
+                     "opts = parser.parse_args()\n"
+                     "def main():\n"
+                     "    rank = int(os.environ['SLURM_PROCID'])\n"
+                     "    fit(rank, lrank=opts.local_rank)\n"
+                     "    fit(int(env['RANK']), lrank=int(os.environ['LOCAL_RANK']))\n"
+                     "    place(torch.device('cuda'), dist.get_rank() % torch.cuda.device_count())\n"
+                     "    mp.spawn(worker, args=(opts,), nprocs=2)\n",
+        "engine.py": "def fit(proc, lrank):\n    step(proc)\n"
+                     "def step(index):\n    pass\n"
+                     "def place(device, local):\n    pass\n"
+                     "def worker(gpu, opts):\n    step(gpu)\n"
+                     "def unused(x):\n    pass\n",
+    })
+    values = project.param_values
+    assert values("engine.py", "fit", "proc") == {"global_rank"}
+    assert values("engine.py", "fit", "lrank") == {"argv_local_rank", "local_rank"}
+    assert values("engine.py", "place", "device") == {"cuda_device"}
+    assert values("engine.py", "place", "local") == {"local_rank"}
+    assert values("engine.py", "worker", "gpu") == {"spawn_index"}
+    assert values("engine.py", "worker", "opts") == {"unknown"}
+    # Transitively, and callers that disagree say so.
+    assert values("engine.py", "step", "index") == {"global_rank", "spawn_index"}
+    assert values("engine.py", "unused", "x") is None  # no call is known
+
+
+def test_unknown_arguments_and_recursion_stay_unknown():
+    project = _project({
+        "a.py": "import torch.distributed as dist\n"
+                "def walk(rank, depth):\n    walk(rank, depth - 1)\n"
+                "def entry(r):\n    walk(r, 3)\n"
+                "walk(dist.get_rank(), 3)\nwalk(compute_rank(), 3)\nentry()\n",
+    })
+    assert project.param_values("a.py", "walk", "rank") == {"global_rank", "unknown"}
+    assert project.param_values("a.py", "walk", "depth") == {"literal", "unknown"}
+    assert project.param_values("a.py", "entry", "r") == {"unknown"}  # called without it
+
+
+def test_a_parsed_local_rank_needs_the_flag_in_reach():
+    project = _project({
+        "a.py": "from helpers import use\nuse(args.local_rank)\n",  # no --local_rank flag in reach
+        "helpers.py": "def use(device):\n    pass\n",
+    })
+    assert project.param_values("helpers.py", "use", "device") == {"unknown"}
+
+
+def test_a_helper_that_all_reduces_its_argument_returns_an_agreed_value():
+    project = _project({
+        "util.py": "import torch.distributed as dist\n"
+                   "def sync(x):\n    t = x.clone()\n    dist.all_reduce(t)\n    return t\n"
+                   "def mean(x, n):\n    t = x.clone()\n    dist.all_reduce(t)\n    return t.item() / n\n"
+                   "def gathered(x):\n    out = [None, None]\n    dist.all_gather_object(out, x)\n"
+                   "    return out\n"
+                   "def local(x):\n    t = x.clone()\n    dist.all_reduce(t)\n    return x\n"
+                   "def reduced(x):\n    dist.reduce(x, dst=0)\n    return x\n",
+        "train.py": "from util import sync, mean\nimport util\n",
+    })
+    imports = project.modules["train.py"].imports
+    assert project.returns_agreed("train.py", "sync", imports)
+    assert project.returns_agreed("train.py", "mean", imports)
+    assert project.returns_agreed("train.py", "util.gathered", imports)
+    assert not project.returns_agreed("train.py", "util.local", imports)
+    assert not project.returns_agreed("train.py", "util.reduced", imports)  # only dst holds it
+    assert not project.returns_agreed("train.py", "missing", imports)

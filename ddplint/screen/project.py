@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from typing import Callable, Iterable, Optional
 
-from ddplint.screen.facts import CallFact, FunctionFacts, ModuleFacts
+from ddplint.screen.facts import (ARGV_LOCAL_RANK, DDP_MODEL, FSDP_MODEL, LOCAL_RANK_ATTRIBUTE, PARAM_PREFIX,
+                                  UNKNOWN, CallFact, FunctionFacts, ModuleFacts)
 
 # ---------------------------------------------------------------------- the join
 FunctionKey = tuple[str, str]  # (module path, function name)
@@ -48,6 +49,7 @@ class Project:
         self.imported: dict[str, set[str]] = self._link_imports()
         self.reaches: dict[str, set[str]] = self._link_modules()
         self._scopes: dict[str, frozenset[str]] = {}
+        self._param_values: dict[tuple[FunctionKey, str], frozenset[str]] = {}
 
     # ------------------------------------------------------------------ resolution
     def resolve_module(self, importer: str, target: str) -> Optional[str]:
@@ -174,9 +176,9 @@ class Project:
             for key, calls in self.callers.items():
                 for caller_path, call in calls:
                     for slot, tag in call.args.items():
-                        if tag.startswith("param:"):
+                        if tag.startswith(PARAM_PREFIX):
                             tag = self.ddp_params.get((caller_path, call.caller), {}).get(tag[6:], "")
-                        if not tag:
+                        if tag not in (DDP_MODEL, FSDP_MODEL):
                             continue
                         param = self._param_for_slot(key, call, slot)
                         if param is not None and param not in self.ddp_params.setdefault(key, {}):
@@ -218,6 +220,87 @@ class Project:
                             uses[caller].add(tag[6:])
                             changed = True
         return uses
+
+    # ------------------------------------------------------------------ values across calls
+    def param_values(self, path: str, function: str, param: str) -> Optional[frozenset[str]]:
+        """What the project's call sites pass for parameter ``param`` of
+        ``function`` (module ``path``): the tags of ``ddplint.screen.facts``
+        (GLOBAL_RANK, LOCAL_RANK, ARGV_LOCAL_RANK, CUDA_DEVICE, SPAWN_INDEX, LITERAL,
+        "ddp", "fsdp") over every known call site, followed through parameters
+        passed on, with UNKNOWN for a call that passes anything else (or nothing).
+        None when no call is known. Callers that disagree are the caller's
+        question (``{GLOBAL_RANK, UNKNOWN}`` is not a global rank)."""
+        key = (path, function)
+        if not self.callers.get(key) or self.function(key) is None:
+            return None
+        if (key, param) not in self._param_values:
+            self._solve_param_values((key, param))
+        return self._param_values[(key, param)]
+
+    def _solve_param_values(self, start: tuple[FunctionKey, str]) -> None:
+        """Collect the parameters whose values flow into ``start`` (through
+        "param:NAME" arguments), then grow their tag sets to a fixpoint (calls
+        may be recursive)."""
+        direct: dict[tuple[FunctionKey, str], set[str]] = {}
+        sources: dict[tuple[FunctionKey, str], list[tuple[FunctionKey, str]]] = {}
+        stack = [start]
+        while stack:
+            node = stack.pop()
+            if node in direct or node in self._param_values:
+                continue
+            direct[node], sources[node] = self._call_site_tags(*node)
+            stack.extend(sources[node])
+        values = {node: set(tags) for node, tags in direct.items()}
+        changed = True
+        while changed:
+            changed = False
+            for node, feeding in sources.items():
+                for source in feeding:
+                    extra = (self._param_values.get(source) or values[source]) - values[node]
+                    if extra:
+                        values[node] |= extra
+                        changed = True
+        for node, tags in values.items():
+            self._param_values[node] = frozenset(tags or {UNKNOWN})
+
+    def _call_site_tags(self, key: FunctionKey, param: str) -> tuple[set[str], list[tuple[FunctionKey, str]]]:
+        """The tags the calls of ``key`` pass for ``param`` directly, and the
+        callers' parameters they pass on."""
+        calls = self.callers.get(key)
+        if not calls:
+            return {UNKNOWN}, []  # a caller's parameter nobody is known to fill
+        tags: set[str] = set()
+        feeding: list[tuple[FunctionKey, str]] = []
+        for caller_path, call in calls:
+            tag = self._slot_tag(key, call, param)
+            if tag.startswith(PARAM_PREFIX) and call.caller:
+                feeding.append(((caller_path, call.caller), tag[len(PARAM_PREFIX):]))
+            elif tag == LOCAL_RANK_ATTRIBUTE:  # ``args.local_rank``: parsed from argv?
+                tags.add(ARGV_LOCAL_RANK if self.in_scope(caller_path, lambda m: m.adds_local_rank_flag)
+                         else UNKNOWN)
+            else:
+                tags.add(tag or UNKNOWN)
+        return tags, feeding
+
+    def _slot_tag(self, key: FunctionKey, call: CallFact, param: str) -> str:
+        """The tag ``call`` passes for ``param`` ("" when it passes something
+        untagged or nothing)."""
+        if param in call.args:
+            return call.args[param]
+        function = self.function(key)
+        params = function.params if function is not None else ()
+        if params and params[0] in ("self", "cls") and "." in call.callee:
+            params = params[1:]
+        if param not in params:
+            return ""
+        return call.args.get(str(params.index(param)), "")
+
+    def returns_agreed(self, path: str, callee: str, imports: Optional[dict[str, str]] = None) -> bool:
+        """Does the project function ``callee`` (as written in module ``path``)
+        return a value a collective made the same on every rank?"""
+        key = self.resolve_function(path, callee, imports)
+        function = self.function(key) if key is not None else None
+        return function is not None and function.returns_agreed
 
     # ------------------------------------------------------------------ questions
     def reaches_collective(self, key: FunctionKey) -> bool:
