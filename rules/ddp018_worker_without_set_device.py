@@ -87,7 +87,7 @@ class WorkerWithoutSetDevice(Rule):
         if not index.calls_to(names.INIT_PROCESS_GROUP, names.DDP):
             return  # not a worker (or the worker is set up elsewhere)
         if index.calls_to(names.SET_DEVICE) or index.method_calls("set_device") \
-                or project_of(index).any_module("calls_set_device"):
+                or project_of(index).in_scope(index.path, lambda m: m.calls_set_device):
             return
         if any(index.imports_module(f) for f in _FRAMEWORKS) or module_masks_visible_devices(index):
             return

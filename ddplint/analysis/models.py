@@ -15,14 +15,15 @@ from ddplint.screen.project import Project
 
 
 def project_of(index) -> Project:
-    """The project an index belongs to: the engine's joined project, or a
-    one-module project built from this file alone (``complete = False``)."""
+    """The project an index belongs to: the engine's joined project (the facts
+    of the project root), or, for a text linted on its own, a one-module
+    project of this text (complete: nothing else belongs to it)."""
     if index.project is not None:
         return index.project
     project = index.cache.get("project")
     if project is None:
         facts = summarize(index.source, index.path) or ModuleFacts(index.path)
-        project = Project([facts], complete=False)
+        project = Project([facts])
         index.cache["project"] = project
     return project
 
