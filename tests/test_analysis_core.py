@@ -281,3 +281,37 @@ def test_a_local_name_is_never_mistaken_for_a_star_imported_one():
 def test_accelerator_api_is_set_device():
     index = index_of("import torch\ntorch.accelerator.set_device_index(rank)\n")
     assert index.calls[0].qualified_name == names.SET_DEVICE
+
+
+# ---------------------------------------------------------------------- values across calls
+def test_a_global_rank_passed_as_an_argument_is_a_global_rank_inside(tmp_path):
+    from ddplint.engine import Linter
+    from ddplint.config import Settings
+    from ddplint.screen.facts import summarize
+    from ddplint.screen.project import Project
+
+    source = textwrap.dedent("""
+        import os
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+
+        def fit(proc):
+            torch.cuda.set_device(proc)
+
+        def worker(gpu, args):
+            torch.cuda.set_device(gpu)
+
+        if __name__ == "__main__":
+            fit(int(os.environ["RANK"]))
+            mp.spawn(worker, nprocs=4, args=(None,))
+    """).lstrip()
+    linter = Linter(Settings(select=("DDP017",), root=tmp_path))
+    linter.project = Project([summarize(source, "train.py")])
+    found = [(d.code, d.line) for d in linter.lint_source(source, "train.py").diagnostics]
+    assert found == [("DDP017", 7)]  # ``fit(RANK)``; the spawn index in worker() stays exempt
+
+
+def test_node_rank_arithmetic_is_a_global_rank():
+    index = index_of("rank = args.node_rank * ngpus_per_node + gpu\ndev(rank)\n")
+    assert is_global_rank(index, index.calls_by_method["dev"][0].node.args[0].value)

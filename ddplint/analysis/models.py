@@ -10,7 +10,8 @@ import re
 from typing import Optional
 
 from ddplint import names
-from ddplint.screen.facts import ModuleFacts, summarize
+from ddplint.screen.facts import (ARGV_LOCAL_RANK, GLOBAL_RANK, LITERAL, LOCAL_RANK, SPAWN_INDEX, ModuleFacts,
+                                   summarize)
 from ddplint.screen.project import Project
 
 
@@ -136,7 +137,44 @@ def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.
     return None
 
 
+def function_key(index, function) -> str:
+    """The project's name of a function definition: "Class.method" for a method
+    defined in a class body, the plain name otherwise."""
+    import libcst as cst
+
+    block = index.parent(function)
+    owner = index.parent(block) if block is not None else None
+    if isinstance(owner, cst.ClassDef):
+        return f"{owner.name.value}.{function.name.value}"
+    return function.name.value
+
+
+def parameter_values(index, binding) -> Optional[frozenset[str]]:
+    """What the project's call sites pass for a parameter binding (tags of
+    ``ddplint.screen.facts``: global_rank, local_rank, spawn_index, ...); None
+    when no call of the function is known."""
+    import libcst as cst
+
+    if binding.kind != "param" or not isinstance(binding.scope, cst.FunctionDef):
+        return None
+    project = project_of(index)
+    key = function_key(index, binding.scope)
+    found = project.param_values(index.path, key, binding.name)
+    if found is None and "." in key:  # summaries that key methods by their bare name
+        found = project.param_values(index.path, binding.scope.name.value, binding.name)
+    return found
+
+
+_RANK_SOURCE_OF_TAG = {GLOBAL_RANK: "global", LOCAL_RANK: "local", ARGV_LOCAL_RANK: "local",
+                       SPAWN_INDEX: "local", LITERAL: "literal"}
+
+
 def parameter_rank_sources(index, binding) -> frozenset[str]:
-    """The rank sources (see ``values.rank_sources``) the project's call sites
-    pass for a parameter; {"unknown"} until one is known."""
-    return frozenset({"unknown"})
+    """The rank sources (see ``values.rank_sources``) that the project's call
+    sites pass for a parameter: a global rank passed as ``fit(rank)`` is a
+    global rank inside ``fit``; the index ``mp.spawn`` passes to its target is
+    a local one (single-node launch). {"unknown"} when no call is known."""
+    tags = parameter_values(index, binding)
+    if not tags:
+        return frozenset({"unknown"})
+    return frozenset(_RANK_SOURCE_OF_TAG.get(tag, "unknown") for tag in tags)

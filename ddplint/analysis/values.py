@@ -119,8 +119,13 @@ def rank_sources(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0)
     if isinstance(expr, cst.IfExp):
         return rank_sources(index, expr.body, depth + 1) | rank_sources(index, expr.orelse, depth + 1)
     if isinstance(expr, cst.BinaryOperation):
-        # ``rank % ngpus`` is a local index; other arithmetic is not a rank at all.
-        return frozenset({LOCAL if isinstance(expr.operator, cst.Modulo) else UNKNOWN})
+        # ``rank % ngpus`` is a local index; ``node_rank * ngpus + gpu`` the global
+        # rank of a multi-node launch; other arithmetic is not a rank at all.
+        if isinstance(expr.operator, cst.Modulo):
+            return frozenset({LOCAL})
+        if isinstance(expr.operator, cst.Add) and (_counts_nodes(expr.left) or _counts_nodes(expr.right)):
+            return frozenset({GLOBAL})
+        return frozenset({UNKNOWN})
     key = environ_key(index, expr)
     if key is not None:
         return frozenset({GLOBAL if key in GLOBAL_RANK_VARIABLES else
@@ -139,6 +144,16 @@ def rank_sources(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0)
         else:
             sources.add(UNKNOWN)
     return frozenset(sources or {UNKNOWN})
+
+
+_NODE_WORDS = ("node_rank", "noderank", "nr", "node_id", "node_idx", "machine_rank", "node")
+
+
+def _counts_nodes(expr: cst.BaseExpression) -> bool:
+    """``args.node_rank * ngpus_per_node`` (one operand of a product names the node)."""
+    if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply)):
+        return False
+    return any((dotted_name(side) or "").split(".")[-1].lower() in _NODE_WORDS for side in (expr.left, expr.right))
 
 
 def _call_rank_sources(index: SemanticIndex, call: cst.Call, depth: int) -> frozenset[str]:
