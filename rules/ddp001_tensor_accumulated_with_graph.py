@@ -225,6 +225,126 @@ def train(model, loader, optimizer):
         step_losses.append(criterion(model(x), y))
         optimizer.step()
 """),
+        # Bound under no_grad, read after the block: no history.
+        Valid(TRAIN + """\
+def validate(net, loader):
+    total = 0
+    for xb in loader:
+        with torch.no_grad():
+            v = net(xb).mean()
+        total += v
+    return total
+
+validate(model, val_loader)
+"""),
+        # A short loop over the parts of one step, its sum returned into the loss.
+        Valid(TRAIN + """\
+import torch.nn.functional as F
+
+def head_loss(student, views, targets):
+    acc = 0
+    for j in range(len(views)):
+        acc += (1 - F.cosine_similarity(student(views[j]), targets[j])).mean()
+    return acc
+
+def train(student, loader, optimizer):
+    for views, targets in loader:
+        loss = head_loss(student, views, targets)
+        loss.backward()
+        optimizer.step()
+"""),
+        # Nested part loops summed into the loss that backward() consumes.
+        Valid(TRAIN + """\
+import torch.nn.functional as F
+
+def multi_crop_step(net, x, heads, views, n):
+    out = net(x)
+    total = 0
+    for h in heads:
+        part = 0
+        for v in views:
+            part -= F.log_softmax(out[h][v], 1).mean()
+        total += part / n
+    total.backward()
+"""),
+        Valid(TRAIN + """\
+import torch.nn.functional as F
+
+def multi_crop_loss(net, x, heads, views, n):
+    out = net(x)
+    total = 0
+    for h in heads:
+        part = 0
+        for v in views:
+            part -= F.log_softmax(out[h][v], 1).mean()
+        total += part / n
+    return total
+
+def train(net, loader, optimizer, heads, views):
+    for x in loader:
+        loss = multi_crop_loss(net, x, heads, views, len(heads) * len(views))
+        loss.backward()
+        optimizer.step()
+"""),
+        # A meter whose class is not visible: not guessed at.
+        Valid(TRAIN + """\
+from utils import AverageMeter
+
+def train(model, loader, optimizer):
+    meter = AverageMeter()
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        meter.update(loss)
+"""),
+        # A project meter that keeps a Python number.
+        Valid(TRAIN + """\
+class Meter:
+    def __init__(self):
+        self.sum, self.count = 0.0, 0
+    def update(self, val, n=1):
+        self.sum += val.item() * n
+        self.count += n
+
+def train(model, loader, optimizer):
+    meter = Meter()
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        meter.update(loss, x.size(0))
+"""),
+        # Framework code: a list of modules, not of tensors with history.
+        Valid(TRAIN + """\
+def build_replicas(factory, cfgs):
+    replicas = []
+    for cfg in cfgs:
+        replicas.append(factory.build_model(cfg))
+    return replicas
+
+replicas = build_replicas(registry, configs)
+"""),
+        # Graphs stored for a deferred backward are consumed.
+        Valid(TRAIN + """\
+def train_step(net, micro_batches, optimizer):
+    pending = []
+    for x, y in micro_batches:
+        pending.append(criterion(net(x), y))
+    for l in pending:
+        l.backward()
+    optimizer.step()
+"""),
+        # A model output bound under no_grad: its fields have no history.
+        Valid(TRAIN + """\
+def evaluate(net, loader):
+    losses = []
+    for b in loader:
+        with torch.no_grad():
+            out = net(b)
+        losses.append(out.loss)
+    return losses
+
+evaluate(model, val_loader)
+"""),
     ]
     invalid = [
         Invalid(TRAIN + """\
@@ -317,22 +437,95 @@ outputs = []
 for x in loader:
     outputs.append(torch.softmax(model(x), dim=-1))
 """, line=6, column=5, severity="error"),
+        # An augmented assignment keeps the history of its target.
+        Invalid(TRAIN + """\
+def train(net, loader, opt, n):
+    history = []
+    for xb in loader:
+        loss = net(xb).mean(); loss.backward(); opt.step()
+        snap = loss.clone(); snap /= n
+        history.append(snap)
+""", line=9, column=9, severity="warning"),
+        # A per-batch method without a loop of its own, called from a loop.
+        Invalid(TRAIN + """\
+class Runner:
+    def step(self, xb):
+        loss = self.net(xb).mean()
+        self.history.append(loss)
+        loss.backward()
+        self.opt.step()
+
+    def epoch(self, loader):
+        for xb in loader:
+            self.step(xb)
+""", line=7, column=9, severity="warning"),
+        # The reset is skipped by `continue` on the accumulating iterations.
+        Invalid(TRAIN + """\
+def train(net, loader, opt, k):
+    acc = 0.0
+    for i, xb in enumerate(loader):
+        loss = net(xb).mean() / k
+        acc += loss
+        if (i + 1) % k:
+            loss.backward(); continue
+        loss.backward(); opt.step(); acc = 0.0
+""", line=8, column=9, severity="warning"),
+        # A meter of this module that keeps its argument (`self.sum += val`).
+        Invalid(TRAIN + """\
+class AverageMeter:
+    def __init__(self):
+        self.sum, self.count = 0.0, 0
+    def update(self, val, n=1):
+        self.sum += val * n
+        self.count += n
+
+def train(model, loader, optimizer):
+    meter = AverageMeter()
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        meter.update(loss, x.size(0))
+""", line=16, column=9, severity="warning"),
+        # The same per-batch method reached through an instance, with no backward: error.
+        Invalid(TRAIN + """\
+class Scorer:
+    def score(self, xb):
+        self.outputs.append(self.net(xb))
+
+scorer = Scorer()
+for xb in loader:
+    scorer.score(xb)
+""", line=6, column=9, severity="error"),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for node, accumulator, value, order in _accumulations(index):
             severity = _severity(index, node, accumulator, value, order)
             if severity is not None:
-                yield self.report(node, severity=severity)
+                yield self.report(node, _message(index, value, severity), severity=severity)
+
+
+def _message(index: SemanticIndex, value: cst.BaseExpression, severity: str) -> str:
+    text = index.module.code_for_node(value).strip()
+    shown = f"`{text}`" if len(text) <= 40 and "\n" not in text else "this tensor"
+    if severity == "error":
+        return (f"{shown} carries autograd history and no backward() frees it: the whole activation "
+                "graph of every batch stays alive and memory grows until out-of-memory; "
+                "use .item() or .detach()")
+    return (f"{shown} carries autograd history and is kept across iterations: every step's graph "
+            "stays referenced and memory grows each step; use .item() or .detach()")
 
 
 def _accumulations(index: SemanticIndex):
     """(reported node, accumulator expression, accumulated value, order) for
-    every append/extend/insert and every accumulating assignment in a loop."""
+    every append/extend/insert, every accumulating assignment, and every call
+    of a project meter method that keeps its argument (``meter.update(loss)``)."""
     for site in index.method_calls("append", "extend", "insert", "add"):
         if site.receiver is None or not site.node.args:
             continue
         value = site.node.args[-1].value
+        yield site.node, site.receiver, value, site.order
+    for site, value in _keeping_calls(index):
         yield site.node, site.receiver, value, site.order
     for target, value in index.subscript_assignments:  # ``totals["loss"] += loss``
         statement = index.parent(target)
@@ -351,6 +544,45 @@ def _accumulations(index: SemanticIndex):
                     other = _other_operand(binding.value, target_name)
                     if other is not None:
                         yield binding.node, binding.node.targets[0].target, other, binding.order
+
+
+def _keeping_calls(index: SemanticIndex):
+    """``meter.update(loss)`` where ``meter`` is an instance of a class of this
+    module whose method stores the argument in the instance
+    (``self.sum += val``, ``self.values.append(val)``): (call, argument)."""
+    for site in index.calls:
+        if site.method in ("append", "extend", "insert", "add") or not isinstance(site.receiver, cst.Name):
+            continue
+        if not isinstance(site.node.func, cst.Attribute) or not site.node.args:
+            continue
+        method = _instance_method(index, site.receiver, site.method)
+        if method is None:
+            continue
+        params = [p.name.value for p in method.params.params][1:]
+        for position, arg in enumerate(site.node.args):
+            if arg.star:
+                break
+            param = arg.keyword.value if arg.keyword is not None else (
+                params[position] if position < len(params) else None)
+            if param is not None and flow.method_keeps_param(index, method, param):
+                yield site, arg.value
+                break
+
+
+def _instance_method(index: SemanticIndex, receiver: cst.Name, method: str) -> Optional[cst.FunctionDef]:
+    values = index.reaching_values(receiver) or []
+    classes = set()
+    for value in values:
+        if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+            return None
+        classes.add(value.func.value)
+    if len(classes) != 1:
+        return None
+    wanted = classes.pop()
+    owner = next((c for c in index.classes if c.name.value == wanted), None)
+    if owner is None:
+        return None
+    return next((f for f in index.functions_named(method) if index.parent(index.parent(f)) is owner), None)
 
 
 def _order_of(index: SemanticIndex, statement: cst.AugAssign) -> Optional[int]:
@@ -372,33 +604,92 @@ def _other_operand(value: cst.BinaryOperation, name: str) -> Optional[cst.BaseEx
 
 def _severity(index: SemanticIndex, node: cst.CSTNode, accumulator: cst.BaseExpression,
               value: cst.BaseExpression, order: int) -> Optional[str]:
-    loops = flow.enclosing_loops(index, node)
-    if not loops or flow.in_framework_code(index, node) or flow.in_module_internals(index, node):
+    if flow.in_framework_code(index, node) or flow.in_module_internals(index, node):
         return None
-    loop = loops[0]
-    if _few_literal_iterations(loop):
-        return None  # ``for i in range(10)``: a bounded, short-lived graph, not a leak
     name = dotted_name(accumulator)
     if name is None:
         return None
-    if "." not in name and flow.binds_inside(index, name, loop, node):
-        return None  # reset every iteration
     if name.split(".")[0] != "self" and "." in name:
         return None  # an attribute of some value: cannot tell what it is
     if "." not in name and index.visible_bindings(name, node) is None:
         return None
+    loops = flow.enclosing_loops(index, node)
+    if not loops:
+        return _per_call_severity(index, node, name, value, order)
+    if "." in name:  # ``self.history``: outlives the loop unless rebound in it
+        surviving = [loop for loop in loops if not flow.binds_inside(index, name, loop, node)]
+    else:
+        surviving = flow.surviving_loops(index, name, node, loops)
+    # ``for i in range(10)``: a bounded, short-lived graph, not a leak
+    surviving = [loop for loop in surviving if not _few_literal_iterations(loop)]
+    if not surviving:
+        return None  # reset every iteration, on every path
     if not flow.carries_graph(index, value, order):
         return None
     if _consumed_by_backward(index, node, name):
         return None
+    if "." not in name and not any(flow.is_data_loop(index, loop) for loop in surviving) \
+            and _returned(index, node, name):
+        return None  # a sum over the parts of one step, returned into the loss
     mode = flow.grad_mode(index, node)
     if mode == "off":
         return None
-    if any(flow.is_training_loop(index, outer) for outer in loops[:1]):
+    if flow.is_training_loop(index, loops[0]):
         return "warning"
     if mode == "unknown":
         return None  # an evaluation helper whose callers are elsewhere
     return "error"
+
+
+def _per_call_severity(index: SemanticIndex, node: cst.CSTNode, name: str,
+                       value: cst.BaseExpression, order: int) -> Optional[str]:
+    """A per-batch method with no loop of its own (``def step(self, xb): ...
+    self.history.append(loss)``) that a loop of this module calls: the
+    instance's container outlives every call."""
+    if not name.startswith("self."):
+        return None
+    function = flow.enclosing_function(index, node)
+    if function is None or any(flow.is_inside(index, b.node, function) and b.kind in ("assign", "annassign")
+                               and name not in flow.names_in(b.value)
+                               for b in index.visible_bindings(name, node) or []):
+        return None  # rebound in the method: one call's worth
+    in_loops = [c for c in flow.callers(index, function) + _instance_callers(index, function)
+                if flow.enclosing_loops(index, c.node) and not flow.in_no_grad_region(index, c.node)]
+    if not in_loops or flow.in_no_grad_region(index, node):
+        return None
+    if not flow.carries_graph(index, value, order) or _consumed_by_backward(index, node, name):
+        return None
+    if flow.function_trains(index, function):
+        return "warning"
+    return "error"  # called from loops with autograd on, and nothing frees the graph
+
+
+def _instance_callers(index: SemanticIndex, function: cst.FunctionDef):
+    """``runner.step(xb)`` with ``runner = Runner(...)`` in this module."""
+    owner = index.parent(index.parent(function))
+    if not isinstance(owner, cst.ClassDef):
+        return []
+    found = []
+    for site in index.method_calls(function.name.value):
+        if isinstance(site.receiver, cst.Name) and \
+                _instance_method(index, site.receiver, function.name.value) is function:
+            found.append(site)
+    return found
+
+
+def _returned(index: SemanticIndex, node: cst.CSTNode, name: str) -> bool:
+    """Is the accumulator (or a value computed from it) what the function
+    returns?"""
+    function = flow.enclosing_function(index, node)
+    if function is None:
+        return False
+    for exit_node in index.exits:
+        if isinstance(exit_node, cst.Return) and exit_node.value is not None \
+                and flow.enclosing_function(index, exit_node) is function \
+                and flow.precedes(index, node, exit_node) \
+                and flow.depends_on(index, exit_node.value, name, flow.order_near(index, exit_node)):
+            return True
+    return False
 
 
 SHORT_LOOP = 100

@@ -427,6 +427,9 @@ MODEL_NAMES = ("model", "net", "network", "netg", "netd", "generator", "discrimi
 CRITERION_WORDS = ("criterion", "loss_fn", "lossfn", "loss_func", "loss_function", "compute_loss",
                    "loss_fct", "criterian", "loss_module")
 MODEL_FACTORIES = ("create_model", "build_model", "get_model", "make_model")
+# Verbs of functions that return (or prepare) a model rather than run one.
+FACTORY_VERBS = ("build_", "create_", "get_", "make_", "load_", "init_", "setup_", "prepare_",
+                 "wrap_", "construct_", "instantiate_", "new_", "copy_", "clone_", "save_")
 
 
 def _last_part(expr: cst.BaseExpression) -> str:
@@ -457,6 +460,8 @@ def is_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int) -> b
             if _last_part(value.func) in MODEL_FACTORIES:
                 return True
     last = name.split(".")[-1].lower()
+    if last.startswith(FACTORY_VERBS):
+        return False  # ``factory.build_model(cfg)`` returns a module; it is not one
     return last in MODEL_NAMES or last.endswith("_model") or last.endswith("_net")
 
 
@@ -639,8 +644,16 @@ def binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) ->
     node = binding.node
     if in_no_grad_region(index, node):
         return False  # bound under ``torch.no_grad()``: no history, whatever is read later
-    if binding.kind in ("assign", "annassign", "augassign"):
+    if binding.kind in ("assign", "annassign"):
         return carries_graph(index, binding.value, binding.order, depth + 1)
+    if binding.kind == "augassign":
+        # ``snap /= n`` keeps whatever history ``snap`` already had.
+        if carries_graph(index, binding.value, binding.order, depth + 1):
+            return True
+        if "." in binding.name or depth > 6:
+            return False
+        return any(earlier is not binding and binding_carries_graph(index, earlier, depth + 2)
+                   for earlier in index.reaching(binding.name, node))
     if binding.kind == "unpack" and isinstance(node, cst.Assign):
         value = node.value
         if isinstance(value, cst.Call) and _method(value) in INDEX_RESULTS:
@@ -703,10 +716,54 @@ def depends_on(index: SemanticIndex, expr: cst.BaseExpression, name: str, at_ord
             elif binding.kind == "unpack" and isinstance(binding.node, cst.Assign):
                 if depends_on(index, binding.node.value, name, binding.order, depth + 1):
                     return True
+            elif binding.kind == "loop" and isinstance(binding.node, cst.For):
+                # ``for l in pending: l.backward()`` consumes what ``pending`` holds
+                if depends_on(index, binding.node.iter, name, binding.order, depth + 1):
+                    return True
     return False
 
 
 # ---------------------------------------------------------------------- bindings and loops
+
+
+def method_keeps_param(index: SemanticIndex, method: cst.FunctionDef, param: str) -> bool:
+    """Does ``method`` store its parameter ``param`` in the instance so that it
+    outlives the call: ``self.sum += val * n``, ``self.sum = self.sum + val``,
+    ``self.values.append(val)`` (not ``val.item()``, ``float(val)``,
+    ``val.detach()``)?"""
+    for (_, name), bindings in index.bindings.items():
+        if not name.startswith("self."):
+            continue
+        for binding in bindings:
+            if not is_inside(index, binding.node, method) or binding.value is None:
+                continue
+            accumulates = binding.kind == "augassign" or (
+                binding.kind == "assign" and name in names_in(binding.value))
+            if accumulates and _reads_raw(binding.value, param):
+                return True
+    for site in index.method_calls("append", "extend", "insert"):
+        if site.node.args and isinstance(site.receiver, cst.Attribute) and \
+                (dotted_name(site.receiver) or "").startswith("self.") and is_inside(index, site.node, method) \
+                and _reads_raw(site.node.args[-1].value, param):
+            return True
+    return False
+
+
+def _reads_raw(expr: cst.CSTNode, name: str) -> bool:
+    """Does ``expr`` read ``name`` other than through a sanitiser
+    (``name.item()``, ``float(name)``, ``name.detach()``)?"""
+    if isinstance(expr, cst.Name):
+        return expr.value == name
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in SANITISER_METHODS:
+            return False
+        if isinstance(func, cst.Name) and func.value in NO_GRAD_BUILTINS:
+            return False
+    if isinstance(expr, cst.Attribute):
+        return _reads_raw(expr.value, name) if expr.attr.value not in DETACHED_ATTRIBUTES else False
+    return any(_reads_raw(child, name) for child in expr.children)
+
 
 
 def binds_inside(index: SemanticIndex, name: str, loop: Loop, at: cst.CSTNode) -> bool:
@@ -721,6 +778,96 @@ def binds_inside(index: SemanticIndex, name: str, loop: Loop, at: cst.CSTNode) -
         if binding.kind == "loop" and binding.node is loop:
             return True
     return False
+
+
+def surviving_loops(index: SemanticIndex, name: str, node: cst.CSTNode, loops: list[Loop]) -> list[Loop]:
+    """The loops among ``loops`` (those around ``node``) whose next iteration
+    still sees the object that ``name`` holds at ``node``: no rebinding of the
+    name lies on some path from ``node`` back to the loop's head (a reset
+    skipped by ``continue`` does not count). ``name`` is a plain local name;
+    the question is answered by reaching definitions with a marker binding at
+    ``node``."""
+    from ddplint.analysis.reaching import ScopeFlow
+
+    scope = index.enclosing_scope(node)
+    bindings = index.bindings_of(name, scope)
+    if not bindings:
+        return list(loops)  # a global or a name of an enclosing function: never reset here
+    marker = Binding(name, "marker", None, node, scope, 0)
+    key = ("flow.survives", id(node), name)
+    found = index.cache.get(key)
+    if found is None:
+        flow = ScopeFlow(index, scope, [*bindings, marker])
+        found = []
+        for loop in loops:
+            first = _first_statement(loop)
+            state = flow.at(first) if first is not None else None
+            if state is not None and any(b is marker for b in state):
+                found.append(loop)
+        index.cache[key] = found
+    return list(found)
+
+
+def _first_statement(loop: Loop) -> Optional[cst.CSTNode]:
+    body = loop.body
+    if isinstance(body, cst.IndentedBlock):
+        return body.body[0] if body.body else None
+    return body  # a one-line suite is recorded as a whole
+
+
+DATA_WORDS = ("loader", "dataset", "data", "iter", "epoch", "step", "sample", "pbar", "tqdm",
+              "progress", "bar", "queue", "stream", "episode", "batches", "dl", "ds", "records",
+              "examples", "split", "enumerate_batches", "rollout", "env", "prefetch")
+
+
+def is_data_loop(index: SemanticIndex, loop: Loop) -> bool:
+    """A loop over the data (batches, steps, epochs), as opposed to a short
+    loop over the parts of one step (heads, views, crops, micro-batches of one
+    batch: ``for j in range(len(parts))``). ``while`` loops and anything that
+    is not recognisably a loop over parts count as data."""
+    if not isinstance(loop, cst.For):
+        return True
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip", "reversed",
+                                                                             "list", "sorted"):
+        if dotted_name(iterable.func) == "zip" and len(iterable.args) > 1:
+            return any(_iterates_data(arg.value) for arg in iterable.args)
+        if not iterable.args:
+            return True
+        iterable = iterable.args[0].value
+    return _iterates_data(iterable)
+
+
+def _iterates_data(iterable: cst.BaseExpression) -> bool:
+    if isinstance(iterable, cst.Call) and dotted_name(iterable.func) == "range":
+        args = [a.value for a in iterable.args]
+        bound = args[1] if len(args) > 1 else (args[0] if args else None)
+        if isinstance(bound, cst.Call) and dotted_name(bound.func) == "len":
+            return _words_say_data(bound.args[0].value) if bound.args else True
+        if isinstance(bound, cst.Integer):
+            return False
+        return bound is None or _words_say_data(bound) or not _names_parts(bound)
+    return _words_say_data(iterable)
+
+
+PART_WORDS = ("head", "view", "crop", "part", "chunk", "scale", "level", "layer", "task", "branch",
+              "stage", "loss", "output", "out", "term", "weight", "micro", "accum", "block", "modal",
+              "feat", "pred", "logit", "target", "label", "group", "component", "model", "net", "key",
+              "name", "k", "n", "num", "len", "size")
+
+
+def _words_say_data(expr: cst.BaseExpression) -> bool:
+    words = "_".join(sorted(names_in(expr))).lower()
+    tokens = set(words.replace(".", "_").split("_"))
+    return any(word in words for word in DATA_WORDS if len(word) > 3) or bool(tokens & {"dl", "ds", "it"})
+
+
+def _names_parts(expr: cst.BaseExpression) -> bool:
+    """``range(n_heads)``, ``range(self.num_crops)``: a count of parts."""
+    words = "_".join(sorted(names_in(expr))).lower()
+    tokens = set(words.replace(".", "_").split("_"))
+    return any(word in tokens or any(t.startswith(word) for t in tokens if len(word) > 2)
+               for word in PART_WORDS)
 
 
 def loop_counter_names(index: SemanticIndex, loop: Loop) -> set[str]:
