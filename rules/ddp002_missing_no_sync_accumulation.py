@@ -52,7 +52,8 @@ import libcst as cst
 
 from ddplint.analysis import flow
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.analysis.semantic import SemanticIndex
+from ddplint.analysis.semantic import SemanticIndex, dotted_name
+from ddplint.analysis.values import literal_int
 
 DDP = """\
 import contextlib
@@ -68,7 +69,8 @@ class MissingNoSyncAccumulation(Rule):
     code, name, severity = "DDP002", "missing-no-sync-accumulation", "warning"
     message = ("gradient accumulation without no_sync(): DDP all-reduces the gradients on every "
                "micro-step, not once per optimizer step")
-    triggers = ("backward",)
+    # A backward, or a helper object told when to step (MAE's ``update_grad=``).
+    triggers = ("backward", "update_grad", "do_step", "should_step", "optimizer_step", "take_step")
     needs_ddp_context = True
 
     valid = [
@@ -152,6 +154,47 @@ class Model(L.LightningModule):
         loss.backward()
         if (i + 1) % 4 == 0:
             self.optimizer.step()
+"""),
+        # A meter's accumulate() is not Accelerate's; here no_sync is used anyway.
+        Valid(DDP + """\
+model = DDP(net)
+for i, (x, y) in enumerate(loader):
+    sync = (i + 1) % 4 == 0
+    with contextlib.nullcontext() if sync else model.no_sync():
+        loss = model(x).sum()
+        loss.backward()
+    meter.accumulate(loss.item())
+    if sync:
+        optimizer.step()
+"""),
+        # The helper object steps every iteration: no accumulation.
+        Valid(DDP + """\
+def train_one_epoch(model, loader, optimizer, loss_scaler):
+    for step, (x, y) in enumerate(loader):
+        loss = model(x).sum()
+        loss_scaler(loss, optimizer, parameters=model.parameters(), update_grad=True)
+
+train_one_epoch(DDP(net), loader, optimizer, scaler)
+"""),
+        # A visible helper that never runs backward is not a backward.
+        Valid(DDP + """\
+def log_progress(loss, optimizer, every):
+    print(loss.item(), optimizer.param_groups[0]["lr"], every)
+
+model = DDP(net)
+for i, (x, y) in enumerate(loader):
+    loss = model(x).sum()
+    log_progress(loss, optimizer, every=(i + 1) % 10 == 0)
+"""),
+        # The helper's micro-steps run inside no_sync.
+        Valid(DDP + """\
+model = DDP(net)
+for i, (x, y) in enumerate(loader):
+    boundary = (i + 1) % 4 == 0
+    ctx = contextlib.nullcontext() if boundary else model.no_sync()
+    with ctx:
+        loss = model(x).sum()
+        amp_helper(loss, optimizer, do_step=boundary)
 """),
         # With a scaler the step may be `scaler.step`; here no_sync is used.
         Valid(DDP + """\
@@ -259,6 +302,86 @@ for batch in loader:
         optimizer.step()
         accum_count = 0
 """, line=7, column=5),
+        # The step is gated by an earlier `continue`.
+        Invalid(DDP + """\
+model = DDP(net)
+for i, (x, y) in enumerate(loader):
+    loss = model(x).sum() / 4
+    loss.backward()
+    if (i + 1) % 4 != 0:
+        continue
+    optimizer.step()
+    optimizer.zero_grad()
+""", line=7, column=5),
+        # The only no_sync() encloses evaluation code, not the accumulating backward.
+        Invalid(DDP + """\
+def train(model, loader, val_x, optimizer, k):
+    for i, (x, y) in enumerate(loader):
+        loss = model(x).sum() / k
+        loss.backward()
+        if (i + 1) % k == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+    with model.no_sync(), torch.no_grad():
+        probe = model(val_x).mean()
+    return probe
+
+train(DDP(net), loader, val_x, optimizer, 4)
+""", line=7, column=9),
+        # A metrics object's accumulate() is not Accelerate's accumulate().
+        Invalid(DDP + """\
+model = DDP(net)
+for i, (x, y) in enumerate(loader):
+    loss = model(x).sum()
+    loss.backward()
+    meter.accumulate(loss.item())
+    if (i + 1) % 4 == 0:
+        optimizer.step()
+""", line=7, column=5),
+        # Backward and step in a helper object (MAE/ConvNeXt-style loss scaler).
+        Invalid(DDP + """\
+def train_one_epoch(model, loader, optimizer, loss_scaler, update_freq):
+    for data_iter_step, (samples, targets) in enumerate(loader):
+        loss = model(samples).sum() / update_freq
+        loss_scaler(loss, optimizer, parameters=model.parameters(),
+                    update_grad=(data_iter_step + 1) % update_freq == 0)
+
+train_one_epoch(DDP(net), loader, optimizer, scaler, 8)
+""", line=7, column=9),
+        Invalid(DDP + """\
+model = DDP(net)
+for i, (x, y) in enumerate(loader):
+    loss = model(x).sum()
+    amp_helper(loss, optimizer, do_step=(i + 1) % 4 == 0)
+""", line=7, column=5),
+        # A helper class of this module whose __call__ scales, backwards and steps.
+        Invalid(DDP + """\
+class ScaledStep:
+    def __init__(self):
+        self.scaler = torch.cuda.amp.GradScaler()
+    def __call__(self, loss, optimizer, update_grad=True):
+        self.scaler.scale(loss).backward()
+        if update_grad:
+            self.scaler.step(optimizer)
+            self.scaler.update()
+
+loss_scaler = ScaledStep()
+model = DDP(net)
+for i, (x, y) in enumerate(loader):
+    loss = model(x).sum()
+    loss_scaler(loss, optimizer, update_grad=(i + 1) % accum_iter == 0)
+""", line=17, column=5),
+        # FSDP: an inner micro-step loop, one step after it.
+        Invalid(DDP + """\
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+model = FSDP(net)
+for batch in loader:
+    for micro in range(4):
+        loss = model(batch[micro]).mean() / 4
+        loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+""", line=9, column=9),
         # The backward runs in a same-module helper.
         Invalid(DDP + """\
 def backward_step(loss):
@@ -281,32 +404,83 @@ for i, batch in enumerate(loader):
                 # (a ``backward(loss, scaler)`` helper has a scaled and a plain branch).
                 if id(backward.site.node) in reported or id(backward.anchor) in reported:
                     continue
-                if _accumulates(index, loop, backward) and _on_wrapped_model(index, loop) \
-                        and not _sync_handled(index, loop):
+                test = _accumulates(index, loop, backward)
+                if test is not None and _on_wrapped_model(index, loop) \
+                        and not _sync_handled(index, loop, backward.anchor):
                     reported.update((id(backward.site.node), id(backward.anchor)))
-                    yield self.report(backward.site.node)
+                    yield self.report(backward.site.node, _message(index, test))
+        # Backward and step done by a helper object, told when to step:
+        # ``loss_scaler(loss, optimizer, update_grad=(i + 1) % k == 0)``.
+        for site, test in flow.helper_step_calls(index):
+            loop = flow.enclosing_loops(index, site.node)[0]
+            if id(site.node) in reported or flow.in_framework_code(index, site.node):
+                continue
+            if not _is_accumulation_test(test) or not _on_wrapped_model(index, loop) \
+                    or _sync_handled(index, loop, site.node):
+                continue
+            reported.add(id(site.node))
+            yield self.report(site.node, _message(index, test))
 
 
-def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) -> bool:
+def _message(index: SemanticIndex, test: cst.CSTNode) -> str:
+    k = _literal_k(index, test)
+    count = f"{k} all-reduces per optimizer step instead of 1 (k={k})" if k is not None else \
+        "k all-reduces per optimizer step instead of 1 (k = accumulation steps)"
+    return (f"gradient accumulation without no_sync(): DDP all-reduces the gradients in every "
+            f"backward, {count}")
+
+
+def _literal_k(index: SemanticIndex, test: cst.CSTNode) -> Optional[int]:
+    """The accumulation count when it is a literal: ``(i + 1) % 4``,
+    ``range(4)``, or a name bound only to a literal."""
+    candidates: list[cst.BaseExpression] = []
+    stack: list[cst.CSTNode] = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            candidates.append(node.right)
+        elif isinstance(node, cst.Call) and dotted_name(node.func) == "range" and len(node.args) == 1:
+            candidates.append(node.args[0].value)
+        stack.extend(node.children)
+    for candidate in candidates:
+        value = literal_int(candidate)
+        if value is None and isinstance(candidate, cst.Name):
+            values = index.reaching_values(candidate) or []
+            found = {literal_int(v) for v in values}
+            value = found.pop() if len(found) == 1 else None
+        if value is not None and value > 1:
+            return value
+    return None
+
+
+def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) -> Optional[cst.CSTNode]:
     """Backward every micro-step, step only on some: either the step sits under
-    an accumulation test the backward is not under, or the backward's loop
-    steps nowhere and the loop around it steps after it."""
+    an accumulation test the backward is not under (or after an earlier
+    ``if not accumulation_boundary: continue``), or the backward's loop steps
+    nowhere and the loop around it steps after it. Returns the test (or the
+    micro-step loop) that decides, else None."""
     if flow.step_loop_of(index, backward.anchor) is not loop:
-        return False
+        return None
     steps = [e for e in flow.events(index, loop) if flow.any_step(index, e.site)]
     for step in steps:
         test = _accumulation_test(index, step.anchor, loop)
         if test is not None and not flow.is_inside(index, backward.anchor, test) \
                 and not flow.events_exclusive(index, backward, step):
-            return True
+            return test
+        gate = _accumulation_gate(index, step.anchor, loop)
+        if gate is not None and flow.precedes(index, backward.anchor, gate) \
+                and not flow.is_inside(index, backward.anchor, gate):
+            return gate
     if steps or not isinstance(loop, cst.For):
-        return False
+        return None
     outer = flow.enclosing_loops(index, loop)
     if not outer:
-        return False
-    return any(flow.any_step(index, e.site) and flow.precedes(index, loop, e.anchor)
-               and not flow.is_inside(index, e.anchor, loop)
-               for e in flow.events(index, outer[0]))
+        return None
+    if any(flow.any_step(index, e.site) and flow.precedes(index, loop, e.anchor)
+           and not flow.is_inside(index, e.anchor, loop)
+           for e in flow.events(index, outer[0])):
+        return loop.iter
+    return None
 
 
 def _accumulation_test(index: SemanticIndex, node: cst.CSTNode, loop: flow.Loop) -> Optional[cst.If]:
@@ -316,6 +490,33 @@ def _accumulation_test(index: SemanticIndex, node: cst.CSTNode, loop: flow.Loop)
         if _is_accumulation_test(branch.test):
             return branch
     return None
+
+
+def _accumulation_gate(index: SemanticIndex, node: cst.CSTNode, loop: flow.Loop) -> Optional[cst.If]:
+    """An earlier ``if (i + 1) % k != 0: continue`` in the loop body that
+    ``node`` sits after: the step runs only on the iterations it lets through."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.IndentedBlock):
+            for statement in ancestor.body:
+                if statement is child:
+                    break
+                if isinstance(statement, cst.If) and statement.orelse is None \
+                        and _ends_with_continue(statement.body) and _is_accumulation_test(statement.test):
+                    return statement
+        if ancestor is loop:
+            return None
+        child = ancestor
+    return None
+
+
+def _ends_with_continue(body: cst.BaseSuite) -> bool:
+    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    if not statements:
+        return False
+    last = statements[-1]
+    smalls = last.body if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else []
+    return bool(smalls) and isinstance(smalls[-1], cst.Continue)
 
 
 def _is_accumulation_test(test: cst.BaseExpression) -> bool:
@@ -347,15 +548,77 @@ def _on_wrapped_model(index: SemanticIndex, loop: flow.Loop) -> bool:
     return wrapped
 
 
-def _sync_handled(index: SemanticIndex, loop: flow.Loop) -> bool:
-    """``no_sync()``, ``require_backward_grad_sync`` or a framework's
-    accumulation anywhere in the function (or its helpers) that runs the loop."""
+FRAMEWORK_SYNC = ("set_requires_gradient_sync",)
+
+
+def _sync_handled(index: SemanticIndex, loop: flow.Loop, backward: cst.CSTNode) -> bool:
+    """Something turns the gradient sync off for this backward: ``no_sync()``
+    around the backward, its forward or the loop (or bound to a name, entered
+    on an ExitStack, done in a helper), ``require_backward_grad_sync``, FSDP2's
+    ``set_requires_gradient_sync``, or a framework's accumulation
+    (``with accelerator.accumulate(model)``). A ``no_sync()`` that only
+    encloses other code of the function (an evaluation pass) does not count."""
+    for (scope_id, name), bindings in index.bindings.items():
+        if name.endswith("require_backward_grad_sync") or name.endswith("require_forward_param_sync"):
+            return True
     function = flow.enclosing_function(index, loop) or index.module
     for event in flow.events(index, function):
         site = event.site
-        if site.method in ("no_sync", "accumulate", "set_requires_gradient_sync"):
+        if site.method in FRAMEWORK_SYNC:
             return True
-    for (scope_id, name), bindings in index.bindings.items():
-        if name.endswith("require_backward_grad_sync") or name.endswith("require_forward_param_sync"):
+        if site.method == "accumulate" and _is_framework_accumulate(index, site):
+            return True
+        if site.method == "no_sync" and _no_sync_applies(index, event, loop, backward):
+            return True
+    if not isinstance(function, cst.Module):
+        text = index.module.code_for_node(function)
+        calls = sum(1 for e in flow.events(index, function) if e.site.method == "no_sync")
+        if text.count("no_sync") > calls:
+            return True  # ``ctx = model.no_sync if ... else nullcontext``: not traced, assume it applies
+    return False
+
+
+def _no_sync_applies(index: SemanticIndex, event: flow.Event, loop: flow.Loop, backward: cst.CSTNode) -> bool:
+    """A ``no_sync()`` call that is a ``with`` item applies when the ``with``
+    encloses the backward, the loop, or the forward of the backward's loss;
+    bound to a name, entered elsewhere or made in a helper, it is assumed to."""
+    if event.inlined:
+        return True
+    item = _with_item_of(index, event.site.node)
+    if item is None:
+        return True
+    with_node = index.parent(item)
+    if flow.is_inside(index, backward, with_node) or flow.is_inside(index, loop, with_node):
+        return True
+    # the forward ran inside it: ``with model.no_sync(): loss = model(x)`` then backward
+    return any(flow.is_inside(index, e.site.node, with_node) and flow.is_inside(index, e.site.node, loop)
+               for e in flow.events(index, loop))
+
+
+def _with_item_of(index: SemanticIndex, call: cst.Call) -> Optional[cst.WithItem]:
+    node: cst.CSTNode = call
+    for ancestor in index.ancestors(call):
+        if isinstance(ancestor, cst.WithItem):
+            return ancestor
+        if not isinstance(ancestor, (cst.IfExp, cst.BooleanOperation)):
+            return None
+        node = ancestor
+    return None
+
+
+def _is_framework_accumulate(index: SemanticIndex, site) -> bool:
+    """Accelerate's ``accelerator.accumulate(model)``: a ``with`` item, or a
+    receiver that holds an ``Accelerator`` (not ``meter.accumulate()``)."""
+    if _with_item_of(index, site.node) is not None and site.node.args:
+        return True
+    receiver = site.receiver
+    name = dotted_name(receiver) if receiver is not None else None
+    if name is None:
+        return False
+    if "accelerator" in name.lower():
+        return True
+    for binding in index.visible_bindings(name, receiver) or []:
+        if isinstance(binding.value, cst.Call) and \
+                (index.qualified_name(binding.value.func) or "").startswith("accelerate."):
             return True
     return False

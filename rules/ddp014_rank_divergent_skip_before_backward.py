@@ -44,6 +44,7 @@ backward; exits of inner loops that do not skip the backward.
 
 from __future__ import annotations
 
+import re
 from typing import Iterator, Optional
 
 import libcst as cst
@@ -181,6 +182,54 @@ while True:
         break
     epoch += 1
 """),
+        # The skip condition comes from a helper that all-reduces and returns it.
+        Valid(DIST + """\
+def any_rank_bad(loss):
+    flag = torch.isnan(loss).float()
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return flag
+
+for batch in loader:
+    loss = model(batch).mean()
+    if any_rank_bad(loss).item():
+        continue
+    loss.backward()
+"""),
+        Valid(DIST + """\
+def agreed_nonfinite(loss):
+    bad = (~torch.isfinite(loss)).float()
+    dist.all_reduce(bad)
+    return bad
+
+for batch in loader:
+    loss = model(batch).mean()
+    skip = agreed_nonfinite(loss)
+    if skip > 0:
+        continue
+    loss.backward()
+"""),
+        # A loop over optimizers whose skips read iteration counters only.
+        Valid(DIST + """\
+def step(self, batch):
+    for name, op in self.optimizers.items():
+        if op["start_iteration"] > self.last_iter:
+            continue
+        if op["end_epoch"] > 0 and op["end_epoch"] <= self.last_epoch:
+            continue
+        out = self.model(batch)
+        out["loss"].backward()
+        op["optimizer"].step()
+"""),
+        # An epoch loop whose break every rank takes (a counter).
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from engine import fit_one_epoch
+model = DDP(net)
+for epoch in range(start, epochs):
+    fit_one_epoch(model, loader, optimizer, epoch)
+    if epoch + 1 >= stop_epoch:
+        break
+"""),
     ]
     invalid = [
         Invalid(DIST + """\
@@ -245,6 +294,64 @@ for batch in loader:
     stats = torch.stack([loss.detach()])
     dist.all_reduce(stats)
 """, line=9, column=9, severity="error"),
+        # An epoch loop hands the DDP model to an imported training function,
+        # then only rank 0 leaves.
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from engine import fit_one_epoch
+model = DDP(net)
+rank = dist.get_rank()
+for epoch in range(epochs):
+    fit_one_epoch(model, loader, optimizer, epoch)
+    if rank == 0 and early_stopper.should_stop():
+        break
+""", line=12, column=9, severity="error"),
+        # Batches pulled with next() in `while True`.
+        Invalid(DIST + """\
+it = iter(loader)
+while True:
+    xb = next(it, None)
+    if xb is None:
+        continue
+    model(xb).mean().backward()
+    optimizer.step()
+""", line=9, column=9, severity="error"),
+        # A per-rank break after the backward: peers wait in the next step's all-reduce.
+        Invalid(DIST + """\
+for epoch in range(update_epochs):
+    for mb in minibatches:
+        out = model(mb)
+        out.mean().backward()
+        optimizer.step()
+        approx_kl = (out.detach() - mb).pow(2).mean().item()
+    if approx_kl > target_kl:
+        break
+""", line=12, column=9, severity="error"),
+        # Only the main rank returns out of the training loop.
+        Invalid(DIST + """\
+def train(model, loader, optimizer, args):
+    for i, batch in enumerate(loader):
+        loss = model(batch).mean()
+        loss.backward()
+        optimizer.step()
+        if dist.get_rank() == 0:
+            if math.isnan(meter.avg):
+                return False
+    return True
+""", line=12, column=17, severity="error"),
+        # A NaN check on the local loss; the collective nearby agrees on another flag.
+        Invalid(DIST + """\
+for batch_group in loader:
+    for batch in batch_group:
+        done = torch.tensor(0)
+        torch.distributed.all_reduce(done, torch.distributed.ReduceOp.SUM)
+        if done.item() > 0:
+            break
+        loss = model(batch)["loss"]
+        if torch.isnan(loss):
+            raise ValueError("nan loss encountered")
+        loss.backward()
+""", line=13, column=13, severity="warning"),
         # ``tqdm(loader)`` yields data, not a counter.
         Invalid(DIST + """\
 from tqdm import tqdm
@@ -271,15 +378,19 @@ def _skip_severity(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str
     # continue/break leave the innermost loop; return/raise leave them all.
     candidates = loops[:1] if isinstance(exit_node, (cst.Continue, cst.Break)) else loops
     for loop in candidates:
-        if not flow.is_training_loop(index, loop):
+        if not _is_ddp_training_loop(index, loop):
             continue
         syncs = _sync_points(index, loop)
         tests = [branch.test for branch, _ in flow.if_ancestors(index, exit_node, stop=loop)]
         if not tests:
             continue
-        if isinstance(exit_node, cst.Break) and any(_rank_condition(index, t) for t in tests):
-            return "error"
-        if not any(flow.precedes(index, exit_node, s) for s in syncs):
+        leaves = not isinstance(exit_node, cst.Continue)
+        if leaves and any(_rank_condition(index, t) for t in tests):
+            # only some ranks leave; the others wait in the next backward
+            return "warning" if isinstance(exit_node, cst.Raise) else "error"
+        # ``continue`` skips what follows in this iteration; leaving the loop
+        # also skips every later iteration's backward.
+        if not leaves and not any(flow.precedes(index, exit_node, s) for s in syncs):
             continue
         if any(_per_rank_data_condition(index, t, loops) for t in tests):
             return "warning" if isinstance(exit_node, cst.Raise) else "error"
@@ -287,8 +398,10 @@ def _skip_severity(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str
 
 
 def _sync_points(index: SemanticIndex, loop: flow.Loop) -> list[cst.CSTNode]:
-    """Where every rank must arrive together in one iteration: tensor backwards
-    (DDP all-reduces in them) and explicit collectives, helpers inlined."""
+    """Where every rank must arrive together in one iteration of a DDP training
+    loop: tensor backwards (DDP all-reduces in them), explicit collectives
+    (helpers inlined), and calls that hand a DDP/FSDP-wrapped model to a
+    training function (``fit_one_epoch(ddp_model, ...)``, imported or not)."""
     points = []
     backwards = {id(s) for s in flow.tensor_backwards(index)}
     for event in flow.events(index, loop):
@@ -297,7 +410,34 @@ def _sync_points(index: SemanticIndex, loop: flow.Loop) -> list[cst.CSTNode]:
             points.append(event.anchor)
         elif site.method in COLLECTIVES and (site.qualified_name or "").startswith("torch.distributed"):
             points.append(event.anchor)
+        elif not event.inlined and _hands_wrapped_model_to_training(index, site):
+            points.append(site.node)
     return points
+
+
+def _is_ddp_training_loop(index: SemanticIndex, loop: flow.Loop) -> bool:
+    """A loop (in DDP context) that runs a tensor backward, directly or in a
+    same-module helper, or hands a wrapped model to a training function."""
+    if flow.is_training_loop(index, loop):
+        return True
+    return any(not e.inlined and _hands_wrapped_model_to_training(index, e.site) for e in flow.events(index, loop))
+
+
+TRAINING_CALL = re.compile(r"train|fit|epoch|step|update|optimi[sz]e", re.IGNORECASE)
+NOT_TRAINING_CALL = re.compile(r"eval|valid|test|infer|predict|save|log|load|print|sampl|ema|checkpoint",
+                               re.IGNORECASE)
+
+
+def _hands_wrapped_model_to_training(index: SemanticIndex, site) -> bool:
+    """``fit_one_epoch(model, loader, opt)`` with ``model`` DDP/FSDP-wrapped:
+    the callee (named like a training function) runs the model's backward."""
+    if (site.qualified_name or "").startswith("torch."):
+        return False
+    callee = (flow.dotted_name(site.node.func) or "").split(".")[-1]
+    if not callee or not TRAINING_CALL.search(callee) or NOT_TRAINING_CALL.search(callee):
+        return False
+    return any(isinstance(arg.value, (cst.Name, cst.Attribute)) and
+               flow.wrapped_model(index, arg.value, site.order) for arg in site.node.args)
 
 
 def _rank_condition(index: SemanticIndex, test: cst.BaseExpression) -> bool:
@@ -314,11 +454,14 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
     order = flow.order_near(index, test)
     if any(flow.is_agreed_value(index, name, test) for name in read if "." not in name):
         return False
+    if any(isinstance(node, cst.Call) and flow.returns_agreed_call(index, node) for node in _calls_in(test)):
+        return False  # ``if any_rank_nan(loss): continue`` with a helper that all-reduces
     if any(_depends_on_agreed(index, name, order, test) for name in read if "." not in name):
         return False
     if _has_non_finite_check(test):
         return True
-    data = set().union(*(flow.loop_data_names(index, loop) for loop in loops))
+    data = set().union(*(flow.loop_data_names(index, loop) for loop in loops
+                         if not flow.iterates_config(index, loop)))
     for name in read:
         if name in data:
             return True
@@ -329,8 +472,10 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
                 value = binding.value if binding.kind != "unpack" else getattr(binding.node, "value", None)
                 if value is not None and _reads_data(value, data):
                     return True
-                if flow.binding_carries_graph(index, binding, 0) and _binding_in_loop(binding, loops, index):
-                    return True
+                if _binding_in_loop(binding, loops, index) and (
+                        flow.binding_carries_graph(index, binding, 0)
+                        or (value is not None and flow.forward_sites(index, value, binding.order))):
+                    return True  # this rank's loss or model output (``kl = (...).mean().item()``)
     return False
 
 
@@ -345,11 +490,22 @@ def _reads_data(expr: cst.BaseExpression, data: set[str]) -> bool:
         return _reads_data(expr.value, data)
     if isinstance(expr, cst.Call):
         func = expr.func
+        if isinstance(func, cst.Name) and func.value == "next" and expr.args:
+            return True  # ``xb = next(it, None)``: a batch pulled from an iterator
         if isinstance(func, cst.Attribute):
             return _reads_data(func.value, data)
         if isinstance(func, cst.Name) and func.value == "len" and expr.args:
             return _reads_data(expr.args[0].value, data)
     return False
+
+
+def _calls_in(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
+            yield node
+        stack.extend(node.children)
 
 
 def _depends_on_agreed(index: SemanticIndex, name: str, order: int, at: cst.CSTNode) -> bool:

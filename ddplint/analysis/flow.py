@@ -301,6 +301,85 @@ def tensor_backwards(index: SemanticIndex) -> list[CallSite]:
     return cached
 
 
+FRAMEWORK_WORDS = ("accelerator", "fabric", "engine", "deepspeed", "trainer", "strategy", "lightning")
+STEP_FLAG_WORDS = ("update_grad", "do_step", "should_step", "optimizer_step", "take_step", "step",
+                   "update", "sync", "boundary", "is_last", "last_step", "accum")
+
+
+def helper_step_calls(index: SemanticIndex) -> list[tuple[CallSite, cst.BaseExpression]]:
+    """Calls in loops that hand the loss and an optimizer to a helper which
+    runs the backward and steps when an argument says so (MAE/ConvNeXt's
+    ``loss_scaler(loss, optimizer, update_grad=(i + 1) % k == 0)``,
+    ``amp_helper(loss, opt, do_step=...)``): (call, the step argument). A
+    helper whose body this module shows must run a tensor backward; one
+    defined elsewhere is recognised by the call's shape."""
+    cached = index.cache.get("flow.helper_steps")
+    if cached is not None:
+        return cached
+    found = []
+    for site in index.calls:
+        if site.qualified_name is not None or site.method in ("backward", "step") or \
+                not enclosing_loops(index, site.node) or is_tensor_backward(index, site):
+            continue
+        receiver = (dotted_name(site.node.func) or "").lower()
+        if any(word in receiver for word in FRAMEWORK_WORDS):
+            continue
+        flag = _step_flag(site)
+        if flag is None:
+            continue
+        values = [a.value for a in site.node.args]
+        if not any(holds_optimizer(index, v) for v in values):
+            continue
+        if not any(carries_graph(index, v, site.order) or "loss" in (dotted_name(v) or "").lower()
+                   for v in values):
+            continue
+        visible = _visible_bodies(index, site)
+        if visible and not any(function_trains(index, body) for body in visible):
+            continue
+        found.append((site, flag))
+    index.cache["flow.helper_steps"] = found
+    return found
+
+
+def _step_flag(site: CallSite) -> Optional[cst.BaseExpression]:
+    """The argument that tells a helper whether to step this iteration: a
+    keyword named like ``update_grad``/``do_step`` (not a literal), or any
+    argument holding a modulo test."""
+    for arg in site.node.args:
+        keyword = arg.keyword.value.lower() if arg.keyword is not None else ""
+        named = bool(keyword) and any(word in keyword for word in STEP_FLAG_WORDS)
+        if named and not isinstance(arg.value, cst.Integer) and literal_bool(arg.value) is None:
+            return arg.value
+        if _has_modulo(arg.value):
+            return arg.value
+    return None
+
+
+def _has_modulo(expr: cst.CSTNode) -> bool:
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            return True
+        stack.extend(node.children)
+    return False
+
+
+def _visible_bodies(index: SemanticIndex, site: CallSite) -> list[cst.FunctionDef]:
+    """Same-module bodies a call runs: a function by name, ``self.m``, or the
+    ``__call__`` of a class of this module that the callee is an instance of."""
+    bodies = helper_functions(index, site)
+    func = site.node.func
+    if not bodies and isinstance(func, cst.Name):
+        for value in index.reaching_values(func) or []:
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+                owner = next((c for c in index.classes if c.name.value == value.func.value), None)
+                if owner is not None:
+                    bodies += [f for f in index.functions_named("__call__")
+                               if index.parent(index.parent(f)) is owner]
+    return bodies
+
+
 def backward_events(index: SemanticIndex, region: cst.CSTNode) -> list[Event]:
     backwards = {id(s) for s in tensor_backwards(index)}
     return [e for e in events(index, region) if id(e.site) in backwards]
@@ -894,6 +973,30 @@ def _calls_range(expr: cst.BaseExpression) -> bool:
     return False
 
 
+CONFIG_WORDS = ("optim", "sched", "param", "module", "layer", "config", "cfg", "criteri", "loss_fn",
+                "callback", "hook", "metric", "plan", "device", "param_group")
+
+
+def iterates_config(index: SemanticIndex, loop: Loop) -> bool:
+    """A loop over configuration, not data: the entries of a dict
+    (``for name, op in self.optimizers.items()``), optimizers, parameters,
+    modules, callbacks. Its targets are the same on every rank."""
+    if not isinstance(loop, cst.For):
+        return False
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "list", "sorted") \
+            and iterable.args:
+        iterable = iterable.args[0].value
+    words = "_".join(sorted(names_in(iterable))).lower()
+    if any(word in words for word in ("batch", "load", "data", "sample", "iter", "input", "image")):
+        return False
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) \
+            and iterable.func.attr.value in ("items", "keys", "values", "parameters", "named_parameters",
+                                             "modules", "named_modules", "children"):
+        return True
+    return any(word in words for word in CONFIG_WORDS)
+
+
 def loop_data_names(index: SemanticIndex, loop: Loop) -> set[str]:
     """Names a loop's target binds to data (the batch), not counters."""
     if not isinstance(loop, cst.For):
@@ -1102,18 +1205,48 @@ def wrapped_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int,
 PER_RANK_CALLS = ("isnan", "isinf", "isfinite", "any", "all")
 
 
+AGREEING_COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor",
+                        "broadcast_object_list", "all_gather_object", "reduce_across_processes",
+                        "reduce", "gather")
+
+
 def is_agreed_value(index: SemanticIndex, name: str, at: cst.CSTNode) -> bool:
-    """Was ``name`` passed to a collective that makes it equal on every rank
-    (``dist.all_reduce(flag, op=MAX)``, ``broadcast``) in this function?"""
+    """Is ``name`` a value every rank agrees on: the tensor (first argument) of
+    a collective that makes it equal on every rank (``dist.all_reduce(flag,
+    op=MAX)``, ``broadcast``) in this function, or the result of a same-module
+    or project helper that all-reduces a value and returns it
+    (``Project.returns_agreed``)?"""
     function = enclosing_function(index, at) or index.module
     for site in calls_in_function(index, function):
-        if site.method in ("all_reduce", "broadcast", "all_gather", "all_gather_into_tensor",
-                           "broadcast_object_list", "all_gather_object", "reduce_across_processes",
-                           "reduce", "gather"):
-            for arg in site.node.args:
-                if name in names_in(arg.value):
-                    return True
+        if site.method in AGREEING_COLLECTIVES:
+            first = site.positional(0) or site.keyword("tensor") or site.keyword("object_list") \
+                or site.keyword("tensor_list") or site.keyword("output_tensor_list")
+            if first is not None and name in names_in(first.value):
+                return True
+    if "." in name:
+        return False
+    for binding in index.reaching(name, at):
+        value = binding.value
+        if binding.kind == "unpack" and isinstance(binding.node, cst.Assign):
+            value = binding.node.value
+        if binding.kind in ("assign", "annassign", "unpack") and isinstance(value, cst.Call) \
+                and returns_agreed_call(index, value):
+            return True
     return False
+
+
+def returns_agreed_call(index: SemanticIndex, call: cst.Call) -> bool:
+    """A call of a project function whose every return is a value a collective
+    made the same on every rank (``t = x.clone(); dist.all_reduce(t); return t``)."""
+    callee = dotted_name(call.func)
+    if callee is None:
+        return False
+    from ddplint.analysis.models import project_of
+
+    try:
+        return project_of(index).returns_agreed(index.path, callee)
+    except Exception:  # pragma: no cover - a project without the module's facts
+        return False
 
 
 # ---------------------------------------------------------------------- step sequences
