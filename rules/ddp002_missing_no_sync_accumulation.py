@@ -53,7 +53,7 @@ import libcst as cst
 from ddplint.analysis import flow
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
-from ddplint.analysis.values import literal_int
+from ddplint.analysis.values import SELF_RETURNING_METHODS, literal_int
 
 DDP = """\
 import contextlib
@@ -195,6 +195,28 @@ for i, (x, y) in enumerate(loader):
     with ctx:
         loss = model(x).sum()
         amp_helper(loss, optimizer, do_step=boundary)
+"""),
+        # A per-iteration step function that steps every call.
+        Valid(DDP + """\
+model = DDP(net)
+
+def update(engine, batch):
+    loss = model(batch).mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss.item()
+"""),
+        # no_sync for the FSDP path and a plain DDP model never wrapped here: FSDP only.
+        Valid(DDP + """\
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+model = FSDP(net)
+for batch in loader:
+    for ii in range(accum):
+        ctx = model.no_sync if ii != accum - 1 else contextlib.nullcontext
+        with ctx():
+            model(batch[ii]).mean().backward()
+    optimizer.step()
 """),
         # With a scaler the step may be `scaler.step`; here no_sync is used.
         Valid(DDP + """\
@@ -371,6 +393,74 @@ for i, (x, y) in enumerate(loader):
     loss = model(x).sum()
     loss_scaler(loss, optimizer, update_grad=(i + 1) % accum_iter == 0)
 """, line=17, column=5),
+        # A per-iteration step function (an Ignite-style `update`): the step is
+        # taken on some calls only.
+        Invalid(DDP + """\
+model = DDP(net)
+
+def update(engine, batch):
+    loss = model(batch).mean() / accum
+    loss.backward()
+    if engine.state.iteration % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+    return loss.item()
+""", line=8, column=5),
+        # A mixed-precision helper object of this module runs the backward, and steps.
+        Invalid(DDP + """\
+class MixedPrecision:
+    def __init__(self):
+        self.scaler = torch.cuda.amp.GradScaler()
+    def backward(self, loss):
+        self.scaler.scale(loss).backward()
+    def step(self, model, optimizer):
+        self.scaler.step(optimizer)
+        self.scaler.update()
+
+amp = MixedPrecision()
+model = DDP(net)
+for batch_steps in loader:
+    for x, y in batch_steps:
+        loss = model(x).sum() / accum
+        amp.backward(loss)
+    amp.step(model, optimizer)
+""", line=18, column=9),
+        # no_sync chosen only for FSDP models: the DDP path syncs every micro-step.
+        Invalid(DDP + """\
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+def backward(total_loss, scaler):
+    scaler.scale(total_loss).backward()
+
+def train_one_epoch(model, data, optimizer, scaler, accum_freq):
+    for batch in data:
+        for ii in range(accum_freq):
+            maybe_no_sync = contextlib.nullcontext
+            if isinstance(model, FSDP) and ii != accum_freq - 1:
+                maybe_no_sync = model.no_sync
+            with maybe_no_sync():
+                out = model(batch[ii])
+                backward(out.mean(), scaler)
+        scaler.step(optimizer)
+        scaler.update()
+
+train_one_epoch(DDP(net), data, optimizer, scaler, 4)
+""", line=17, column=17),
+        # The forward runs in a helper the loop hands the DDP model to.
+        Invalid(DDP + """\
+def train_class_batch(model, samples, targets, criterion):
+    outputs = model(samples)
+    return criterion(outputs, targets), outputs
+
+def train_one_epoch(model, loader, optimizer, criterion, update_freq):
+    for step, (samples, targets) in enumerate(loader):
+        loss, output = train_class_batch(model, samples, targets, criterion)
+        (loss / update_freq).backward()
+        if (step + 1) % update_freq == 0:
+            optimizer.step()
+
+train_one_epoch(DDP(net), loader, optimizer, criterion, 8)
+""", line=11, column=9),
         # FSDP: an inner micro-step loop, one step after it.
         Invalid(DDP + """\
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
@@ -382,7 +472,8 @@ for batch in loader:
     optimizer.step()
     optimizer.zero_grad()
 """, line=9, column=9),
-        # The backward runs in a same-module helper.
+        # The backward runs in a same-module helper: reported where the loop
+        # calls it (the accumulating iteration's backward).
         Invalid(DDP + """\
 def backward_step(loss):
     loss.backward()
@@ -393,22 +484,23 @@ for i, batch in enumerate(loader):
     backward_step(loss)
     if (i + 1) % accum == 0:
         optimizer.step()
-""", line=5, column=5),
+""", line=10, column=5),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         reported: set[int] = set()
-        for loop in flow.training_loops(index):
-            for backward in flow.backward_events(index, loop):
-                # One report per backward, and per helper call that runs one
-                # (a ``backward(loss, scaler)`` helper has a scaled and a plain branch).
-                if id(backward.site.node) in reported or id(backward.anchor) in reported:
-                    continue
-                test = _accumulates(index, loop, backward)
-                if test is not None and _on_wrapped_model(index, loop) \
-                        and not _sync_handled(index, loop, backward.anchor):
-                    reported.update((id(backward.site.node), id(backward.anchor)))
-                    yield self.report(backward.site.node, _message(index, test))
+        for region, backward in _backwards(index):
+            # One report per backward call in the loop: a helper that runs the
+            # backward is reported where the loop calls it (an AMP arm and a
+            # plain arm inside one helper make one report).
+            node = backward.anchor
+            if id(node) in reported:
+                continue
+            test = _accumulates(index, region, backward)
+            if test is not None and _on_wrapped_model(index, region) \
+                    and not _sync_handled(index, region, node):
+                reported.add(id(node))
+                yield self.report(node, _message(index, test))
         # Backward and step done by a helper object, told when to step:
         # ``loss_scaler(loss, optimizer, update_grad=(i + 1) % k == 0)``.
         for site, test in flow.helper_step_calls(index):
@@ -420,6 +512,30 @@ for i, batch in enumerate(loader):
                 continue
             reported.add(id(site.node))
             yield self.report(site.node, _message(index, test))
+
+
+def _backwards(index: SemanticIndex) -> Iterator[tuple[cst.CSTNode, flow.Event]]:
+    """(region, backward) pairs: every backward of a training loop (tensor
+    backwards, helpers inlined, and ``amp.backward(loss)`` of a project's
+    mixed-precision helper object), and every backward a function runs
+    outside any loop of its own (a per-iteration step function such as an
+    Ignite ``update(engine, batch)``)."""
+    loops = list(flow.training_loops(index))
+    helper_backwards = [s for s in index.method_calls("backward") if flow.is_helper_backward(index, s)]
+    for site in helper_backwards:
+        loop = next(iter(flow.enclosing_loops(index, site.node)), None)
+        if loop is not None and loop not in loops and not flow.in_framework_code(index, loop):
+            loops.append(loop)
+    helper_ids = {id(s) for s in helper_backwards}
+    for loop in loops:
+        for event in flow.events(index, loop):
+            if flow.is_tensor_backward(index, event.site) or (not event.inlined and id(event.site) in helper_ids):
+                yield loop, event
+    for site in [*flow.tensor_backwards(index), *helper_backwards]:
+        function = flow.enclosing_function(index, site.node)
+        if function is None or flow.enclosing_loops(index, site.node) or flow.in_framework_code(index, site.node):
+            continue
+        yield function, flow.Event(site, site.node)
 
 
 def _message(index: SemanticIndex, test: cst.CSTNode) -> str:
@@ -459,7 +575,14 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
     ``if not accumulation_boundary: continue``), or the backward's loop steps
     nowhere and the loop around it steps after it. Returns the test (or the
     micro-step loop) that decides, else None."""
-    if flow.step_loop_of(index, backward.anchor) is not loop:
+    around = flow.enclosing_loops(index, backward.anchor)
+    if isinstance(loop, cst.FunctionDef):
+        if around:
+            return None  # the loops judge it
+    elif flow.is_helper_backward(index, backward.site):
+        if not around or around[0] is not loop:
+            return None
+    elif flow.step_loop_of(index, backward.anchor) is not loop:
         return None
     steps = [e for e in flow.events(index, loop) if flow.any_step(index, e.site)]
     for step in steps:
@@ -543,9 +666,21 @@ def _on_wrapped_model(index: SemanticIndex, loop: flow.Loop) -> bool:
         if isinstance(func, cst.Attribute) and func.attr.value == "module":
             if flow.wrapped_model(index, func.value, event.site.order):
                 return False
-        if not event.inlined and flow.wrapped_model(index, func, event.site.order):
+        if flow.wrapped_model(index, func, event.site.order):
             wrapped = True
+        elif not event.inlined and _hands_wrapped_model(index, event.site):
+            wrapped = True  # ``loss = train_batch(model, x, y)``: the helper runs its forward
     return wrapped
+
+
+def _hands_wrapped_model(index: SemanticIndex, site) -> bool:
+    if (site.qualified_name or "").startswith("torch.") or site.method in SELF_RETURNING_METHODS:
+        return False
+    method = (site.method or "").lower()
+    if any(word in method for word in ("ema", "save", "log", "eval", "clip", "unwrap", "state_dict")):
+        return False
+    return any(arg.keyword is None and isinstance(arg.value, (cst.Name, cst.Attribute))
+               and flow.wrapped_model(index, arg.value, site.order) for arg in site.node.args)
 
 
 FRAMEWORK_SYNC = ("set_requires_gradient_sync",)
@@ -561,20 +696,68 @@ def _sync_handled(index: SemanticIndex, loop: flow.Loop, backward: cst.CSTNode) 
     for (scope_id, name), bindings in index.bindings.items():
         if name.endswith("require_backward_grad_sync") or name.endswith("require_forward_param_sync"):
             return True
-    function = flow.enclosing_function(index, loop) or index.module
+    function = loop if isinstance(loop, cst.FunctionDef) else (flow.enclosing_function(index, loop) or index.module)
     for event in flow.events(index, function):
         site = event.site
         if site.method in FRAMEWORK_SYNC:
             return True
         if site.method == "accumulate" and _is_framework_accumulate(index, site):
             return True
-        if site.method == "no_sync" and _no_sync_applies(index, event, loop, backward):
+        if site.method == "no_sync" and not _fsdp_only(index, site.node) \
+                and _no_sync_applies(index, event, loop, backward):
             return True
-    if not isinstance(function, cst.Module):
-        text = index.module.code_for_node(function)
-        calls = sum(1 for e in flow.events(index, function) if e.site.method == "no_sync")
-        if text.count("no_sync") > calls:
-            return True  # ``ctx = model.no_sync if ... else nullcontext``: not traced, assume it applies
+    # ``ctx = model.no_sync if ... else nullcontext``: not traced, assumed to
+    # apply, unless it is chosen only for FSDP models.
+    for reference in _no_sync_references(index, function):
+        if not _fsdp_only(index, reference):
+            return True
+    return False
+
+
+def _no_sync_references(index: SemanticIndex, function: cst.CSTNode) -> list[cst.CSTNode]:
+    """``model.no_sync`` mentioned without a call (a context factory chosen at run time)."""
+    text = index.module.code_for_node(function)
+    if "no_sync" not in text:
+        return []
+    found = []
+    for (_, name), bindings in index.bindings.items():
+        for binding in bindings:
+            value = binding.value
+            if value is not None and (isinstance(function, cst.Module) or flow.is_inside(
+                    index, binding.node, function)) and \
+                    any(n.endswith("no_sync") for n in flow.names_in(value)) and not _calls_no_sync(value):
+                found.append(binding.node)
+    if not found and text.count("no_sync") > sum(
+            1 for e in flow.events(index, function) if e.site.method == "no_sync"):
+        found.append(function)  # elsewhere (an argument, a lambda): assume it applies
+    return found
+
+
+def _calls_no_sync(expr: cst.CSTNode) -> bool:
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "no_sync":
+            return True
+        stack.extend(node.children)
+    return False
+
+
+def _fsdp_only(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """Under ``if isinstance(model, FSDP):``: a DDP model takes the other path,
+    which has no no_sync."""
+    for branch, in_body in flow.if_ancestors(index, node):
+        if not in_body:
+            continue
+        stack = [branch.test]
+        while stack:
+            test = stack.pop()
+            if isinstance(test, cst.Call) and dotted_name(test.func) == "isinstance" and len(test.args) == 2:
+                kind = index.qualified_name(test.args[1].value) or dotted_name(test.args[1].value) or ""
+                if kind.endswith(("FullyShardedDataParallel", "FSDP")):
+                    return True
+            if isinstance(test, cst.BooleanOperation):
+                stack.extend((test.left, test.right))
     return False
 
 

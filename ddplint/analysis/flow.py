@@ -286,7 +286,66 @@ def is_scaler_step(site: CallSite) -> bool:
 
 
 def any_step(index: SemanticIndex, site: CallSite) -> bool:
-    return is_optimizer_step(index, site) or is_scaler_step(site)
+    return is_optimizer_step(index, site) or is_scaler_step(site) or is_helper_step(index, site)
+
+
+def is_helper_step(index: SemanticIndex, site: CallSite) -> bool:
+    """A helper object's step that takes the optimizer
+    (``amp.step(model, optimizer, scheduler)``, ``helper.optimizer_step(opt)``)."""
+    if site.method is None or "step" not in site.method.lower() or site.receiver is None:
+        return False
+    if site.qualified_name is not None or is_scaler_step(site) or is_optimizer_step(index, site):
+        return False
+    return any(holds_optimizer(index, arg.value) for arg in site.node.args)
+
+
+FRAMEWORK_PACKAGES = ("accelerate", "lightning", "pytorch_lightning", "deepspeed", "apex", "colossalai",
+                      "fairscale", "composer", "transformers", "torch", "ignite", "horovod")
+
+
+def is_helper_backward(index: SemanticIndex, site: CallSite) -> bool:
+    """``amp.backward(loss)`` on an instance of a class of the project whose
+    ``backward`` runs the tensor backward (a mixed-precision manager), as
+    opposed to a framework's ``accelerator.backward(loss)`` /
+    ``engine.backward(loss)``: the class is defined in this module (and its
+    method visibly runs a backward) or imported from a module of the project."""
+    if site.method != "backward" or site.receiver is None or site.positional(0) is None:
+        return False
+    if in_framework_code(index, site.node):
+        return False
+    class_name = _instance_class(index, site.receiver)
+    if class_name is None:
+        return False
+    owner = next((c for c in index.classes if c.name.value == class_name), None)
+    if owner is not None:
+        return any(index.parent(index.parent(f)) is owner and function_trains(index, f)
+                   for f in index.functions_named("backward"))
+    target = index.imports.get(class_name.split(".")[0])
+    if target is None or target.lstrip(".").split(".")[0] in FRAMEWORK_PACKAGES:
+        return False
+    module = target.rpartition(".")[0]
+    if not module.strip("."):
+        return False
+    from ddplint.analysis.models import project_of
+
+    return project_of(index).resolve_module(index.path, module) is not None
+
+
+def _instance_class(index: SemanticIndex, expr: cst.BaseExpression) -> Optional[str]:
+    """The class name (as written) of ``Cls(...)``, the one value every
+    binding that may reach ``expr`` assigns; None otherwise."""
+    values = index.reaching_values(expr) if dotted_name(expr) is not None else None
+    if not values:
+        return None
+    found = set()
+    for value in values:
+        if not isinstance(value, cst.Call):
+            return None
+        name = dotted_name(value.func)
+        if name is None or not name.split(".")[-1][:1].isupper():
+            return None
+        found.add(name)
+    return found.pop() if len(found) == 1 else None
 
 
 # ---------------------------------------------------------------------- training loops
