@@ -68,14 +68,16 @@ class GradScalerMisuse(Rule):
     triggers = ("GradScaler", ".scale(")
 
     MESSAGES = {
-        "step": "optimizer.step() after a scaled backward: use scaler.step(optimizer) so the "
-                "gradients are unscaled and overflow steps skipped",
-        "unscaled": "unscaled backward in a loop whose step goes through the GradScaler: "
-                    "scaler.step() will divide these gradients by the scale",
-        "new": "GradScaler created inside the training loop: its scale resets every iteration; "
-               "create it once before the loop",
-        "update": "scaler.step() without scaler.update() in the loop: the next step raises "
-                  "and the scale never adapts",
+        "step": "optimizer.step() after a scaled backward: the update uses gradients still multiplied "
+                "by the loss scale (65536 at start) and inf/NaN steps are not skipped; use "
+                "scaler.step(optimizer)",
+        "unscaled": "unscaled backward where the step goes through the GradScaler: scaler.step() divides "
+                    "these gradients by the loss scale (65536 at start), so these updates are that much "
+                    "too small; use scaler.scale(loss).backward()",
+        "new": "GradScaler created inside the training loop: the scale resets to 65536 each time and "
+               "the first steps after every reset overflow and are skipped; create it once before the loop",
+        "update": "scaler.step() without scaler.update(): the loss scale never adapts, and a second "
+                  "scaler.step() before update() raises; call scaler.update() after each step",
     }
 
     valid = [
@@ -189,6 +191,19 @@ for x in loader:
     scaler.step(optimizer)
     scaler.update()
     lr_scheduler.step()
+"""),
+        # A warm-up loop runs plain backward() and never steps, before the scaled loop.
+        Valid(AMP + """\
+def train(model, loader, optimizer, warmup_batches):
+    for x in warmup_batches:
+        model(x).sum().backward()
+        model.zero_grad()
+    scaler = GradScaler()
+    for x in loader:
+        scaler.scale(model(x).sum()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
 """),
     ]
     invalid = [
@@ -324,7 +339,16 @@ def _unscaled_backwards(index: SemanticIndex, evs: list[flow.Event]) -> Iterator
             continue
         if flow.event_under_amp_switch(index, event):
             continue
+        if not any(_same_loop(index, event, step) for step in scaler_steps):
+            continue  # a warm-up loop that never steps, before the scaled loop
         yield site.node
+
+
+def _same_loop(index: SemanticIndex, a: flow.Event, b: flow.Event) -> bool:
+    """Do two events run in the same loop (or both outside every loop)?"""
+    loops_a = {id(loop) for loop in flow.enclosing_loops(index, a.anchor)}
+    loops_b = {id(loop) for loop in flow.enclosing_loops(index, b.anchor)}
+    return bool(loops_a & loops_b) or (not loops_a and not loops_b)
 
 
 def _steps_without_update(index: SemanticIndex, region: cst.CSTNode,

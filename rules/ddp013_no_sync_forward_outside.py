@@ -49,7 +49,9 @@ class NoSyncForwardOutside(Rule):
     code, name, severity = "DDP013", "no-sync-forward-outside", "warning"
     message = ("the forward of this loss ran outside no_sync(): the backward inside still "
                "all-reduces; move the forward into the with block")
-    triggers = ("no_sync",)
+    LATE_MESSAGE = ("require_backward_grad_sync is turned off after the forward ran: DDP read it in the "
+                    "forward, so this backward still all-reduces; set it before the forward")
+    triggers = ("no_sync", "require_backward_grad_sync")
     needs_ddp_context = True
 
     valid = [
@@ -108,6 +110,31 @@ with model.no_sync():
         logits, loss = model(x, y)
         scaler.scale(loss).backward()
 """),
+        # A helper that runs both the forward and the backward, called inside no_sync().
+        Valid(DDP + """\
+def train_step(model, batch):
+    loss = model(batch).mean()
+    loss.backward()
+
+for i, batch in enumerate(loader):
+    with model.no_sync():
+        train_step(model, batch)
+"""),
+        # The forward ran inside another no_sync() block of the same model.
+        Valid(DDP + """\
+with model.no_sync():
+    loss = model(x).sum()
+log_progress(loss.item())
+with model.no_sync():
+    loss.backward()
+"""),
+        # nanoGPT: the flag is set before the forward.
+        Valid(DDP + """\
+for micro_step in range(accum):
+    model.require_backward_grad_sync = micro_step == accum - 1
+    logits, loss = model(X, Y)
+    loss.backward()
+"""),
     ]
     invalid = [
         Invalid(DDP + """\
@@ -164,6 +191,25 @@ with model.no_sync():
 def compute_loss(model, batch):
     return model(batch).mean()
 """, line=6, column=1),
+        # The loss of a helper that collects outputs and concatenates them.
+        Invalid(DDP + """\
+def forward_all(model, chunks):
+    outs = []
+    for chunk in chunks:
+        outs.append(model(chunk))
+    return torch.cat(outs).mean()
+
+loss = forward_all(model, chunks)
+with model.no_sync():
+    loss.backward()
+""", line=12, column=1),
+        # require_backward_grad_sync turned off after the forward already ran.
+        Invalid(DDP + """\
+for i, batch in enumerate(loader):
+    out = model(batch)
+    model.require_backward_grad_sync = (i + 1) % accum == 0
+    out.sum().backward()
+""", line=7, column=5),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
@@ -175,9 +221,76 @@ def compute_loss(model, batch):
                     continue
                 operand = flow.backward_operand(backward.site)
                 forwards = flow.forward_sites(index, operand, backward.site.order)
-                if forwards and not any(flow.is_inside(index, f, with_node) for f in forwards):
+                if forwards and not any(_forward_unsynced(index, f, with_node, backward) for f in forwards):
                     yield self.report(with_node)
                     break
+        yield from self._late_flag(index)
+
+    def _late_flag(self, index: SemanticIndex) -> Iterator[Report]:
+        """``model.require_backward_grad_sync = False`` after the forward ran:
+        DDP read the flag in that forward, so the backward still syncs."""
+        for (_, name), bindings in index.bindings.items():
+            if not name.endswith(".require_backward_grad_sync"):
+                continue
+            for binding in bindings:
+                if binding.kind != "assign" or flow.literal_bool(binding.value) is True:
+                    continue
+                if _flag_set_after_forward(index, binding):
+                    yield self.report(binding.node, self.LATE_MESSAGE)
+
+
+def _forward_unsynced(index: SemanticIndex, forward: cst.Call, with_node: cst.With,
+                      backward: flow.Event) -> bool:
+    """Did this forward run with sync off: inside this ``with``, inside the
+    helper that the ``with`` calls (forward and backward in one helper), or
+    inside another ``no_sync()`` block of the same model?"""
+    if flow.is_inside(index, forward, with_node):
+        return True
+    if backward.inlined:
+        helper = flow.enclosing_function(index, backward.site.node)
+        if helper is not None and flow.is_inside(index, forward, helper):
+            return True
+    model = _no_sync_receiver(with_node)
+    for ancestor in index.ancestors(forward):
+        if isinstance(ancestor, cst.With) and any(
+                _is_no_sync(item.item) and flow.same_text(_no_sync_receiver(ancestor), model)
+                for item in ancestor.items):
+            return True
+    return False
+
+
+def _no_sync_receiver(with_node: cst.With):
+    for item in with_node.items:
+        expr = item.item
+        for candidate in ((expr.body, expr.orelse) if isinstance(expr, cst.IfExp) else (expr,)):
+            if _is_no_sync(candidate) and isinstance(candidate, cst.Call):
+                return candidate.func.value
+    return None
+
+
+def _flag_set_after_forward(index: SemanticIndex, binding) -> bool:
+    """A backward after the assignment whose loss's forward ran before it, in
+    the same function, with no other assignment of the flag in between."""
+    function = flow.enclosing_function(index, binding.node) or index.module
+    model = binding.name.rpartition(".")[0]
+    for site in flow.calls_in_function(index, function):
+        if not flow.is_tensor_backward(index, site) or not flow.precedes(index, binding.node, site.node):
+            continue
+        forwards = flow.forward_sites(index, flow.backward_operand(site), site.order)
+        if forwards and all(flow.precedes(index, f, binding.node) and _same_iteration(index, f, binding.node)
+                            and (flow.dotted_name(flow.model_of_forward(f)) or "").split(".")[0]
+                            == model.split(".")[0] for f in forwards):
+            return True
+    return False
+
+
+def _same_iteration(index: SemanticIndex, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+    """Do both nodes sit in the same innermost loop (or in none)?"""
+    loops_first = flow.enclosing_loops(index, first)
+    loops_second = flow.enclosing_loops(index, second)
+    if not loops_first or not loops_second:
+        return not loops_first and not loops_second
+    return loops_first[0] is loops_second[0]
 
 
 def _region(index: SemanticIndex, node: cst.With) -> cst.CSTNode:

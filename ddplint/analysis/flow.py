@@ -651,7 +651,10 @@ def carries_graph(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_o
             return False
         name = dotted_name(expr)
         if name is not None and "." not in name:
-            return any(binding_carries_graph(index, binding, depth) for binding in index.reaching(name, expr))
+            reaching = index.reaching(name, expr)
+            if any(binding_carries_graph(index, binding, depth) for binding in reaching):
+                return True
+            return _container_fills_carry_graph(index, name, expr, reaching, depth)
         if name is not None and index.visible_bindings(name, expr):
             bindings = [b for b in index.visible_bindings(name, expr) or [] if b.order < at_order]
             return bool(bindings) and binding_carries_graph(index, bindings[-1], depth)
@@ -675,6 +678,23 @@ def carries_graph(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_o
         return follow(expr.elt)
     if isinstance(expr, cst.Call):
         return _call_carries_graph(index, expr, at_order, depth)
+    return False
+
+
+def _container_fills_carry_graph(index: SemanticIndex, name: str, expr: cst.BaseExpression,
+                                 reaching: list[Binding], depth: int) -> bool:
+    """A list or dict built empty and filled with graph tensors before ``expr``
+    (``outs = []``, ``outs.append(model(x))``, then ``torch.cat(outs)``)."""
+    if not reaching or depth > 6 or not all(
+            b.kind in ("assign", "annassign") and isinstance(b.value, (cst.List, cst.Dict, cst.Tuple))
+            for b in reaching):
+        return False
+    scope = index.enclosing_scope(expr)
+    for site in index.method_calls("append", "extend", "insert"):
+        if isinstance(site.receiver, cst.Name) and site.receiver.value == name and site.scope is scope \
+                and site.node.args and precedes(index, site.node, expr) \
+                and carries_graph(index, site.node.args[-1].value, site.order, depth + 2):
+            return True
     return False
 
 
