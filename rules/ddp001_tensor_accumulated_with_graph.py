@@ -1,9 +1,17 @@
 """## What it does
 Flags a tensor that carries autograd history (the loss, model outputs, anything
-computed from them) being kept beyond the loop iteration that produced it:
-appended or inserted into a container that outlives the iteration
-(`losses.append(loss)`), or accumulated into a variable defined outside the loop
-(`total_loss += loss`, `total = total + loss`).
+computed from them, also through augmented assignments such as `snap /= n`)
+being kept beyond the loop iteration that produced it: appended or inserted
+into a container that outlives the iteration (`losses.append(loss)`),
+accumulated into a variable defined outside the loop (`total_loss += loss`,
+`total = total + loss`), or handed to a meter of the project whose class keeps
+its argument (`meter.update(loss)` where `update` does `self.sum += val`).
+
+An accumulator counts as reset only when every path through the iteration
+resets it: a reset that a `continue` skips does not count. A per-batch method
+without a loop of its own (`def step(self, xb): ... self.history.append(loss)`)
+is flagged when a loop of the module calls it: the instance's container
+outlives every call.
 
 It is an error where no `backward()` consumes the tensor (evaluation, validation
 and metric loops keep the whole activation graph of every batch alive) and a
@@ -33,8 +41,15 @@ Not flagged: `.item()`, `.detach()`, `float(...)`, `.tolist()`, `torch.tensor(x)
 (`.cpu()` and `.to("cpu")` keep the graph); code under `torch.no_grad()`,
 `torch.inference_mode()`, `torch.set_grad_enabled(False)` or in functions
 decorated with them (also functions every caller of which runs them under
-such a region); an accumulator reset in the iteration, and terms summed into a
-loss that `backward()` consumes (`torch.stack(losses).sum().backward()`).
+such a region), and values bound in such a region and read after it; an
+accumulator reset on every path of the iteration; terms summed into a loss
+that `backward()` consumes (`torch.stack(losses).sum().backward()`, graphs
+kept for a deferred `for l in pending: l.backward()`); short loops over the
+parts of one step (`for j in range(len(parts))`, heads, views) whose sum is
+returned into the loss; `meter.update(loss)` when the meter's class is not in
+the project or does not keep its argument; modules (`replicas.append(
+factory.build_model(cfg))`); loops inside a module's `forward`, a few literal
+iterations (`range(10)`), and code a framework drives (Lightning modules).
 
 ## References
 - https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory

@@ -1,13 +1,25 @@
 """## What it does
 Flags gradient accumulation on a DDP/FSDP-wrapped model without `no_sync()`:
 `backward()` runs on every micro-step while the optimizer steps only on some
-(`if (i + 1) % accum_steps == 0: optimizer.step()`, or an inner micro-step
-loop followed by one step), and nothing turns gradient synchronisation off on
-the non-stepping micro-steps (`with model.no_sync():` or
-`model.require_backward_grad_sync = False`).
+(`if (i + 1) % accum_steps == 0: optimizer.step()`, an earlier
+`if (i + 1) % k != 0: continue`, an inner micro-step loop followed by one
+step, or a per-iteration step function such as an Ignite `update`), and
+nothing turns gradient synchronisation off on the non-stepping micro-steps
+(`with model.no_sync():` around the accumulating backward or its forward, or
+`model.require_backward_grad_sync = False`). FSDP accumulation without
+`no_sync()` is the same warning.
 
-The model may be wrapped in the same function, held in `self.model`, or passed
-in as a parameter by a same-module caller that wrapped it.
+Backward and step may be done by a helper: a same-module function, a
+mixed-precision manager of the project (`amp.backward(loss)` then
+`amp.step(model, optimizer)`), or a helper object told when to step
+(MAE/ConvNeXt's `loss_scaler(loss, optimizer, update_grad=(i + 1) % k == 0)`,
+also when its class lives in another module). The report is at the backward
+call of the accumulating iteration (the helper call when a helper runs it),
+once per call: a loop with an AMP arm and a plain arm gets one report each.
+
+The model may be wrapped in the same function, held in `self.model`, passed in
+as a parameter by a caller anywhere in the project that wrapped it, or handed
+by the loop to a helper that runs its forward.
 
 ## Why is this bad?
 DDP all-reduces every gradient bucket in every `backward()`. With `k`
@@ -34,10 +46,16 @@ that is often the largest part of the step time.
             optimizer.step()
             optimizer.zero_grad()
 
-Not flagged: accumulation handled by a framework (`accelerator.accumulate`,
-`accelerator.no_sync`, DeepSpeed engines, Lightning), nanoGPT's
-`model.require_backward_grad_sync = (micro_step == k - 1)`, forwards through
-`model.module(x)` on the non-final micro-steps, models not known to be wrapped.
+Not flagged: accumulation handled by a framework (`with
+accelerator.accumulate(model)` or an `Accelerator`'s `accumulate`, not a
+metrics object's `accumulate()`; `accelerator.no_sync`, DeepSpeed engines,
+Lightning), nanoGPT's `model.require_backward_grad_sync = (micro_step == k - 1)`,
+FSDP2's `set_requires_gradient_sync`, forwards through `model.module(x)` on the
+non-final micro-steps, `no_sync` contexts chosen at run time
+(`ctx = model.no_sync if ... else nullcontext`), helpers told to step on every
+call (`update_grad=True`), models not known to be wrapped. A `no_sync()` that
+encloses other code only (an evaluation pass) does not count, nor one chosen
+only under `isinstance(model, FSDP)` when the model may be a DDP model.
 
 ## References
 - https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html#torch.nn.parallel.DistributedDataParallel.no_sync

@@ -11,8 +11,9 @@ Silent mistakes (error):
   to 65536 every time and the first steps of each epoch overflow and are
   skipped.
 
-Mistakes PyTorch itself raises on (info): `scaler.step(optimizer)` in a loop
-without `scaler.update()`.
+Info: `scaler.step(optimizer)` in a loop without `scaler.update()`: the scale
+never adapts (PyTorch raises only when a second `scaler.step` comes before an
+`update()`).
 
 ## Why is this bad?
 The scaler multiplies the loss so fp16 gradients do not underflow, and it must
@@ -39,7 +40,9 @@ without an error: training diverges, or quietly learns at a wrong rate.
 
 Not flagged: a scaler wrapped by a helper class that does step and update;
 `GradScaler(enabled=False)`; AMP and fp32 paths in separate branches
-(`if scaler is not None: ... else: optimizer.step()`).
+(`if scaler is not None: ... else: optimizer.step()`); a warm-up loop that
+runs plain `backward()` and never steps before the scaled loop (backwards are
+compared with the `scaler.step` of their own loop only).
 
 ## References
 - https://pytorch.org/docs/stable/amp.html#gradient-scaling

@@ -1,6 +1,9 @@
 """## What it does
 Flags `with model.no_sync():` whose body calls `backward()` on a loss whose
-forward pass ran before the `with`, outside the context.
+forward pass ran before the `with`, outside the context (also a loss that a
+helper built from outputs it collected, `outs.append(model(x))` then
+`torch.cat(outs)`), and `model.require_backward_grad_sync = False` set after
+the forward of the loss it is meant for already ran.
 
 ## Why is this bad?
 DDP decides at forward time whether the coming backward synchronises
@@ -19,9 +22,12 @@ all-reduce per micro-step, and the code looks as if it did not.
         loss = criterion(model(x), y)
         loss.backward()
 
-Not flagged: forward and backward both inside; forward inside the context and
-backward outside on the syncing step (a known correct idiom: the last
-micro-step's forward runs inside, its backward outside, and syncs everything).
+Not flagged: forward and backward both inside (also inside one helper called
+in the block); a forward that ran inside another `no_sync()` block of the same
+model; forward inside the context and backward outside on the syncing step (a
+known correct idiom: the last micro-step's forward runs inside, its backward
+outside, and syncs everything); `require_backward_grad_sync` set before the
+forward (nanoGPT); `accelerator.no_sync(model)` (the framework's).
 
 ## References
 - https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html#torch.nn.parallel.DistributedDataParallel.no_sync

@@ -1,10 +1,17 @@
 """## What it does
 Flags, in a DDP training loop, control flow that can differ across ranks and
-changes whether a rank reaches `backward()` (or a collective): a
-`continue` / `break` / `return` / `raise` before the backward under a per-rank,
-data-dependent condition (`if torch.isnan(loss): continue`,
-`if batch is None: continue`, a value read from the batch or the loss), or a
-`break` under a rank condition (`if rank == 0 and ...: break`).
+changes whether a rank reaches `backward()` (or a collective): a `continue`
+before the backward, or a `break` / `return` / `raise` anywhere in the loop,
+under a per-rank, data-dependent condition (`if torch.isnan(loss): continue`,
+`if batch is None: continue`, a batch pulled with `next(it, None)`, a value
+read from the batch, the loss or the model's outputs), and a `break` /
+`return` under a rank condition (`if rank == 0 and ...: break`). Leaving the
+loop after the backward diverges too: the peers wait in the next step's
+all-reduce.
+
+A DDP training loop is a loop (in DDP context) that runs `backward()`,
+directly or in a helper of the module, or hands the DDP/FSDP-wrapped model to
+a training function (`fit_one_epoch(model, ...)`, imported or not).
 
 A `raise` is reported as a warning: it fails fast on the rank that raises, but
 its peers wait in the all-reduce until the collective timeout.
@@ -32,10 +39,14 @@ later ranks pair up the wrong buckets and crash with a confusing error.
             continue
         loss.backward()
 
-Not flagged: conditions computed from all-reduced / broadcast values; step and
-epoch counters (`if step >= max_steps: break`); `sys.exit` on a non-finite
-loss (the process ends and the launcher tears the job down); exits after the
-backward; exits of inner loops that do not skip the backward.
+Not flagged: conditions computed from all-reduced / broadcast values, also
+through a helper of the project that all-reduces a value and returns it
+(`if any_rank_nan(loss): continue`); step and epoch counters
+(`if step >= max_steps: break`); loops over configuration (optimizers,
+parameter groups, `dict.items()`) skipping on counters; `sys.exit` on a
+non-finite loss (the process ends and the launcher tears the job down); a
+`continue` after the last backward and collective of the iteration; exits of
+inner loops that do not skip the backward.
 
 ## References
 - https://pytorch.org/docs/stable/notes/ddp.html#internal-design
@@ -368,7 +379,20 @@ def train(model, loader, optimizer):
         for exit_node in index.exits:
             severity = _skip_severity(index, exit_node)
             if severity is not None:
-                yield self.report(exit_node, severity=severity)
+                yield self.report(exit_node, _message(exit_node), severity=severity)
+
+
+def _message(exit_node: cst.CSTNode) -> str:
+    if isinstance(exit_node, cst.Continue):
+        return ("this rank may skip backward() while its peers run it: their all-reduce waits for it "
+                "and the job hangs until the collective timeout; agree on the decision across ranks "
+                "first (all_reduce the flag)")
+    if isinstance(exit_node, cst.Raise):
+        return ("this rank may raise while its peers run backward(): they wait in the all-reduce until "
+                "the collective timeout; agree on the decision across ranks first (all_reduce the flag)")
+    return ("this rank may leave the training loop while its peers go on: they wait in the next "
+            "backward's all-reduce and the job hangs until the collective timeout; agree on the "
+            "decision across ranks first (all_reduce the flag)")
 
 
 def _skip_severity(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str]:
