@@ -52,7 +52,8 @@ FRAMEWORK_RECEIVERS = ("accelerator", "fabric", "engine", "model_engine", "deeps
 
 class ClipBeforeUnscale(Rule):
     code, name, severity = "DDP003", "clip-before-unscale", "error"
-    message = ("gradients are clipped while still scaled by the GradScaler: call "
+    message = ("gradients are clipped while still multiplied by the GradScaler's loss scale (65536 at "
+               "start): almost every step is clipped, by a factor that changes with the scale; call "
                "scaler.unscale_(optimizer) before clipping")
     triggers = ("clip_grad",)
 
