@@ -631,6 +631,8 @@ def _severity(index: SemanticIndex, node: cst.CSTNode, accumulator: cst.BaseExpr
     loops = flow.enclosing_loops(index, node)
     if not loops:
         return _per_call_severity(index, node, name, value, order)
+    if not flow.carries_graph(index, value, order):
+        return None
     if "." in name:  # ``self.history``: outlives the loop unless rebound in it
         surviving = [loop for loop in loops if not flow.binds_inside(index, name, loop, node)]
     else:
@@ -639,8 +641,6 @@ def _severity(index: SemanticIndex, node: cst.CSTNode, accumulator: cst.BaseExpr
     surviving = [loop for loop in surviving if not _few_literal_iterations(loop)]
     if not surviving:
         return None  # reset every iteration, on every path
-    if not flow.carries_graph(index, value, order):
-        return None
     if _consumed_by_backward(index, node, name):
         return None
     if "." not in name and not any(flow.is_data_loop(index, loop) for loop in surviving) \

@@ -958,12 +958,28 @@ def surviving_loops(index: SemanticIndex, name: str, node: cst.CSTNode, loops: l
         flow = ScopeFlow(index, scope, [*bindings, marker])
         found = []
         for loop in loops:
+            # The object reaches the loop's next iteration (no rebinding on
+            # some path to the back edge) and is not replaced on every path
+            # from the head back to ``node`` (a reset at the top of the body).
             first = _first_statement(loop)
             state = flow.at(first) if first is not None else None
-            if state is not None and any(b is marker for b in state):
+            if state is not None and any(b is marker for b in state) \
+                    and not _reset_before(index, bindings, node, loop):
                 found.append(loop)
         index.cache[key] = found
     return list(found)
+
+
+def _reset_before(index: SemanticIndex, bindings: list[Binding], node: cst.CSTNode, loop: Loop) -> bool:
+    """Is the name rebound on every path from ``loop``'s head to ``node`` (a
+    reset at the top of the body, on both arms of an ``if``)? Answered with a
+    marker binding made at the head of every iteration."""
+    from ddplint.analysis.reaching import ScopeFlow
+
+    scope = index.enclosing_scope(node)
+    head = Binding(bindings[0].name, "marker", None, loop, scope, 0)
+    reached = ScopeFlow(index, scope, [*bindings, head]).at(node)
+    return reached is not None and not any(b is head for b in reached)
 
 
 def _first_statement(loop: Loop) -> Optional[cst.CSTNode]:
