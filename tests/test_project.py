@@ -393,3 +393,89 @@ def test_a_helper_that_all_reduces_its_argument_returns_an_agreed_value():
     assert not project.returns_agreed("train.py", "util.local", imports)
     assert not project.returns_agreed("train.py", "util.reduced", imports)  # only dst holds it
     assert not project.returns_agreed("train.py", "missing", imports)
+
+
+# ---------------------------------------------------------------------- calls through instances
+LOOP = """\
+import torch
+
+class Loop:
+    def run(self):
+        for epoch in range(3):
+            self.on_epoch_end(epoch)
+
+    def on_epoch_end(self, epoch):
+        torch.save(self.state, f"ckpt{epoch}.pt")
+
+class Other:
+    def on_epoch_end(self, epoch):
+        pass
+"""
+
+
+def test_methods_are_keyed_by_class_and_bases_are_recorded():
+    facts = summarize(LOOP + "class Sub(Loop, pkg.Mixin):\n    def run(self):\n        pass\n", "loop.py")
+    assert {"Loop.run", "Loop.on_epoch_end", "Other.on_epoch_end", "Sub.run"} <= set(facts.functions)
+    assert facts.classes == {"Loop": (), "Other": (), "Sub": ("Loop", "pkg.Mixin")}
+    assert facts.functions["Loop.on_epoch_end"].params == ("self", "epoch")
+
+
+def test_self_calls_and_constructed_instances_reach_methods():
+    unguarded = _project({"loop.py": LOOP, "main.py": "from loop import Loop\nLoop().run()\n"})
+    assert unguarded.callers_guarded("loop.py", "Loop.on_epoch_end") is False
+    assert unguarded.callers_guarded("loop.py", "Other.on_epoch_end") is None
+    guarded = _project({"loop.py": LOOP, "main.py": "import torch.distributed as dist\nimport loop\n"
+                                                    "runner = loop.Loop()\n"
+                                                    "if dist.get_rank() == 0:\n    runner.run()\n"})
+    assert guarded.callers_guarded("loop.py", "Loop.on_epoch_end") is True
+
+
+def test_wrapped_models_reach_methods_of_instances():
+    project = _project({
+        "store.py": "class Store:\n    def restore(self, path, model):\n        model.load_state_dict(path)\n"
+                    "    def __call__(self, net):\n        net(1)\n",
+        "trainer.py": "from store import Store\n"
+                      "class Trainer:\n    def __init__(self, model):\n        self.store = Store()\n"
+                      "        self.model = model\n"
+                      "    def resume(self, model):\n        self.store.restore('x.pt', model)\n",
+        "main.py": "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                   "from store import Store\nfrom trainer import Trainer\n"
+                   "model = DDP(net)\nstore = Store()\nstore.restore('x.pt', model)\nstore(model)\n"
+                   "Trainer(model).resume(model)\n",
+    })
+    assert project.wrapped_param("store.py", "Store.restore", "model") == "ddp"
+    assert project.wrapped_param("store.py", "Store.__call__", "net") == "ddp"
+    assert project.wrapped_param("trainer.py", "Trainer.__init__", "model") == "ddp"
+    assert project.wrapped_param("trainer.py", "Trainer.resume", "model") == "ddp"
+    imports = project.modules["main.py"].imports
+    assert project.loading_function("main.py", "Store.restore", imports) == ("store.py", "Store.restore")
+    assert project.call_loads_into(("store.py", "Store.restore"), "store.restore", "1")
+
+
+def test_methods_resolve_through_project_bases_and_re_exports():
+    project = _project({
+        "pkg/__init__.py": "from .base import BaseTrainer\n",
+        "pkg/base.py": "import torch.distributed as dist\n"
+                       "class BaseTrainer:\n    def __init__(self, model):\n        self.model = model\n"
+                       "    def evaluate(self):\n        dist.all_reduce(self.total)\n",
+        "main.py": "from pkg import BaseTrainer\n"
+                   "class Trainer(BaseTrainer):\n"
+                   "    def __init__(self, model):\n        BaseTrainer.__init__(self, model)\n"
+                   "    def fit(self):\n        self.evaluate()\n"
+                   "def run(model):\n    Trainer(model).fit()\n",
+    })
+    imports = project.modules["main.py"].imports
+    assert project.resolve_function("main.py", "BaseTrainer", imports) == ("pkg/base.py", "BaseTrainer.__init__")
+    assert project.resolve_function("main.py", "Trainer.evaluate", imports) == ("pkg/base.py", "BaseTrainer.evaluate")
+    assert project.reaches_collective(("main.py", "Trainer.fit"))
+    assert project.reaches_collective(("main.py", "run"))
+    # The unbound call passes ``self`` itself: ``model`` fills the second slot.
+    call = next(c for c in project.modules["main.py"].calls if c.callee == "BaseTrainer.__init__")
+    assert project._param_for_slot(("pkg/base.py", "BaseTrainer.__init__"), call, "1") == "model"
+
+
+def test_a_bare_method_name_is_the_one_method_of_that_name():
+    project = _project({"loop.py": LOOP, "main.py": "from loop import Loop\nLoop().run()\n"})
+    assert project.callers_guarded("loop.py", "run") is False  # Loop.run, called at module level
+    assert project.function_key("loop.py", "run") == ("loop.py", "Loop.run")
+    assert project.function_key("loop.py", "on_epoch_end") == ("loop.py", "on_epoch_end")  # two classes
