@@ -118,7 +118,7 @@ def _mentions_local_rank(index: SemanticIndex, expr: cst.CSTNode, depth: int = 0
         if isinstance(node, cst.Attribute) and node.attr.value == "local_rank":
             return True
         if isinstance(node, cst.Name) and depth < 2:
-            values = index.assigned_values(node) or []
+            values = index.reaching_values(node) or []
             if any(_mentions_local_rank(index, v, depth + 1) for v in values):
                 return True
         stack.extend(node.children)
