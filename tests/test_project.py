@@ -479,3 +479,48 @@ def test_a_bare_method_name_is_the_one_method_of_that_name():
     assert project.callers_guarded("loop.py", "run") is False  # Loop.run, called at module level
     assert project.function_key("loop.py", "run") == ("loop.py", "Loop.run")
     assert project.function_key("loop.py", "on_epoch_end") == ("loop.py", "on_epoch_end")  # two classes
+
+
+def _lint_tree(root: Path, files: dict, select) -> set:
+    write(root / "pyproject.toml", "")
+    for name, source in files.items():
+        write(root / name, source)
+    named = [root / name for name in files]
+    results = lint_paths(named, Settings(select=tuple(select), root=root), display={p: p.name for p in named})
+    return {(r.path, d.line, d.code) for r in results for d in r.diagnostics}
+
+
+def test_rules_follow_calls_through_instances(tmp_path):
+    store = ("class Store:\n    def restore(self, path, model):\n        model.load_state_dict(path)\n")
+    evaluator = ("import torch.distributed as dist\n"
+                 "class Evaluator:\n    def run(self, total):\n        dist.all_reduce(total)\n")
+    main = ("import torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "from store import Store\nfrom evaluator import Evaluator\n"
+            "class App:\n    def __init__(self):\n        self.store = Store()\n"
+            "    def resume(self, model):\n        if dist.get_rank() == 0:\n"
+            "            self.store.restore('x.pt', model)\n"
+            "def main():\n    dist.init_process_group('nccl')\n    model = DDP(net)\n"
+            "    store, ev = Store(), Evaluator()\n    checker = Evaluator()\n"
+            "    if dist.get_rank() == 0:\n        Store().restore('x.pt', model)\n"
+            "        checker.run(total)\n"
+            "    App().resume(model)\n    dist.destroy_process_group()\n")
+    found = _lint_tree(tmp_path / "proj", {"store.py": store, "evaluator.py": evaluator, "main.py": main},
+                       ("DDP010", "DDP020"))
+    assert found == {("main.py", 10, "DDP020"), ("main.py", 17, "DDP020"), ("main.py", 18, "DDP010")}
+
+
+def test_a_save_reached_through_self_calls_needs_a_guard_above(tmp_path):
+    loop = ("import torch\nimport torch.distributed as dist\n"
+            "class Loop:\n    def __init__(self, model):\n        self.model = model\n"
+            "    def run(self):\n        for epoch in range(3):\n            self.on_epoch_end(epoch)\n"
+            "    def on_epoch_end(self, epoch):\n        torch.save(self.model.state_dict(), 'ckpt.pt')\n")
+    main = ("import torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "from loop import Loop\n"
+            "def main():\n    dist.init_process_group('nccl')\n    model = DDP(net)\n"
+            "    {call}\n    dist.destroy_process_group()\n"
+            "if __name__ == '__main__':\n    main()\n")
+    unguarded = _lint_tree(tmp_path / "a", {"loop.py": loop, "main.py": main.format(call="Loop(model).run()")},
+                           ("DDP011",))
+    assert unguarded == {("loop.py", 10, "DDP011")}
+    guarded = main.format(call="if dist.get_rank() == 0:\n        Loop(model).run()")
+    assert _lint_tree(tmp_path / "b", {"loop.py": loop, "main.py": guarded}, ("DDP011",)) == set()

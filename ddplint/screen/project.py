@@ -372,7 +372,7 @@ class Project:
         function, module = self.function(key), self.modules[key[0]]
         if function is not None and function.forwards_globals & module.wrapped_globals.keys():
             return "forward"  # ``def estimate_loss(): model(x)`` with a module-level DDP model
-        call = CallFact(callee, "", False, False)
+        call = _judge_call(callee)
         for slot in wrapped_slots:
             param = self._param_for_slot(key, call, slot)
             if param is not None and param in self._forwards.get(key, ()):
@@ -386,7 +386,7 @@ class Project:
         return key if key is not None and self._loads.get(key) else None
 
     def call_loads_into(self, key: FunctionKey, callee: str, slot: str) -> bool:
-        param = self._param_for_slot(key, CallFact(callee, "", False, False), slot)
+        param = self._param_for_slot(key, _judge_call(callee), slot)
         return param is not None and param in self._loads.get(key, ())
 
     def wrapped_param(self, path: str, function: str, param: str) -> str:
@@ -506,6 +506,15 @@ def _argument_params(function: FunctionFacts, call: CallFact) -> tuple[str, ...]
     holder = call.callee.rpartition(".")[0]
     unbound = not call.instance and params[0] == "self" and holder.split(".")[-1][:1].isupper()
     return params if unbound else params[1:]
+
+
+def _judge_call(callee: str) -> CallFact:
+    """A call as the judge names it (``ddplint.analysis.models.project_callee``):
+    "Cls.method" stands for a call through an instance (bound), except
+    ``Base.__init__(self, ...)``, which passes ``self`` itself."""
+    holder, _, method = callee.rpartition(".")
+    bound = holder.split(".")[-1][:1].isupper() and method != "__init__"
+    return CallFact(callee, "", False, False, instance=bound)
 
 
 def _closure(starts: Iterable[str], edges: dict[str, set[str]]) -> set[str]:
