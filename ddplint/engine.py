@@ -21,6 +21,7 @@ import libcst as cst
 
 from ddplint.config import Settings
 from ddplint.diagnostics import INTERNAL_ERROR, Diagnostic, FileResult
+from ddplint.notebooks import is_notebook, lint_notebook, python_source
 from ddplint.registry import all_rules
 from ddplint.rule import Report, Rule
 from ddplint.analysis.semantic import SemanticIndex, may_be_in_ddp_context
@@ -74,6 +75,12 @@ class Linter:
         return self.lint_source(data, display)
 
     def lint_source(self, data: Union[str, bytes], display: str = "<stdin>") -> FileResult:
+        """Lint one file's content; ``display`` names it (and says whether it is a notebook)."""
+        if is_notebook(display):
+            return lint_notebook(self, data, display)
+        return self.lint_python(data, display)
+
+    def lint_python(self, data: Union[str, bytes], display: str = "<stdin>") -> FileResult:
         result = FileResult(display)
         if isinstance(data, bytes):
             source, problem = decode_source(data)
@@ -329,7 +336,7 @@ def _summarize_job(job: tuple[str, str, Optional[str]]):
     key = Cache.facts_key(Cache.content_digest(data), display)
     found, facts = cache.load_facts(key) if cache else (False, None)
     if not found:
-        source, _ = decode_source(data)
+        source = python_source(data) if is_notebook(display) else decode_source(data)[0]
         facts = summarize(source, display) if source is not None else None
         if cache is not None:
             cache.store_facts(key, facts)
