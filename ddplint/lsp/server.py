@@ -58,6 +58,16 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
+class Outcome:
+    """What one lint produced: findings, and messages for the user (sent by the
+    event loop: the lint thread never writes to the client)."""
+
+    findings: list[Diagnostic] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)  # window/showMessage, errors
+    logged: list[str] = field(default_factory=list)  # window/logMessage, errors
+
+
+@dataclass
 class Linted:
     """The last lint of a document: its version, its text and its findings."""
 
@@ -76,63 +86,65 @@ class DdplintServer(LanguageServer):
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="ddplint-lint")
         self.settings_cache: dict[Path, Settings] = {}
         self.projects: dict[Path, ProjectFacts] = {}
-        self.messages_shown: set[str] = set()
+        self.messages_sent: set[str] = set()  # each message once (until settings change)
 
-    # ------------------------------------------------------------------ settings
-    def settings_for(self, path: Optional[Path]) -> Optional[Settings]:
-        """The document's settings; None (and one message) when they are broken."""
+    # ------------------------------------------------------------------ lint thread
+    def settings_for(self, path: Optional[Path]) -> tuple[Optional[Settings], Optional[str]]:
+        """The document's settings, or None and the reason when they are broken."""
         folder = path.parent if path is not None else Path.cwd()
         if folder not in self.settings_cache:
             try:
                 self.settings_cache[folder] = _with_client_settings(load_settings(start=folder),
                                                                     self.client_settings)
             except ConfigError as error:
-                self.show_once(f"ddplint: {error}", types.MessageType.Error)
-                return None
-        return self.settings_cache[folder]
+                return None, f"ddplint: {error}"
+        return self.settings_cache[folder], None
 
-    def forget(self, files_changed: bool = True) -> None:
+    def forget(self, files_changed: bool = True, client_settings: Optional[dict] = None) -> None:
         """Settings (and, with ``files_changed``, the project file lists) may have changed."""
+        if client_settings is not None:
+            self.client_settings = client_settings
         self.settings_cache.clear()
-        self.messages_shown.clear()
         if files_changed:
             for facts in self.projects.values():
                 facts.forget_files()
 
-    def show_once(self, message: str, kind: types.MessageType) -> None:
-        if message not in self.messages_shown:
-            self.messages_shown.add(message)
-            self.window_show_message(types.ShowMessageParams(type=kind, message=message))
-
-    def log_once(self, message: str) -> None:
-        if message not in self.messages_shown:
-            self.messages_shown.add(message)
-            self.window_log_message(types.LogMessageParams(type=types.MessageType.Error, message=message))
-
-    # ------------------------------------------------------------------ linting
-    def lint_in_thread(self, uri: str, source: str) -> list[Diagnostic]:
+    def lint_in_thread(self, uri: str, source: str, open_texts: dict[str, str]) -> Outcome:
         """The document's findings (runs on the lint thread)."""
-        path = Path(to_fs_path(uri)) if uri.startswith("file:") else None
-        settings = self.settings_for(path)
-        if settings is None or (path is not None and _excluded(path, settings)):
-            return []
+        path = _path_of(uri)
+        settings, problem = self.settings_for(path)
+        if settings is None:
+            return Outcome(shown=[problem])
+        if path is not None and _excluded(path, settings):
+            return Outcome()
         display = path.as_posix() if path is not None else uri
         linter = Linter(settings)
         if path is not None and _needs_project(settings):
             root = project_root(path)
             facts = self.projects.setdefault(root, ProjectFacts(root))
-            linter.project = facts.project_for(settings, self.open_texts())
+            linter.project = facts.project_for(settings, open_texts)
         result = linter.lint_source(source, display)
-        for diagnostic in result.diagnostics:
-            if diagnostic.code == INTERNAL_ERROR:
-                self.log_once(f"ddplint: {display}: {diagnostic.message}")
-        return [d for d in result.diagnostics if d.code != INTERNAL_ERROR]
+        return Outcome(findings=[d for d in result.diagnostics if d.code != INTERNAL_ERROR],
+                       logged=[f"ddplint: {display}: {d.message}" for d in result.diagnostics
+                               if d.code == INTERNAL_ERROR])
+
+    # ------------------------------------------------------------------ event loop
+    def send_once(self, message: str, shown: bool) -> None:
+        if message in self.messages_sent:
+            return
+        self.messages_sent.add(message)
+        if shown:
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
+        else:
+            self.window_log_message(types.LogMessageParams(type=types.MessageType.Error, message=message))
 
     def open_texts(self) -> dict[str, str]:
+        """The editor's text of every open file, by resolved path."""
         texts = {}
         for uri, document in list(self.workspace.text_documents.items()):
-            if uri.startswith("file:"):
-                texts[Path(to_fs_path(uri)).as_posix()] = document.source
+            path = _path_of(uri)
+            if path is not None:
+                texts[path.as_posix()] = document.source
         return texts
 
     async def lint(self, uri: str) -> None:
@@ -143,18 +155,23 @@ class DdplintServer(LanguageServer):
             return
         loop = asyncio.get_running_loop()
         try:
-            found = await loop.run_in_executor(self.executor, self.lint_in_thread, uri, source)
+            outcome = await loop.run_in_executor(self.executor, self.lint_in_thread, uri, source,
+                                                 self.open_texts())
         except Exception as error:  # an engine failure must not end the session
-            self.log_once(f"ddplint: linting {uri} failed: {type(error).__name__}: {error}\n"
-                          f"{traceback.format_exc()}")
+            self.send_once(f"ddplint: linting {uri} failed: {type(error).__name__}: {error}\n"
+                           f"{traceback.format_exc()}", shown=False)
             return
+        for message in outcome.shown:
+            self.send_once(message, shown=True)
+        for message in outcome.logged:
+            self.send_once(message, shown=False)
         current = self.workspace.text_documents.get(uri)
         if current is None or current.version != version:
             return  # closed or edited meanwhile: that edit's lint publishes
         lines = source.splitlines(keepends=True)
         codec = current.position_codec
         findings = []
-        for diagnostic in found:
+        for diagnostic in outcome.findings:
             item = _converter.structure(lsp_diagnostic(diagnostic), types.Diagnostic)
             item.range = codec.range_to_client_units(lines, item.range)
             findings.append((diagnostic, item))
@@ -176,9 +193,20 @@ class DdplintServer(LanguageServer):
         self.pending[uri] = task
         task.add_done_callback(lambda done: self.pending.get(uri) is done and self.pending.pop(uri))
 
-    def relint_open_documents(self) -> None:
+    def relint_open_documents(self, files_changed: bool, client_settings: Optional[dict] = None) -> None:
+        """Something the findings depend on changed: forget it (on the lint thread,
+        in order with the lints) and lint every open document again."""
+        self.messages_sent.clear()
+        self.executor.submit(self.forget, files_changed, client_settings)
         for uri in list(self.workspace.text_documents):
             self.lint_soon(uri, 0)
+
+
+def _path_of(uri: str) -> Optional[Path]:
+    """The resolved path of a ``file:`` URI (project facts use resolved paths)."""
+    if not uri.startswith("file:"):
+        return None
+    return Path(to_fs_path(uri)).resolve()
 
 
 def _with_client_settings(settings: Settings, client: dict[str, Any]) -> Settings:
@@ -258,9 +286,7 @@ def did_change(ls: DdplintServer, params: types.DidChangeTextDocumentParams) -> 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: DdplintServer, params: types.DidSaveTextDocumentParams) -> None:
     # A saved file can change what other open documents of its project are told.
-    is_config = Path(to_fs_path(params.text_document.uri) or "").name in CONFIG_FILES
-    ls.executor.submit(ls.forget, is_config)
-    ls.relint_open_documents()
+    ls.relint_open_documents(files_changed=False)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -275,20 +301,12 @@ def did_close(ls: DdplintServer, params: types.DidCloseTextDocumentParams) -> No
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 def did_change_configuration(ls: DdplintServer, params: types.DidChangeConfigurationParams) -> None:
-    settings = _client_settings(params.settings)
-    ls.executor.submit(_set_client_settings, ls, settings)
-    ls.relint_open_documents()
-
-
-def _set_client_settings(ls: DdplintServer, settings: dict[str, Any]) -> None:
-    ls.client_settings = settings
-    ls.forget(files_changed=False)
+    ls.relint_open_documents(files_changed=False, client_settings=_client_settings(params.settings))
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
 def did_change_watched_files(ls: DdplintServer, params: types.DidChangeWatchedFilesParams) -> None:
-    ls.executor.submit(ls.forget, True)
-    ls.relint_open_documents()
+    ls.relint_open_documents(files_changed=True)
 
 
 # ---------------------------------------------------------------------- hover
