@@ -198,7 +198,8 @@ def _file_line(piece: str, line_starts: list[int]) -> int:
 
 
 # ---------------------------------------------------------------------- linting
-def lint_notebook(linter: "Linter", data: Union[bytes, str], display: str) -> FileResult:
+def lint_notebook(linter: "Linter", data: Union[bytes, str], display: str,
+                  module: Optional[str] = None) -> FileResult:
     """Lint a notebook's code cells; diagnostics keep the joined source's lines
     and ``FileResult.cells`` says where each reported line lies."""
     try:
@@ -211,7 +212,7 @@ def lint_notebook(linter: "Linter", data: Union[bytes, str], display: str) -> Fi
         return result
     if notebook is None:
         return FileResult(display)
-    result = linter.lint_python(notebook.source, display)
+    result = linter.lint_python(notebook.source, display, module)
     for diagnostic in result.diagnostics:
         for line in (diagnostic.line, diagnostic.end_line):
             where = notebook.where(line)

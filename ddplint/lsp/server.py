@@ -3,9 +3,10 @@
 - Diagnostics when a document is opened or saved, and after a pause in typing
   (``didChange`` is debounced). Settings come from the configuration file nearest
   to the document, as on the command line, with the client's settings on top;
-  facts come from every file of the document's project root (ddplint.lsp.projects),
-  with the editor's unsaved text for open documents. Files excluded by the
-  configuration get no diagnostics.
+  facts come from every file of the document's project root
+  (``ddplint.engine.lint_document``: the buffer's text for the document, the
+  files on disk for the others; facts cached in the root's .ddplint_cache).
+  Files excluded by the configuration get no diagnostics.
 - Hover over a diagnostic shows its rule's documentation (Markdown).
 - Code actions: "Ignore DDPxxx on this line" (adds or extends ``# noqa``), "Ignore
   DDPxxx in this file" (``# ddplint: noqa: DDPxxx``), the rule's fix when the
@@ -40,9 +41,10 @@ from pygls.uris import to_fs_path
 from ddplint import __version__
 from ddplint.config import ConfigError, Settings, load_settings, path_matches, split_selectors
 from ddplint.diagnostics import INTERNAL_ERROR, Diagnostic
-from ddplint.engine import Linter, _needs_project
+from ddplint.cache import CACHE_DIR_NAME
+from ddplint.discovery import find_project_root
+from ddplint.engine import Linter, lint_document
 from ddplint.fixes import SAFE, Edit, Fix
-from ddplint.lsp.projects import ProjectFacts, project_root
 from ddplint.notebooks import is_notebook
 from ddplint.registry import rules_by_code
 from ddplint.reporters.json_lsp import lsp_diagnostic
@@ -85,7 +87,6 @@ class DdplintServer(LanguageServer):
         # Linting runs on one worker thread, in order; the caches below are used there only.
         self.executor = ThreadPoolExecutor(1, thread_name_prefix="ddplint-lint")
         self.settings_cache: dict[Path, Settings] = {}
-        self.projects: dict[Path, ProjectFacts] = {}
         self.messages_sent: set[str] = set()  # each message once (until settings change)
 
     # ------------------------------------------------------------------ lint thread
@@ -100,16 +101,13 @@ class DdplintServer(LanguageServer):
                 return None, f"ddplint: {error}"
         return self.settings_cache[folder], None
 
-    def forget(self, files_changed: bool = True, client_settings: Optional[dict] = None) -> None:
-        """Settings (and, with ``files_changed``, the project file lists) may have changed."""
+    def forget(self, client_settings: Optional[dict] = None) -> None:
+        """Configuration files or the client's settings may have changed."""
         if client_settings is not None:
             self.client_settings = client_settings
         self.settings_cache.clear()
-        if files_changed:
-            for facts in self.projects.values():
-                facts.forget_files()
 
-    def lint_in_thread(self, uri: str, source: str, open_texts: dict[str, str]) -> Outcome:
+    def lint_in_thread(self, uri: str, source: str) -> Outcome:
         """The document's findings (runs on the lint thread)."""
         path = _path_of(uri)
         settings, problem = self.settings_for(path)
@@ -117,15 +115,13 @@ class DdplintServer(LanguageServer):
             return Outcome(shown=[problem])
         if path is not None and _excluded(path, settings):
             return Outcome()
-        display = path.as_posix() if path is not None else uri
-        linter = Linter(settings)
-        if path is not None and _needs_project(settings):
-            root = project_root(path)
-            facts = self.projects.setdefault(root, ProjectFacts(root))
-            linter.project = facts.project_for(settings, open_texts)
-        result = linter.lint_source(source, display)
+        if path is None:  # an untitled buffer: a project of its own
+            result = Linter(settings).lint_source(source, uri)
+        else:
+            root = find_project_root([path])
+            result = lint_document(source, path, settings, cache_dir=root / CACHE_DIR_NAME, root=root)
         return Outcome(findings=[d for d in result.diagnostics if d.code != INTERNAL_ERROR],
-                       logged=[f"ddplint: {display}: {d.message}" for d in result.diagnostics
+                       logged=[f"ddplint: {result.path}: {d.message}" for d in result.diagnostics
                                if d.code == INTERNAL_ERROR])
 
     # ------------------------------------------------------------------ event loop
@@ -138,15 +134,6 @@ class DdplintServer(LanguageServer):
         else:
             self.window_log_message(types.LogMessageParams(type=types.MessageType.Error, message=message))
 
-    def open_texts(self) -> dict[str, str]:
-        """The editor's text of every open file, by resolved path."""
-        texts = {}
-        for uri, document in list(self.workspace.text_documents.items()):
-            path = _path_of(uri)
-            if path is not None:
-                texts[path.as_posix()] = document.source
-        return texts
-
     async def lint(self, uri: str) -> None:
         """Lint the document now and publish; a newer edit meanwhile wins."""
         document = self.workspace.get_text_document(uri)
@@ -155,8 +142,7 @@ class DdplintServer(LanguageServer):
             return
         loop = asyncio.get_running_loop()
         try:
-            outcome = await loop.run_in_executor(self.executor, self.lint_in_thread, uri, source,
-                                                 self.open_texts())
+            outcome = await loop.run_in_executor(self.executor, self.lint_in_thread, uri, source)
         except Exception as error:  # an engine failure must not end the session
             self.send_once(f"ddplint: linting {uri} failed: {type(error).__name__}: {error}\n"
                            f"{traceback.format_exc()}", shown=False)
@@ -193,17 +179,18 @@ class DdplintServer(LanguageServer):
         self.pending[uri] = task
         task.add_done_callback(lambda done: self.pending.get(uri) is done and self.pending.pop(uri))
 
-    def relint_open_documents(self, files_changed: bool, client_settings: Optional[dict] = None) -> None:
-        """Something the findings depend on changed: forget it (on the lint thread,
-        in order with the lints) and lint every open document again."""
+    def relint_open_documents(self, client_settings: Optional[dict] = None) -> None:
+        """Something the findings depend on changed (a saved file, configuration):
+        forget settings (on the lint thread, in order with the lints) and lint every
+        open document again."""
         self.messages_sent.clear()
-        self.executor.submit(self.forget, files_changed, client_settings)
+        self.executor.submit(self.forget, client_settings)
         for uri in list(self.workspace.text_documents):
             self.lint_soon(uri, 0)
 
 
 def _path_of(uri: str) -> Optional[Path]:
-    """The resolved path of a ``file:`` URI (project facts use resolved paths)."""
+    """The resolved path of a ``file:`` URI."""
     if not uri.startswith("file:"):
         return None
     return Path(to_fs_path(uri)).resolve()
@@ -286,7 +273,7 @@ def did_change(ls: DdplintServer, params: types.DidChangeTextDocumentParams) -> 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(ls: DdplintServer, params: types.DidSaveTextDocumentParams) -> None:
     # A saved file can change what other open documents of its project are told.
-    ls.relint_open_documents(files_changed=False)
+    ls.relint_open_documents()
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -301,12 +288,12 @@ def did_close(ls: DdplintServer, params: types.DidCloseTextDocumentParams) -> No
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 def did_change_configuration(ls: DdplintServer, params: types.DidChangeConfigurationParams) -> None:
-    ls.relint_open_documents(files_changed=False, client_settings=_client_settings(params.settings))
+    ls.relint_open_documents(client_settings=_client_settings(params.settings))
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
 def did_change_watched_files(ls: DdplintServer, params: types.DidChangeWatchedFilesParams) -> None:
-    ls.relint_open_documents(files_changed=True)
+    ls.relint_open_documents()
 
 
 # ---------------------------------------------------------------------- hover
