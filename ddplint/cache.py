@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ddplint import __version__
-from ddplint.diagnostics import Diagnostic, FileResult
+from ddplint.diagnostics import CellLine, Diagnostic, FileResult
 
 CACHE_DIR_NAME = ".ddplint_cache"
 
@@ -80,6 +80,7 @@ class Cache:
                 diagnostics=[Diagnostic(**item) for item in stored["diagnostics"]],
                 parsed=stored["parsed"],
                 source_lines={int(line): text for line, text in stored["source_lines"].items()},
+                cells={int(line): CellLine(*where) for line, where in stored.get("cells", {}).items()},
             )
         except (ValueError, KeyError, TypeError):
             self.misses += 1
@@ -94,6 +95,7 @@ class Cache:
             "diagnostics": [asdict(d) for d in result.diagnostics],
             "parsed": result.parsed,
             "source_lines": {str(line): text for line, text in result.source_lines.items()},
+            "cells": {str(line): [where.cell, where.line, where.file_line] for line, where in result.cells.items()},
         }
         self._write(key, ".json", json.dumps(payload).encode("utf-8"))
 

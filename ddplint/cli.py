@@ -62,6 +62,7 @@ def _fail(message: str) -> "click.exceptions.Exit":
               help="Read settings from this pyproject.toml or .ddplint.yaml.")
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @click.option("--force-exclude", is_flag=True, help="Apply exclude settings to files named on the command line too.")
+@click.option("--no-notebooks", is_flag=True, help="Do not lint Jupyter notebooks (.ipynb) found in folders.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Worker processes [default: number of CPUs].")
 @click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True),
@@ -74,8 +75,8 @@ def _fail(message: str) -> "click.exceptions.Exit":
 def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: str,
           fail_on: Optional[str], exit_zero: bool, statistics: bool, show_source: bool,
           stdin_filename: Optional[str], config_file: Optional[Path], isolated: bool,
-          force_exclude: bool, jobs: Optional[int], output_file: Optional[str], no_cache: bool,
-          cache_dir: Optional[Path], colour: str) -> None:
+          force_exclude: bool, no_notebooks: bool, jobs: Optional[int], output_file: Optional[str],
+          no_cache: bool, cache_dir: Optional[Path], colour: str) -> None:
     """Lint PATHS (files and folders; '-' reads stdin). Default: the current folder."""
     from dataclasses import replace
 
@@ -103,6 +104,8 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
             overrides["extend_select"] = settings.extend_select + split_selectors(extend_select)
         if fail_on:
             overrides["fail_on"] = fail_on
+        if no_notebooks:
+            overrides["notebooks"] = False
         settings = replace(settings, **overrides)
         settings.validate()
     except ConfigError as error:
@@ -133,22 +136,25 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
         shown = {path: relative_display(path, settings.root) for path in found.files}
         result.files = lint_paths(found.files, settings, jobs or default_jobs(), cache_dir=cache, display=shown)
 
+    if result.internal_errors or result.errors:
+        exit_code = EXIT_ERROR
+    else:
+        threshold = SEVERITY_RANK[settings.fail_on]
+        failing = any(SEVERITY_RANK[d.severity] >= threshold for f in result.files for d in f.diagnostics)
+        exit_code = EXIT_FINDINGS if failing and not exit_zero else EXIT_OK
+
     stream = open(output_file, "w", encoding="utf-8") if output_file else sys.stdout
     try:
         colour_choice = {"always": True, "never": False}.get(colour)
         get_reporter(output_format)(result, stream, show_source=show_source,
-                                    statistics=statistics, colour=colour_choice)
+                                    statistics=statistics, colour=colour_choice, exit_code=exit_code)
     finally:
         if output_file:
             stream.close()
 
     for problem in result.errors:
         click.echo(f"ddplint: error: {problem}", err=True)
-    if result.internal_errors or result.errors:
-        sys.exit(EXIT_ERROR)
-    threshold = SEVERITY_RANK[settings.fail_on]
-    failing = any(SEVERITY_RANK[d.severity] >= threshold for f in result.files for d in f.diagnostics)
-    sys.exit(EXIT_FINDINGS if failing and not exit_zero else EXIT_OK)
+    sys.exit(exit_code)
 
 
 @cli.command("rule")

@@ -21,6 +21,7 @@ import libcst as cst
 
 from ddplint.config import Settings
 from ddplint.diagnostics import INTERNAL_ERROR, Diagnostic, FileResult
+from ddplint.notebooks import is_notebook, lint_notebook, python_source
 from ddplint.registry import all_rules
 from ddplint.rule import Report, Rule
 from ddplint.analysis.semantic import SemanticIndex, may_be_in_ddp_context
@@ -76,9 +77,16 @@ class Linter:
 
     def lint_source(self, data: Union[str, bytes], display: str = "<stdin>",
                     module: Optional[str] = None) -> FileResult:
-        """Lint one file's text. ``display`` names it in the result; ``module`` is
-        its name in ``self.project`` (``ddplint.discovery.module_key``; default:
-        ``display``), which the semantic index carries as its path."""
+        """Lint one file's text. ``display`` names it in the result (and says
+        whether it is a notebook); ``module`` is its name in ``self.project``
+        (``ddplint.discovery.module_key``; default: ``display``)."""
+        if is_notebook(display):
+            return lint_notebook(self, data, display, module)
+        return self.lint_python(data, display, module)
+
+    def lint_python(self, data: Union[str, bytes], display: str = "<stdin>",
+                    module: Optional[str] = None) -> FileResult:
+        """Lint Python text; the semantic index carries ``module`` as its path."""
         module = module or display
         result = FileResult(display)
         if isinstance(data, bytes):
@@ -359,7 +367,7 @@ def _summarize_job(job: tuple[str, str, Optional[str]]):
 def _summarize_bytes(data: bytes, module: str):
     from ddplint.screen.facts import summarize
 
-    source, _ = decode_source(data)
+    source = python_source(data) if is_notebook(module) else decode_source(data)[0]
     return summarize(source, module) if source is not None else None
 
 

@@ -24,22 +24,31 @@ def use_colour(stream: TextIO, force: bool | None = None) -> bool:
     return hasattr(stream, "isatty") and stream.isatty()
 
 
+def position(file: FileResult, d: Diagnostic) -> str:
+    """``line:col``, or in a notebook ``cell 3:line 2:col 5``."""
+    where = file.cells.get(d.line)
+    if where is None:
+        return f"{d.line}:{d.column}"
+    return f"cell {where.cell}:line {where.line}:col {d.column}"
+
+
 def code_frame(file: FileResult, d: Diagnostic) -> list[str]:
     """Plain-text frame: gutter, the source line, and carets under the range."""
     source = file.source_lines.get(d.line)
     if source is None:
         return []
-    width = len(str(d.line))
+    shown_line = file.cells[d.line].line if d.line in file.cells else d.line
+    width = len(str(shown_line))
     end = d.end_column if d.end_line == d.line else len(source.rstrip()) + 1
     carets = "^" * max(1, end - d.column)
     gutter = " " * width
     # Keep tabs in the padding so the carets line up under tabbed code.
     padding = "".join("\t" if char == "\t" else " " for char in source[: d.column - 1])
-    return [f"{gutter} |", f"{d.line} | {source.rstrip()}", f"{gutter} | {padding}{carets}"]
+    return [f"{gutter} |", f"{shown_line} | {source.rstrip()}", f"{gutter} | {padding}{carets}"]
 
 
 def _headline(file: FileResult, d: Diagnostic) -> str:
-    return f"{file.path}:{d.line}:{d.column}: {d.code} {d.message}"
+    return f"{file.path}:{position(file, d)}: {d.code} {d.message}"
 
 
 def _totals_line(result: RunResult) -> str:
@@ -96,7 +105,7 @@ def _report_rich(result: RunResult, stream: TextIO, show_source: bool, statistic
     for file in result.files:
         for d in file.diagnostics:
             line = Text()
-            line.append(f"{file.path}:{d.line}:{d.column}:", style="bold")
+            line.append(f"{file.path}:{position(file, d)}:", style="bold")
             line.append(" ")
             line.append(d.code, style=STYLE[d.severity])
             line.append(f" {d.message}")
