@@ -1269,14 +1269,14 @@ def wrapped_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int,
     project when project analysis is available)?"""
     if is_ddp_model(index, expr, at_order, wrappers):
         return True
+    if not isinstance(expr, (cst.Name, cst.Attribute)):
+        return False
+    from ddplint.analysis.models import wrapped_kind
+
+    if wrapped_kind(index, expr, at_order):
+        return True
     if not isinstance(expr, cst.Name):
         return False
-    try:
-        from ddplint.analysis.models import wrapped_kind
-    except ImportError:  # pragma: no cover - project analysis not present
-        wrapped_kind = None
-    if wrapped_kind is not None and wrapped_kind(index, expr, at_order):
-        return True
     binding = next((b for b in index.reaching(expr.value, expr) if b.kind == "param"), None)
     if binding is None or not isinstance(binding.node, cst.Param):
         return False

@@ -47,7 +47,64 @@ def wrapped_kind(index, expr, at_order: int) -> str:
         for binding in index.reaching(expr.value, expr):
             if binding.kind == "param" and isinstance(binding.scope, cst.FunctionDef):
                 return project_of(index).wrapped_param(index.path, function_key(index, binding.scope), expr.value)
+    return wrapped_out_of_calls(index, expr)
+
+
+def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
+    """"ddp"/"fsdp" when ``expr`` holds a model wrapped elsewhere in the
+    project: returned by a project function (``model, opt =
+    setup_for_distributed_mode(model, opt)``), or an instance attribute
+    (``self.vlm``) that the class, a base or a subclass assigns a wrap to; also
+    through plain aliases (``self.biencoder = model``)."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    name = dotted_name(expr)
+    if name is None or depth > 4:
+        return ""
+    project = project_of(index)
+    parts = name.split(".")
+    if len(parts) == 2 and parts[0] == "self":
+        owner = _self_class(index, expr)
+        if owner:
+            kind = project.attribute_wrapped(index.path, owner, parts[1])
+            if kind:
+                return kind
+    for binding in index.reaching(name, expr):
+        value = binding.value
+        position = ""
+        if binding.kind == "unpack" and isinstance(binding.node, cst.Assign):
+            value = binding.node.value
+            position = _unpack_position(binding.node, name)
+            if position is None:
+                continue
+        elif binding.kind not in ("assign", "annassign"):
+            continue
+        if isinstance(value, (cst.Name, cst.Attribute)) and value is not expr and not position:
+            kind = wrapped_out_of_calls(index, value, depth + 1)
+        elif isinstance(value, cst.Call):
+            callee = project_callee(index, value)
+            facts = project.callee_facts(index.path, callee) if callee else None
+            kind = facts.returns_wrapped.get(position, "") if facts is not None else ""
+        else:
+            kind = ""
+        if kind:
+            return kind
     return ""
+
+
+def _unpack_position(node, name: str):
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    for target in node.targets:
+        if isinstance(target.target, (cst.Tuple, cst.List)):
+            for i, element in enumerate(target.target.elements):
+                if dotted_name(element.value) == name:
+                    return str(i)
+    return None
 
 
 def wrapped_slots(index, site) -> dict[str, str]:

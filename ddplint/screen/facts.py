@@ -71,7 +71,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "3"
+FACTS_VERSION = "4"
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -113,6 +113,12 @@ class FunctionFacts:
     # Every return hands back a value that a collective made the same on every
     # rank (``t = x.clone(); dist.all_reduce(t); return t``).
     returns_agreed: bool = False
+    # Training-loop facts (ddplint.analysis.flow): runs ``x.backward()`` itself;
+    # parameters it stores in the instance (``self.sum += val``); what it returns
+    # wrapped in DDP/FSDP ("" for the value itself, "0", "1", ... for a tuple's items).
+    runs_backward: bool = False
+    keeps: set[str] = field(default_factory=set)
+    returns_wrapped: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -133,6 +139,8 @@ class ModuleFacts:
     adds_local_rank_flag: bool = False  # argparse ``add_argument("--local_rank")``
     uses_sharding_framework: bool = False  # accelerate / Lightning shard loaders themselves
     wrapped_globals: dict[str, str] = field(default_factory=dict)  # module-level name -> "ddp"/"fsdp"
+    # "Cls" -> {"model": "ddp"} for ``self.model = DDP(...)`` in the class's methods
+    wrapped_attributes: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def summarize(source: str, path: str) -> Optional[ModuleFacts]:
@@ -407,6 +415,9 @@ class _Extractor:
         key = f"{self.owner}.{node.name}" if self.owner else node.name
         self.facts.classes.setdefault(key, tuple(filter(None, (_dotted(base) for base in node.bases))))
         self.attributes.setdefault(key, self.instance_attributes(node))
+        wrapped = self.wrapped_attributes(node)
+        if wrapped:
+            self.facts.wrapped_attributes.setdefault(key, wrapped)
         outer = self.owner
         for statement in node.body:
             direct = isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
@@ -427,6 +438,47 @@ class _Extractor:
                             and target.value.id == "self":
                         found.setdefault(target.attr, set()).add(cls)
         return {name: refs.pop() for name, refs in found.items() if len(refs) == 1 and "" not in refs}
+
+    def wrapped_attributes(self, node: ast.ClassDef) -> dict[str, str]:
+        """``self.NAME = DDP(...)`` / ``FSDP(...)`` in the class's methods."""
+        found: dict[str, str] = {}
+        for child in ast.walk(node):
+            if isinstance(child, ast.Assign):
+                kind = self.wrapper_of(child.value)
+                for target in child.targets if kind else ():
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                            and target.value.id == "self":
+                        found.setdefault(target.attr, kind)
+        return found
+
+    def loop_facts(self, node: ast.AST, facts: "FunctionFacts") -> None:
+        """runs_backward, keeps and returns_wrapped of one function."""
+        params = [p for p in facts.params if p not in ("self", "cls")]
+        for child in ast.walk(node):
+            if isinstance(child, ast.Call):
+                func = child.func
+                if isinstance(func, ast.Attribute) and func.attr == "backward" and not child.args and not (
+                        isinstance(func.value, ast.Name) and func.value.id in ("self", "super")):
+                    facts.runs_backward = True
+                elif self.qualified(func) == "torch.autograd.backward":
+                    facts.runs_backward = True
+                if isinstance(func, ast.Attribute) and func.attr in ("append", "extend", "insert") \
+                        and child.args and (_dotted(func.value) or "").startswith("self."):
+                    facts.keeps.update(p for p in params if _reads_raw(child.args[-1], p))
+            elif isinstance(child, ast.AugAssign) and _on_self(child.target):
+                facts.keeps.update(p for p in params if _reads_raw(child.value, p))
+            elif isinstance(child, ast.Assign) and len(child.targets) == 1 and _on_self(child.targets[0]) \
+                    and isinstance(child.value, ast.BinOp) and _dotted(child.targets[0]) is not None \
+                    and any(_dotted(n) == _dotted(child.targets[0]) for n in ast.walk(child.value)):
+                facts.keeps.update(p for p in params if _reads_raw(child.value, p))
+        for value in self.returns[-1]:
+            items = list(enumerate(value.elts)) if isinstance(value, ast.Tuple) else [(None, value)]
+            for position, item in items:
+                kind = self.wrapper_of(item)
+                if not kind and isinstance(item, ast.Name):
+                    kind = next((k for k in map(self.wrapper_of, self.values_of(item.id)) if k), "")
+                if kind:
+                    facts.returns_wrapped.setdefault("" if position is None else str(position), kind)
 
     def function_def(self, node: ast.AST) -> None:
         args = node.args
@@ -449,6 +501,7 @@ class _Extractor:
         facts.rank_predicate = self.returns_rank_test(node)
         facts.returns_agreed = bool(self.returns[-1]) and all(
             _derives_from(value, self.agreed[-1]) for value in self.returns[-1])
+        self.loop_facts(node, facts)
         self.agreed.pop()
         self.returns.pop()
         self.assigned.pop()
@@ -698,6 +751,33 @@ class _Extractor:
             if qualified == names.FSDP:
                 return FSDP_MODEL
         return ""
+
+
+_SANITISERS = ("item", "detach", "tolist", "numpy", "cpu_numpy")
+
+
+def _reads_raw(expr: ast.AST, name: str) -> bool:
+    """Does ``expr`` read ``name`` other than through ``.item()``, ``.detach()``,
+    ``float(...)`` and friends?"""
+    if isinstance(expr, ast.Name):
+        return expr.id == name
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in _SANITISERS:
+            return False
+        if isinstance(func, ast.Name) and func.id in ("float", "int", "bool", "len", "str", "round"):
+            return False
+    if isinstance(expr, ast.Attribute) and expr.attr in ("data", "shape", "grad", "dtype", "device"):
+        return False
+    return any(_reads_raw(child, name) for child in ast.iter_child_nodes(expr))
+
+
+def _on_self(target: ast.AST) -> bool:
+    while isinstance(target, (ast.Subscript, ast.Attribute)):
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+            return True
+        target = target.value
+    return False
 
 
 def _one_tag(tags: set[str]) -> str:

@@ -355,6 +355,49 @@ class Project:
         function = self.function(key) if key is not None else None
         return function is not None and function.returns_agreed
 
+    # ------------------------------------------------------------------ training-loop facts
+    def callee_facts(self, path: str, callee: str,
+                     imports: Optional[dict[str, str]] = None) -> Optional[FunctionFacts]:
+        """The facts of the project function (or method, "Cls.method") that
+        ``callee`` names in module ``path``; None when it is not in the project."""
+        key = self.resolve_function(path, callee, imports)
+        return self.function(key) if key is not None else None
+
+    def attribute_wrapped(self, path: str, class_key: str, attribute: str) -> str:
+        """"ddp"/"fsdp" when ``self.<attribute>`` is assigned a DDP/FSDP wrap in
+        class ``class_key`` of module ``path``, in one of its project bases, or
+        in a project subclass (a strategy base class whose subclass wraps
+        ``self.model`` in its setup); "" otherwise."""
+        seen: set[tuple[str, str]] = set()
+        pending = [(path, class_key)]
+        while pending:
+            owner = pending.pop()
+            if owner in seen or owner[0] not in self.modules:
+                continue
+            seen.add(owner)
+            module = self.modules[owner[0]]
+            kind = module.wrapped_attributes.get(owner[1], {}).get(attribute, "")
+            if kind:
+                return kind
+            for base in module.classes.get(owner[1], ()):
+                found = self._definition(owner[0], base)
+                if found is not None and found[1] in self.modules[found[0]].classes:
+                    pending.append(found)
+            pending.extend(self._subclasses().get(owner, ()))
+        return ""
+
+    def _subclasses(self) -> dict[tuple[str, str], list[tuple[str, str]]]:
+        if not hasattr(self, "_subclass_cache"):
+            found: dict[tuple[str, str], list[tuple[str, str]]] = {}
+            for path, module in self.modules.items():
+                for cls, bases in module.classes.items():
+                    for base in bases:
+                        owner = self._definition(path, base)
+                        if owner is not None:
+                            found.setdefault(owner, []).append((path, cls))
+            self._subclass_cache = found
+        return self._subclass_cache
+
     # ------------------------------------------------------------------ questions
     def reaches_collective(self, key: FunctionKey) -> bool:
         return self._reaches_collective.get(key, False)
