@@ -571,15 +571,23 @@ def _keeping_calls(index: SemanticIndex):
         if not isinstance(site.node.func, cst.Attribute) or not site.node.args:
             continue
         method = _instance_method(index, site.receiver, site.method)
-        if method is None:
+        if method is not None:
+            params = [p.name.value for p in method.params.params][1:]
+            keeps = lambda param: flow.method_keeps_param(index, method, param)  # noqa: E731
+        elif flow.instance_class(index, site.receiver) is not None:
+            facts = flow.project_function_facts(index, site.node)  # a meter class of another module
+            if facts is None or not facts.keeps:
+                continue
+            params = [p for p in facts.params if p not in ("self", "cls")]
+            keeps = facts.keeps.__contains__
+        else:
             continue
-        params = [p.name.value for p in method.params.params][1:]
         for position, arg in enumerate(site.node.args):
             if arg.star:
                 break
             param = arg.keyword.value if arg.keyword is not None else (
                 params[position] if position < len(params) else None)
-            if param is not None and flow.method_keeps_param(index, method, param):
+            if param is not None and keeps(param):
                 yield site, arg.value
                 break
 

@@ -434,9 +434,19 @@ def _sync_points(index: SemanticIndex, loop: flow.Loop) -> list[cst.CSTNode]:
             points.append(event.anchor)
         elif site.method in COLLECTIVES and (site.qualified_name or "").startswith("torch.distributed"):
             points.append(event.anchor)
-        elif not event.inlined and _hands_wrapped_model_to_training(index, site):
+        elif not event.inlined and (_hands_wrapped_model_to_training(index, site)
+                                    or _runs_project_backward(index, site)):
             points.append(site.node)
     return points
+
+
+def _runs_project_backward(index: SemanticIndex, site) -> bool:
+    """A call of a project function of another module that runs a backward
+    itself (same-module helpers are inlined already)."""
+    if site.qualified_name is None or (site.qualified_name or "").startswith("torch."):
+        return False
+    facts = flow.project_function_facts(index, site.node)
+    return facts is not None and facts.runs_backward
 
 
 def _is_ddp_training_loop(index: SemanticIndex, loop: flow.Loop) -> bool:
@@ -444,7 +454,8 @@ def _is_ddp_training_loop(index: SemanticIndex, loop: flow.Loop) -> bool:
     same-module helper, or hands a wrapped model to a training function."""
     if flow.is_training_loop(index, loop):
         return True
-    return any(not e.inlined and _hands_wrapped_model_to_training(index, e.site) for e in flow.events(index, loop))
+    return any(not e.inlined and (_hands_wrapped_model_to_training(index, e.site)
+                                  or _runs_project_backward(index, e.site)) for e in flow.events(index, loop))
 
 
 TRAINING_CALL = re.compile(r"train|fit|epoch|step|update|optimi[sz]e", re.IGNORECASE)

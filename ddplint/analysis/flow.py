@@ -313,7 +313,10 @@ def is_helper_backward(index: SemanticIndex, site: CallSite) -> bool:
         return False
     if in_framework_code(index, site.node):
         return False
-    class_name = _instance_class(index, site.receiver)
+    facts = project_function_facts(index, site.node)
+    if facts is not None:
+        return facts.runs_backward
+    class_name = instance_class(index, site.receiver)
     if class_name is None:
         return False
     owner = next((c for c in index.classes if c.name.value == class_name), None)
@@ -331,7 +334,20 @@ def is_helper_backward(index: SemanticIndex, site: CallSite) -> bool:
     return project_of(index).resolve_module(index.path, module) is not None
 
 
-def _instance_class(index: SemanticIndex, expr: cst.BaseExpression) -> Optional[str]:
+def project_function_facts(index: SemanticIndex, call: cst.Call):
+    """The project's facts (``ddplint.screen.facts.FunctionFacts``) of the
+    function or method a call runs (``train(...)``, ``obj.m(...)``,
+    ``self.m(...)``, ``obj(...)`` through ``__call__``), or None when the
+    callee is not a function of the project."""
+    from ddplint.analysis.models import project_callee, project_of
+
+    callee = project_callee(index, call)
+    if not callee:
+        return None
+    return project_of(index).callee_facts(index.path, callee)
+
+
+def instance_class(index: SemanticIndex, expr: cst.BaseExpression) -> Optional[str]:
     """The class name (as written) of ``Cls(...)``, the one value every
     binding that may reach ``expr`` assigns; None otherwise."""
     values = index.reaching_values(expr) if dotted_name(expr) is not None else None
@@ -394,6 +410,9 @@ def helper_step_calls(index: SemanticIndex) -> list[tuple[CallSite, cst.BaseExpr
             continue
         visible = _visible_bodies(index, site)
         if visible and not any(function_trains(index, body) for body in visible):
+            continue
+        facts = project_function_facts(index, site.node) if not visible else None
+        if facts is not None and not facts.runs_backward:
             continue
         found.append((site, flag))
     index.cache["flow.helper_steps"] = found
