@@ -64,6 +64,7 @@ only under `isinstance(model, FSDP)` when the model may be a DDP model.
 
 from __future__ import annotations
 
+import re
 from typing import Iterator, Optional
 
 import libcst as cst
@@ -236,6 +237,17 @@ for batch in loader:
             model(batch[ii]).mean().backward()
     optimizer.step()
 """),
+        # A project's own sync switch around the micro-steps (EDM's misc.ddp_sync).
+        Valid(DDP + """\
+from torch_utils import misc
+ddp = DDP(net, device_ids=[device])
+while True:
+    for round_idx in range(num_accumulation_rounds):
+        with misc.ddp_sync(ddp, round_idx == num_accumulation_rounds - 1):
+            loss = loss_fn(net=ddp, images=next(it))
+            loss.sum().backward()
+    optimizer.step()
+"""),
         # With a scaler the step may be `scaler.step`; here no_sync is used.
         Valid(DDP + """\
 model = DDP(net)
@@ -368,6 +380,19 @@ def train(model, loader, val_x, optimizer, k):
 
 train(DDP(net), loader, val_x, optimizer, 4)
 """, line=7, column=9),
+        # A comment that mentions no_sync is not a no_sync.
+        Invalid(DDP + """\
+def train_one_epoch(model, loader, optimizer, args):
+    for num_steps, batch in enumerate(loader):
+        # gradient accumulation with cpu offloading requires a no_sync context manager
+        loss = model(batch)[0] / args.gradient_accumulation_steps
+        loss.backward()
+        if (num_steps + 1) % args.gradient_accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+train_one_epoch(DDP(net), loader, optimizer, args)
+""", line=8, column=9),
         # A metrics object's accumulate() is not Accelerate's accumulate().
         Invalid(DDP + """\
 model = DDP(net)
@@ -697,7 +722,7 @@ def _hands_wrapped_model(index: SemanticIndex, site) -> bool:
     method = (site.method or "").lower()
     if any(word in method for word in ("ema", "save", "log", "eval", "clip", "unwrap", "state_dict")):
         return False
-    return any(arg.keyword is None and isinstance(arg.value, (cst.Name, cst.Attribute))
+    return any(isinstance(arg.value, (cst.Name, cst.Attribute))
                and flow.wrapped_model(index, arg.value, site.order) for arg in site.node.args)
 
 
@@ -713,6 +738,11 @@ def _sync_handled(index: SemanticIndex, loop: flow.Loop, backward: cst.CSTNode) 
     encloses other code of the function (an evaluation pass) does not count."""
     for (scope_id, name), bindings in index.bindings.items():
         if name.endswith("require_backward_grad_sync") or name.endswith("require_forward_param_sync"):
+            return True
+    for with_node in index.withs:
+        # a project's own sync switch around the backward (``with misc.ddp_sync(ddp, last):``)
+        if flow.is_inside(index, backward, with_node) and any(_is_sync_switch(index, item.item)
+                                                              for item in with_node.items):
             return True
     function = loop if isinstance(loop, cst.FunctionDef) else (flow.enclosing_function(index, loop) or index.module)
     for event in flow.events(index, function):
@@ -732,11 +762,26 @@ def _sync_handled(index: SemanticIndex, loop: flow.Loop, backward: cst.CSTNode) 
     return False
 
 
+def _is_sync_switch(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    """``misc.ddp_sync(ddp, sync)``, ``sync_context(model, last)``: a helper
+    (not a local variable holding ``model.no_sync``) named for switching the
+    gradient sync."""
+    if not isinstance(expr, cst.Call):
+        return False
+    name = (dotted_name(expr.func) or "").lower()
+    if "sync" not in name.split(".")[-1] or name.endswith("no_sync"):
+        return False
+    return index.reaching_values(expr.func) is None
+
+
 def _no_sync_references(index: SemanticIndex, function: cst.CSTNode) -> list[cst.CSTNode]:
     """``model.no_sync`` mentioned without a call (a context factory chosen at run time)."""
     text = index.module.code_for_node(function)
     if "no_sync" not in text:
         return []
+    # attribute uses in code, not words in comments
+    code = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+    mentions = len(re.findall(r"\.no_sync\b", code))
     found = []
     for (_, name), bindings in index.bindings.items():
         for binding in bindings:
@@ -745,8 +790,8 @@ def _no_sync_references(index: SemanticIndex, function: cst.CSTNode) -> list[cst
                     index, binding.node, function)) and \
                     any(n.endswith("no_sync") for n in flow.names_in(value)) and not _calls_no_sync(value):
                 found.append(binding.node)
-    if not found and text.count("no_sync") > sum(
-            1 for e in flow.events(index, function) if e.site.method == "no_sync"):
+    if not found and mentions > sum(
+            1 for e in flow.events(index, function) if e.site.method == "no_sync" and not e.inlined):
         found.append(function)  # elsewhere (an argument, a lambda): assume it applies
     return found
 
