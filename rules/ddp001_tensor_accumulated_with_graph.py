@@ -348,6 +348,19 @@ def train_step(net, micro_batches, optimizer):
         l.backward()
     optimizer.step()
 """),
+        # Losses kept for a deferred framework backward are consumed.
+        Valid(TRAIN + """\
+def check_sync(accelerator, ddp_model, batches):
+    losses = []
+    for x, y in batches:
+        with accelerator.no_sync(ddp_model):
+            losses.append(criterion(ddp_model(x), y))
+    for i in range(len(losses)):
+        loss = losses[i]
+        accelerator.backward(loss)
+
+check_sync(acc, model, data)
+"""),
         # A model output bound under no_grad: its fields have no history.
         Valid(TRAIN + """\
 def evaluate(net, loader):
@@ -501,6 +514,19 @@ def train(model, loader, optimizer):
         loss.backward()
         meter.update(loss, x.size(0))
 """, line=16, column=9, severity="warning"),
+        # A framework's backward frees the buffers; the outputs kept still hold the graph.
+        Invalid(TRAIN + """\
+def train(model, loader):
+    kept = []
+    for batch in loader:
+        outputs = model(batch)
+        kept.append(outputs.logits.to("cpu"))
+        model.backward(outputs.loss)
+        model.step()
+    return kept
+
+kept = train(engine, train_loader)
+""", line=8, column=9, severity="warning"),
         # The same per-batch method reached through an instance, with no backward: error.
         Invalid(TRAIN + """\
 class Scorer:
@@ -657,8 +683,8 @@ def _severity(index: SemanticIndex, node: cst.CSTNode, accumulator: cst.BaseExpr
     mode = flow.grad_mode(index, node)
     if mode == "off":
         return None
-    if flow.is_training_loop(index, loops[0]):
-        return "warning"
+    if flow.is_training_loop(index, loops[0]) or _framework_backward_in(index, loops[0]):
+        return "warning"  # the loop's backward frees the graph's buffers, not its skeleton
     if mode == "unknown":
         return None  # an evaluation helper whose callers are elsewhere
     return "error"
@@ -734,9 +760,25 @@ def _consumed_by_backward(index: SemanticIndex, node: cst.CSTNode, name: str) ->
     the same function (``loss += term`` ... ``loss.backward()``)?"""
     function = flow.enclosing_function(index, node) or index.module
     for site in flow.calls_in_function(index, function):
-        if not flow.is_tensor_backward(index, site) or not flow.precedes(index, node, site.node):
+        if not flow.precedes(index, node, site.node):
             continue
-        operand = flow.backward_operand(site)
+        operand = _backward_operand(index, site)
         if operand is not None and flow.depends_on(index, operand, name, site.order):
             return True
     return False
+
+
+def _backward_operand(index: SemanticIndex, site) -> Optional[cst.BaseExpression]:
+    """The loss of a tensor backward, or of a framework's
+    ``accelerator.backward(loss)`` / ``engine.backward(loss)`` /
+    ``self.manual_backward(loss)``."""
+    if flow.is_tensor_backward(index, site):
+        return flow.backward_operand(site)
+    if site.method in ("backward", "manual_backward") and site.positional(0) is not None:
+        return site.positional(0).value
+    return None
+
+
+def _framework_backward_in(index: SemanticIndex, loop: flow.Loop) -> bool:
+    return any(e.site.method in ("backward", "manual_backward") and e.site.positional(0) is not None
+               for e in flow.events(index, loop))
