@@ -197,3 +197,26 @@ def test_a_reset_on_both_arms_of_an_if_resets():
     """)
     site = call(index, "append")
     assert flow.surviving_loops(index, "acc", site.node, flow.enclosing_loops(index, site.node)) == []
+
+
+def test_a_module_that_gets_a_wrapped_model_back_is_in_ddp_context():
+    from ddplint.screen.facts import summarize
+    from ddplint.screen.project import Project
+
+    utils = textwrap.dedent("""
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def setup_for_distributed_mode(model, optimizer, local_rank):
+            if local_rank != -1:
+                model = DDP(model, device_ids=[local_rank])
+            return model, optimizer
+    """)
+    trainer = textwrap.dedent("""
+        from utils import setup_for_distributed_mode
+        class Trainer:
+            def __init__(self, model, optimizer, local_rank):
+                model, optimizer = setup_for_distributed_mode(model, optimizer, local_rank)
+                self.encoder = model
+    """)
+    project = Project([summarize(utils, "utils.py"), summarize(trainer, "trainer.py")])
+    assert project.modules["utils.py"].functions["setup_for_distributed_mode"].returns_wrapped == {"0": "ddp"}
+    assert project.module_in_ddp_context("trainer.py")

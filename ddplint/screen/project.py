@@ -519,9 +519,19 @@ class Project:
             return False
         if module.own_ddp_context:
             return True
-        if path in self._receives_wrapped:
+        if path in self._receives_wrapped or path in self._gets_wrapped_back:
             return True
         return path in self._imported_by_ddp_modules
+
+    @property
+    def _gets_wrapped_back(self) -> set[str]:
+        """Modules that call a project function returning a DDP/FSDP-wrapped
+        model (``model, opt = setup_for_distributed_mode(model, opt)``)."""
+        if not hasattr(self, "_gets_back_cache"):
+            self._gets_back_cache = {caller for key, calls in self.callers.items()
+                                     if (self.function(key) is not None and self.function(key).returns_wrapped)
+                                     for caller, _ in calls}
+        return self._gets_back_cache
 
     @property
     def _receives_wrapped(self) -> set[str]:
