@@ -237,6 +237,25 @@ for batch in loader:
             model(batch[ii]).mean().backward()
     optimizer.step()
 """),
+        # A nested backward helper called inside no_sync() on the accumulating steps (timm).
+        Valid(DDP + """\
+def train_one_epoch(model, loader, optimizer, accum_steps):
+    for batch_idx, (x, y) in enumerate(loader):
+        need_update = (batch_idx + 1) % accum_steps == 0
+
+        def _backward(_loss):
+            _loss.backward()
+            if need_update:
+                optimizer.step()
+
+        if not need_update:
+            with model.no_sync():
+                _backward(model(x).sum())
+        else:
+            _backward(model(x).sum())
+
+train_one_epoch(DDP(net), loader, optimizer, 4)
+"""),
         # A project's own sync switch around the micro-steps (EDM's misc.ddp_sync).
         Valid(DDP + """\
 from torch_utils import misc
@@ -578,6 +597,8 @@ def _backwards(index: SemanticIndex) -> Iterator[tuple[cst.CSTNode, flow.Event]]
         function = flow.enclosing_function(index, site.node)
         if function is None or flow.enclosing_loops(index, site.node) or flow.in_framework_code(index, site.node):
             continue
+        if flow.callers(index, function) or flow.enclosing_loops(index, function):
+            continue  # a helper: judged where its callers' loops run it
         yield function, flow.Event(site, site.node)
 
 
