@@ -220,3 +220,19 @@ def test_a_module_that_gets_a_wrapped_model_back_is_in_ddp_context():
     project = Project([summarize(utils, "utils.py"), summarize(trainer, "trainer.py")])
     assert project.modules["utils.py"].functions["setup_for_distributed_mode"].returns_wrapped == {"0": "ddp"}
     assert project.module_in_ddp_context("trainer.py")
+
+
+def test_parts_loops_are_recognised_positively():
+    index = index_of("""
+        for j in range(len(parts)): pass
+        for i in range(4): pass
+        for stage in zero_stages: pass
+        for i in range(self.num_crops): pass
+        for group in optimizer.param_groups: pass
+        for x in loader: pass
+        for it in range(max_iters): pass
+        for i in range(len(train_loader)): pass
+        for x in xs: pass
+    """)
+    kinds = [flow.is_parts_loop(index, loop) for loop in index.loops]
+    assert kinds == [True, True, True, True, True, False, False, False, False]

@@ -1043,6 +1043,33 @@ def _iterates_data(iterable: cst.BaseExpression) -> bool:
     return _words_say_data(iterable)
 
 
+def is_parts_loop(index: SemanticIndex, loop: Loop) -> bool:
+    """A short loop over the parts of one step, recognised positively:
+    ``range(len(parts))``, ``range(<literal>)``, a count or collection of
+    heads, views, crops, stages, layers (``for h in heads``,
+    ``range(self.num_crops)``), or configuration (``optimizer.param_groups``,
+    ``dict.items()``). What it keeps locally is bounded by one step."""
+    if not isinstance(loop, cst.For):
+        return False
+    if iterates_config(index, loop):
+        return True
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip", "reversed",
+                                                                             "list", "sorted") \
+            and iterable.args:
+        iterable = iterable.args[0].value
+    if isinstance(iterable, cst.Call) and dotted_name(iterable.func) == "range":
+        args = [a.value for a in iterable.args]
+        bound = args[1] if len(args) > 1 else (args[0] if args else None)
+        if isinstance(bound, cst.Integer):
+            return True
+        if isinstance(bound, cst.Call) and dotted_name(bound.func) == "len" and bound.args:
+            return not _words_say_data(bound.args[0].value)
+        return bound is not None and not _words_say_data(bound) and _names_parts(bound)
+    return isinstance(iterable, (cst.Name, cst.Attribute, cst.List, cst.Tuple)) and \
+        not _words_say_data(iterable) and (isinstance(iterable, (cst.List, cst.Tuple)) or _names_parts(iterable))
+
+
 PART_WORDS = ("head", "view", "crop", "part", "chunk", "scale", "level", "layer", "task", "branch",
               "stage", "loss", "output", "out", "term", "weight", "micro", "accum", "block", "modal",
               "feat", "pred", "logit", "target", "label", "group", "component", "model", "net", "key",
