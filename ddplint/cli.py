@@ -115,7 +115,9 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
             from ddplint.config import path_matches
 
             skip = any(path_matches(stdin_filename, p) for p in settings.all_excludes())
-        if not skip:
+        if skip:
+            click.echo(f"ddplint: 0 files: {stdin_filename} is excluded (--force-exclude)", err=True)
+        else:
             result.files.append(Linter(settings).lint_source(sys.stdin.buffer.read(), display))
     else:
         try:
@@ -123,6 +125,8 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
         except PathError as error:
             raise _fail(str(error))
         result.errors.extend(found.errors)
+        if not found.files:
+            click.echo(f"ddplint: {found.why_no_files(paths)}", err=True)
         shown = {path: relative_display(path, settings.root) for path in found.files}
         from ddplint.cache import CACHE_DIR_NAME
 

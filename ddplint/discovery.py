@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ddplint.config import Settings, path_matches
+from ddplint.config import DEFAULT_EXCLUDE, Settings, path_matches
 
 
 class PathError(Exception):
@@ -140,47 +142,111 @@ def relative_display(path: Path, root: Path) -> str:
 class Discovery:
     files: list[Path]
     errors: list[str]
+    # why paths were left out: "extend-exclude in pyproject.toml" -> how many files and folders
+    skipped: Counter = field(default_factory=Counter)
+
+    def why_no_files(self, paths: Iterable[str]) -> str:
+        """One line saying why a run found nothing to lint."""
+        if len(self.skipped) == 1:
+            (reason, _), = self.skipped.items()
+            return f"0 files: every path was excluded by {reason}"
+        if self.skipped:
+            parts = ", ".join(f"{count} by {reason}" for reason, count in sorted(self.skipped.items()))
+            return f"0 files: every path was excluded ({parts})"
+        named = ", ".join(paths)
+        return f"0 files: no Python (.py) files in {named}"
+
+
+class _Excludes:
+    """The exclude patterns with the setting each came from, for messages."""
+
+    def __init__(self, settings: Settings) -> None:
+        where = f" in {settings.config_path.name}" if settings.config_path else ""
+        if settings.exclude == DEFAULT_EXCLUDE:
+            exclude_origin = "the default excludes"
+        else:
+            exclude_origin = f"exclude{where}"
+        self.patterns = [(pattern, exclude_origin) for pattern in settings.exclude]
+        self.patterns += [(pattern, f"extend-exclude{where}") for pattern in settings.extend_exclude]
+
+    def without_those_matching(self, relative: str) -> "_Excludes":
+        """Drop the patterns that match ``relative``: naming a folder on the command
+        line overrides the excludes that would leave the folder itself out."""
+        kept = object.__new__(_Excludes)
+        kept.patterns = [(pattern, origin) for pattern, origin in self.patterns
+                         if not (relative and path_matches(relative, pattern))]
+        return kept
+
+    def origin_of_match(self, relative: str) -> Optional[str]:
+        for pattern, origin in self.patterns:
+            if relative and path_matches(relative, pattern):
+                return origin
+        return None
 
 
 def discover(paths: Iterable[str], settings: Settings, force_exclude: bool = False) -> Discovery:
     """Expand CLI paths into the sorted list of .py files to lint.
 
-    Files named explicitly are linted even when excluded, unless ``force_exclude``
-    (the pre-commit hook sets it, so excluded files stay excluded there too).
+    Paths named on the command line, files and folders alike, are linted even
+    when an exclude pattern or a .gitignore matches them; excludes apply to what
+    the walk finds below a named folder. ``force_exclude`` (the pre-commit hook
+    sets it) applies excludes to the named paths too.
     """
-    excludes = settings.all_excludes()
+    paths = list(paths)
+    all_excludes = _Excludes(settings)
+    result = Discovery([], [])
     found: set[Path] = set()
-    errors: list[str] = []
 
     for raw in paths:
         path = Path(raw)
-        if not path.exists():
-            raise PathError(f"path not found: {raw}")
+        _check_named_path(path, raw)
         top = path if path.is_dir() else path.parent
 
-        def excluded(candidate: Path, top: Path = top) -> bool:
+        def relative(candidate: Path, top: Path = top) -> str:
             # Relative to the project root, or to the folder given when it lies
             # outside the root, so that folders above it never match a pattern.
-            relative = _relative_to(candidate, settings.root) or _relative_to(candidate, top)
-            return any(path_matches(relative, pattern) for pattern in excludes)
+            return _relative_to(candidate, settings.root) or _relative_to(candidate, top)
 
-        if path.is_file():
-            if force_exclude and (excluded(path) or _ignored(
-                    path.resolve(), False, _gitignores_above(path.resolve().parent))):
+        if force_exclude:
+            reason = all_excludes.origin_of_match(relative(path))
+            if reason is None and _ignored(path.resolve(), path.is_dir(),
+                                           _gitignores_above(path.resolve().parent)):
+                reason = ".gitignore"
+            if reason is not None:
+                result.skipped[f"{reason} (--force-exclude)"] += 1
                 continue
+        if not path.is_dir():
             found.add(path)
             continue
-        if not path.is_dir():
-            raise PathError(f"not a file or folder: {raw}")
-        _walk(path, excluded, _gitignores_above(path.resolve()), found, errors)
-    return Discovery(sorted(found, key=lambda p: p.as_posix()), errors)
+        excludes = all_excludes if force_exclude else all_excludes.without_those_matching(relative(path))
+
+        def excluded(candidate: Path, excludes: _Excludes = excludes, relative=relative) -> Optional[str]:
+            return excludes.origin_of_match(relative(candidate))
+
+        _walk(path, excluded, _gitignores_above(path.resolve()), found, result)
+    result.files = sorted(found, key=lambda p: p.as_posix())
+    return result
 
 
-def _walk(folder: Path, excluded, ignores: list[_GitIgnore], found: set[Path], errors: list[str]) -> None:
+def _check_named_path(path: Path, raw: str) -> None:
+    """A named path must be a file or a folder we can look at; else a one-line error."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise PathError(f"broken symbolic link: {raw}") from None
+        raise PathError(f"path not found: {raw}") from None
+    except OSError as error:
+        raise PathError(f"cannot read {raw}: {error.strerror or error}") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise PathError(f"not a file or folder: {raw}")
+
+
+def _walk(folder: Path, excluded, ignores: list[_GitIgnore], found: set[Path], result: Discovery) -> None:
     try:
         entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
     except OSError as error:
-        errors.append(f"cannot read folder {folder}: {error.strerror or error}")
+        result.errors.append(f"cannot read folder {folder}: {error.strerror or error}")
         return
     local = _load_gitignore(folder.resolve())
     if local is not None and (not ignores or ignores[-1].base != local.base):
@@ -188,17 +254,21 @@ def _walk(folder: Path, excluded, ignores: list[_GitIgnore], found: set[Path], e
     for entry in entries:
         path = Path(entry.path)
         try:
+            # Symbolic links to folders are not followed (no loops); links to files are.
             is_dir = entry.is_dir(follow_symlinks=False)
-            is_file = entry.is_file()
+            is_file = not is_dir and entry.is_file()
         except OSError:
             continue
-        if is_dir:
-            if excluded(path) or _ignored(path.resolve(), True, ignores):
-                continue
-            _walk(path, excluded, ignores, found, errors)
-        elif is_file and entry.name.endswith(".py"):
-            if excluded(path) or _ignored(path.resolve(), False, ignores):
-                continue
+        if not (is_dir or (is_file and entry.name.endswith(".py"))):
+            continue
+        reason = excluded(path)
+        if reason is None and _ignored(path.resolve(), is_dir, ignores):
+            reason = ".gitignore"
+        if reason is not None:
+            result.skipped[reason] += 1
+        elif is_dir:
+            _walk(path, excluded, ignores, found, result)
+        else:
             found.add(path)
 
 
