@@ -69,13 +69,16 @@ def _fail(message: str) -> "click.exceptions.Exit":
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Cache folder [default: .ddplint_cache at the project root].")
+@click.option("--max-file-size", metavar="SIZE", default=None,
+              help="Files larger than this are not analysed (a DDP000 notice says so): 0.4 or 400KB "
+                   "or 2MB; 0 for no limit [default: 0.4 MB, or the config's max-file-size].")
 @click.option("--color", "colour", type=click.Choice(["auto", "always", "never"]), default="auto",
               help="Colour the text output [default: auto: only on a terminal, never with NO_COLOR].")
 def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: str,
           fail_on: Optional[str], exit_zero: bool, statistics: bool, show_source: bool,
           stdin_filename: Optional[str], config_file: Optional[Path], isolated: bool,
           force_exclude: bool, jobs: Optional[int], output_file: Optional[str], no_cache: bool,
-          cache_dir: Optional[Path], colour: str) -> None:
+          cache_dir: Optional[Path], max_file_size: Optional[str], colour: str) -> None:
     """Lint PATHS (files and folders; '-' reads stdin). Default: the current folder."""
     from dataclasses import replace
 
@@ -102,6 +105,8 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
             overrides["extend_select"] = settings.extend_select + split_selectors(extend_select)
         if fail_on:
             overrides["fail_on"] = fail_on
+        if max_file_size is not None:
+            overrides["max_file_size"] = _size_option(max_file_size)
         settings = replace(settings, **overrides)
         settings.validate()
     except ConfigError as error:
@@ -149,6 +154,16 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
     threshold = SEVERITY_RANK[settings.fail_on]
     failing = any(SEVERITY_RANK[d.severity] >= threshold for f in result.files for d in f.diagnostics)
     sys.exit(EXIT_FINDINGS if failing and not exit_zero else EXIT_OK)
+
+
+def _size_option(value: str) -> int:
+    from ddplint.budget import SizeError, parse_size
+    from ddplint.config import ConfigError
+
+    try:
+        return parse_size(value)
+    except SizeError as error:
+        raise ConfigError(f"--max-file-size: {error}") from None
 
 
 @cli.command("rule")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from ddplint.budget import DEFAULT_MAX_FILE_SIZE, SizeError, parse_size
 from ddplint.rule import SEVERITIES
 
 DEFAULT_EXCLUDE = (
@@ -24,7 +25,7 @@ DEFAULT_EXCLUDE = (
 )
 CONFIG_KEYS = (
     "select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude",
-    "severity", "fail-on",
+    "severity", "fail-on", "max-file-size",
 )
 YAML_NAMES = (".ddplint.yaml", ".ddplint.yml")
 
@@ -43,6 +44,7 @@ class Settings:
     extend_exclude: tuple[str, ...] = ()
     severity: tuple[tuple[str, str], ...] = ()
     fail_on: str = "info"
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes; 0: no limit (ddplint.budget)
     root: Path = field(default_factory=Path.cwd)
     config_path: Optional[Path] = None
 
@@ -70,7 +72,7 @@ class Settings:
 
     def fingerprint(self) -> str:
         """A stable text of everything that changes results (for the cache key)."""
-        return repr((sorted(self.selected_codes()), self.per_file_ignores, self.severity))
+        return repr((sorted(self.selected_codes()), self.per_file_ignores, self.severity, self.max_file_size))
 
     def validate(self) -> None:
         self.selected_codes()
@@ -219,6 +221,11 @@ def settings_from_table(table: dict[str, Any], where: str) -> Settings:
         if level not in SEVERITIES:
             raise ConfigError(f"{where}: 'fail-on' must be one of {', '.join(SEVERITIES)}, not {level!r}")
         values["fail_on"] = level
+    if "max-file-size" in table:
+        try:
+            values["max_file_size"] = parse_size(table["max-file-size"])
+        except SizeError as error:
+            raise ConfigError(f"{where}: 'max-file-size': {error}") from None
     settings = Settings(**values)
     try:
         settings.validate()

@@ -19,6 +19,7 @@ from typing import Optional, Sequence, Union
 
 import libcst as cst
 
+from ddplint import budget
 from ddplint.config import Settings
 from ddplint.diagnostics import INTERNAL_ERROR, Diagnostic, FileResult
 from ddplint.registry import all_rules
@@ -59,6 +60,9 @@ class Linter:
         self.rules: list[Rule] = [rule() for rule in all_rules()
                                   if rule.code in selected and rule.code != SYNTAX_ERROR]
         self.report_syntax_errors = SYNTAX_ERROR in selected
+        self.max_file_size = settings.max_file_size
+        # What a file over the size budget is scanned for (the text prefilter's words).
+        self.trigger_words = frozenset(trigger.encode("utf-8") for rule in self.rules for trigger in rule.triggers)
         # Set by lint_files when several files are linted together (ddplint.screen.project).
         self.project = None
 
@@ -66,14 +70,20 @@ class Linter:
     def lint_file(self, path: Path, display: Optional[str] = None) -> FileResult:
         display = display or path.as_posix()
         try:
-            data = path.read_bytes()
+            data = budget.read_within_budget(path, self.max_file_size, self.trigger_words)
         except OSError as error:
-            result = FileResult(display)
+            # One line in the report; the run goes on and exits 2 (like a rule that crashed).
+            result = FileResult(display, internal_errors=1)
             result.diagnostics.append(_file_error(f"cannot read file: {error.strerror or error}"))
             return result
+        if isinstance(data, budget.TooLarge):
+            return self.too_large(display, data)
         return self.lint_source(data, display)
 
     def lint_source(self, data: Union[str, bytes], display: str = "<stdin>") -> FileResult:
+        raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+        if budget.over_budget(raw, self.max_file_size):
+            return self.too_large(display, budget.TooLarge(len(raw), budget.words_in(raw, self.trigger_words)))
         result = FileResult(display)
         if isinstance(data, bytes):
             source, problem = decode_source(data)
@@ -83,12 +93,7 @@ class Linter:
                 return result
         else:
             source = data
-        relative = display
-        try:
-            relative = Path(display).resolve().relative_to(self.settings.root.resolve()).as_posix()
-        except (ValueError, OSError):
-            pass
-        ignored = self.settings.ignored_for(relative)
+        ignored = self._ignored_codes(display)
         maybe_in_context = may_be_in_ddp_context(source) or (
             self.project is not None and self.project.module_in_ddp_context(display))
         rules = [rule for rule in self.rules
@@ -101,6 +106,27 @@ class Linter:
         on_deep_stack(self._analyse, source, display, rules, syntax_wanted, result)
         _apply_suppressions(result, source)
         return result
+
+    def too_large(self, display: str, file: budget.TooLarge) -> FileResult:
+        """A file over the size budget is not parsed: a DDP000 notice says so when a
+        selected rule could have had something to say (its trigger words appear)."""
+        result = FileResult(display)
+        ignored = self._ignored_codes(display)
+        could_fire = any(rule.code not in ignored and (
+            not rule.triggers or any(word.encode("utf-8") in file.mentions for word in rule.triggers))
+            for rule in self.rules)
+        if self.report_syntax_errors and SYNTAX_ERROR not in ignored and (could_fire or self._always_parse):
+            result.diagnostics.append(_syntax_diagnostic(
+                1, 1, budget.too_large_message(file.size, self.max_file_size)))
+        return result
+
+    def _ignored_codes(self, display: str) -> frozenset[str]:
+        relative = display
+        try:
+            relative = Path(display).resolve().relative_to(self.settings.root.resolve()).as_posix()
+        except (ValueError, OSError):
+            pass
+        return self.settings.ignored_for(relative)
 
     def _analyse(self, source: str, display: str, rules: list[Rule], syntax_wanted: bool,
                  result: FileResult) -> None:
@@ -303,9 +329,11 @@ def _lint_in_worker(job: tuple[str, str]) -> FileResult:
     if cache is None:
         return linter.lint_file(Path(path), display)
     try:
-        data = Path(path).read_bytes()
+        data = budget.read_within_budget(Path(path), linter.max_file_size, linter.trigger_words)
     except OSError:
         return linter.lint_file(Path(path), display)  # reports the read error
+    if isinstance(data, budget.TooLarge):
+        return linter.too_large(display, data)  # cheap: not cached
     key = cache.result_key(cache.content_digest(data), display, _worker["fingerprint"], _worker["project_digest"])
     cached = cache.load_result(key, display)
     if cached is not None:
@@ -315,16 +343,18 @@ def _lint_in_worker(job: tuple[str, str]) -> FileResult:
     return result
 
 
-def _summarize_job(job: tuple[str, str, Optional[str]]):
+def _summarize_job(job: tuple[str, str, Optional[str], int]):
     """Project facts of one file: (facts or None, digest of the file's facts)."""
     from ddplint.cache import Cache
     from ddplint.screen.facts import summarize
 
-    path, display, cache_dir = job
+    path, display, cache_dir, max_file_size = job
     try:
-        data = Path(path).read_bytes()
+        data = budget.read_within_budget(Path(path), max_file_size)
     except OSError:
         return None, "unreadable"
+    if isinstance(data, budget.TooLarge):
+        return None, "too-large"  # never summarised: the facts are None whatever the bytes
     cache = Cache(Path(cache_dir)) if cache_dir else None
     key = Cache.facts_key(Cache.content_digest(data), display)
     found, facts = cache.load_facts(key) if cache else (False, None)
@@ -361,13 +391,14 @@ def _map(function, jobs_list, jobs: int, initializer=None, initargs=()):
         return list(pool.map(function, jobs_list, chunksize=chunk))
 
 
-def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1, cache_dir: Optional[str] = None):
+def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1, cache_dir: Optional[str] = None,
+                  max_file_size: int = budget.DEFAULT_MAX_FILE_SIZE):
     """Pass 1: a small facts summary per file (ast, no CST kept), then the join.
     Returns the project and a digest of every file's facts (for result cache keys)."""
     from ddplint.cache import project_digest
     from ddplint.screen.project import Project
 
-    summaries = _map(_summarize_job, [(path, shown, cache_dir) for path, shown in pairs], jobs)
+    summaries = _map(_summarize_job, [(path, shown, cache_dir, max_file_size) for path, shown in pairs], jobs)
     project = Project([facts for facts, _ in summaries if facts is not None])
     return project, project_digest([(shown, key) for (_, shown), (_, key) in zip(pairs, summaries)])
 
@@ -389,7 +420,7 @@ def lint_files(files: Sequence[Path], settings: Settings, jobs: int = 1,
             return sorted(cached, key=lambda result: result.path)
     project, project_digest = None, ""
     if uses_project:
-        project, project_digest = build_project(pairs, jobs, cache)
+        project, project_digest = build_project(pairs, jobs, cache, settings.max_file_size)
     results = _map(_lint_in_worker, pairs, jobs, _init_worker, (settings, project, cache, project_digest))
     results.sort(key=lambda result: result.path)
     return results
@@ -406,16 +437,22 @@ def _all_cached(pairs: Sequence[tuple[str, str]], settings: Settings, cache_dir:
     contents = []
     for path, _ in pairs:
         try:
-            contents.append(Cache.content_digest(Path(path).read_bytes()))
+            data = budget.read_within_budget(Path(path), settings.max_file_size)
         except OSError:
             return None
+        contents.append(data if isinstance(data, budget.TooLarge) else Cache.content_digest(data))
     digest_of_project = ""
     if uses_project:
-        digest_of_project = project_digest([(shown, Cache.facts_key(content, shown))
-                                            for (_, shown), content in zip(pairs, contents)])
+        digest_of_project = project_digest([
+            (shown, "too-large" if isinstance(content, budget.TooLarge) else Cache.facts_key(content, shown))
+            for (_, shown), content in zip(pairs, contents)])
     fingerprint = settings.fingerprint()
-    results = []
-    for (_, shown), content in zip(pairs, contents):
+    results, linter = [], None
+    for (path, shown), content in zip(pairs, contents):
+        if isinstance(content, budget.TooLarge):  # never cached; cheap to report again
+            linter = linter or Linter(settings)
+            results.append(linter.lint_file(Path(path), shown))
+            continue
         hit = cache.load_result(Cache.result_key(content, shown, fingerprint, digest_of_project), shown)
         if hit is None:
             return None

@@ -1,0 +1,102 @@
+"""The per-file size budget (``--max-file-size``, config ``max-file-size``).
+
+libcst's parse costs grow faster than the file: on the 2-core reference machine a
+0.4 MB hand-written module takes about 1.5 s end to end, the largest file of the
+torch package (1.4 MB) about 11 s, and a 10 MB generated file (800,000 one-line
+assignments) minutes. Such files are generated code (protobuf modules, data
+tables), so a file over the budget is not parsed at all, neither by the CPython
+``ast`` screen nor by libcst: it gets one DDP000 notice saying so, and a run stays
+bounded in time and memory whatever the inputs. Reading is bounded too: an
+oversized file is streamed in chunks (to look for rule trigger words), never held
+whole. benchmarks/RESULTS.md has the measurements behind the default.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Union
+
+MB = 1_000_000
+# The largest torch module under this budget lints in about 1.6 s of CPU time on
+# the reference machine (benchmarks/RESULTS.md, "Per-file budget").
+DEFAULT_MAX_FILE_SIZE = 400_000
+_CHUNK = 1 << 20
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(kb|k|mb|m|b)?\s*$", re.I)
+_UNIT = {None: MB, "m": MB, "mb": MB, "k": 1000, "kb": 1000, "b": 1}
+
+
+class SizeError(ValueError):
+    """A size that cannot be read; the message says what is accepted."""
+
+
+def parse_size(value: Union[str, int, float]) -> int:
+    """``"400KB"``, ``"0.4MB"``, ``"2 MB"``, ``2`` (megabytes) -> bytes; 0 means no limit."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise SizeError(f"expected a size such as 0.4, \"400KB\" or \"2MB\" (0: no limit), not {value!r}")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise SizeError(f"a size cannot be negative: {value!r}")
+        return int(value * MB)
+    match = _SIZE.match(value)
+    if match is None:
+        raise SizeError(f"expected a size such as 0.4, 400KB or 2MB (0: no limit), not {value!r}")
+    number, unit = match.groups()
+    return int(float(number) * _UNIT[unit.lower() if unit else None])
+
+
+def format_size(size: int) -> str:
+    """Bytes as megabytes with one decimal (more for small limits): ``10.2 MB``."""
+    text = f"{size / MB:.1f}"
+    if text == "0.0" and size:
+        text = f"{size / MB:.3f}".rstrip("0")
+    return f"{text} MB"
+
+
+def too_large_message(size: int, limit: int) -> str:
+    return (f"too large to analyse: {format_size(size)}, limit {format_size(limit)}; "
+            "see --max-file-size")
+
+
+@dataclass(frozen=True)
+class TooLarge:
+    """A file over the budget: its size and which of the asked words it contains."""
+
+    size: int
+    mentions: frozenset[bytes]
+
+
+def over_budget(data: bytes, limit: int) -> bool:
+    return limit > 0 and len(data) > limit
+
+
+def words_in(data: bytes, words: Iterable[bytes]) -> frozenset[bytes]:
+    return frozenset(word for word in words if word in data)
+
+
+def read_within_budget(path: Path, limit: int, words: Iterable[bytes] = ()) -> Union[bytes, TooLarge]:
+    """The file's bytes, or ``TooLarge`` when it has more than ``limit`` bytes
+    (``limit`` 0: no limit). An oversized file is read in chunks, never whole,
+    looking for ``words``. Raises OSError like ``Path.read_bytes``."""
+    with open(path, "rb") as handle:
+        if limit <= 0:
+            return handle.read()
+        data = handle.read(limit + 1)
+        if len(data) <= limit:
+            return data
+        return _scan_rest(handle, data, tuple(words))
+
+
+def _scan_rest(handle, head: bytes, words: tuple[bytes, ...]) -> TooLarge:
+    overlap = max((len(word) for word in words), default=1) - 1
+    found = set(words_in(head, words))
+    size, tail = len(head), head[-overlap:] if overlap else b""
+    while True:
+        chunk = handle.read(_CHUNK)
+        if not chunk:
+            return TooLarge(size, frozenset(found))
+        size += len(chunk)
+        window = tail + chunk
+        found.update(word for word in words if word not in found and word in window)
+        tail = window[-overlap:] if overlap else b""
