@@ -100,3 +100,56 @@ def _scan_rest(handle, head: bytes, words: tuple[bytes, ...]) -> TooLarge:
         window = tail + chunk
         found.update(word for word in words if word not in found and word in window)
         tail = window[-overlap:] if overlap else b""
+
+
+# ---------------------------------------------------------------------- chains
+# libcst's parser is superlinear in the length of a left-recursive chain: a
+# chain of attribute accesses, calls, subscripts or binary operations
+# (``y.a.a.a``, ``f()()()``, ``a + a + a``). Measured on the reference machine:
+# 200 links take about 0.1-0.3 s, 1,000 links seconds, 5,000 links longer than a
+# two-minute timeout. The longest chain in the torch package has 23 links.
+# CPython's parser is linear, so a file whose crude count says a chain may be
+# long is measured with ``ast`` first, and one over the limit is not parsed.
+MAX_CHAIN_LINKS = 200
+_NOT_LINK_CHARS = re.compile(r"[^.()\[\]{}+\-*/%@&|^\n\\]+")
+_CHAIN_NODES = {"Attribute": "value", "Call": "func", "Subscript": "value", "BinOp": "left"}
+
+
+def crude_longest_chain(source: str) -> int:
+    """An upper bound (strings and comments count too) on the links of the longest
+    chain: the most link characters (``. ( [`` and operators) in one logical line."""
+    count = longest = depth = 0
+    continued = False
+    for char in _NOT_LINK_CHARS.sub("", source):
+        if char == "\n":
+            if depth <= 0 and not continued:
+                longest, count, depth = max(longest, count), 0, 0
+            continued = False
+            continue
+        continued = char == "\\"
+        if char in "([{":
+            depth += 1
+            count += char != "{"
+        elif char in ")]}":
+            depth -= 1
+        elif not continued:
+            count += 1
+    return max(longest, count)
+
+
+def longest_chain(tree) -> tuple[int, int, int]:
+    """The longest left-recursive chain in a CPython ``ast`` tree: (links, line,
+    1-based column of its start)."""
+    import ast
+
+    length: dict[int, int] = {}
+    longest, where = 0, (1, 1)
+    for node in reversed(list(ast.walk(tree))):  # children before their parents
+        field_name = _CHAIN_NODES.get(type(node).__name__)
+        if field_name is None:
+            continue
+        links = 1 + length.get(id(getattr(node, field_name)), 0)
+        length[id(node)] = links
+        if links > longest:
+            longest, where = links, (node.lineno, node.col_offset + 1)
+    return longest, *where

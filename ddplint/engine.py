@@ -241,16 +241,29 @@ def _crude_bracket_depth(source: str) -> int:
 
 
 def parse_module(source: str) -> tuple[Optional[cst.Module], Optional[Diagnostic]]:
-    if _crude_bracket_depth(source) > _MAX_VALID_BRACKET_DEPTH:
+    if "\0" in source:  # Python refuses NUL bytes anywhere; say where the first one is
+        before = source[:source.index("\0")]
+        line = before.count("\n") + 1
+        return None, _syntax_diagnostic(line, len(before) - (before.rfind("\n") + 1) + 1,
+                                        "syntax error: the file contains a NUL byte")
+    long_chain = budget.crude_longest_chain(source) > budget.MAX_CHAIN_LINKS
+    if long_chain or _crude_bracket_depth(source) > _MAX_VALID_BRACKET_DEPTH:
         import ast
 
         try:
-            ast.parse(source)
+            tree = ast.parse(source)
         except SyntaxError as error:
             return None, _syntax_diagnostic(max(error.lineno or 1, 1), max(error.offset or 1, 1),
                                             f"syntax error: {error.msg}")
+        except ValueError as error:  # NUL bytes (Python < 3.12)
+            return None, _syntax_diagnostic(1, 1, f"syntax error: {error}")
         except (RecursionError, MemoryError):
             return None, _syntax_diagnostic(1, 1, "the file is too deeply nested to parse")
+        links, line, column = budget.longest_chain(tree) if long_chain else (0, 1, 1)
+        if links > budget.MAX_CHAIN_LINKS:
+            return None, _syntax_diagnostic(line, column, (
+                f"too deeply nested to analyse: a chain of {links} attribute accesses, calls, subscripts "
+                f"or operators (limit {budget.MAX_CHAIN_LINKS})"))
     try:
         return cst.parse_module(source), None
     except cst.ParserSyntaxError as error:
