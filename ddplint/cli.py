@@ -40,7 +40,9 @@ def cli() -> None:
 
 
 def _fail(message: str) -> "click.exceptions.Exit":
-    click.echo(f"ddplint: error: {message}", err=True)
+    from ddplint.source import printable
+
+    click.echo(f"ddplint: error: {printable(message)}", err=True)
     return click.exceptions.Exit(EXIT_ERROR)
 
 
@@ -87,6 +89,7 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
     from ddplint.engine import Linter, RunResult, default_jobs, lint_files
     from ddplint.reporters import get_reporter
     from ddplint.rule import SEVERITY_RANK
+    from ddplint.source import printable
 
     paths = paths or (".",)
     reads_stdin = "-" in paths
@@ -121,9 +124,9 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
 
             skip = any(path_matches(stdin_filename, p) for p in settings.all_excludes())
         if skip:
-            click.echo(f"ddplint: 0 files: {stdin_filename} is excluded (--force-exclude)", err=True)
+            click.echo(f"ddplint: 0 files: {printable(stdin_filename)} is excluded (--force-exclude)", err=True)
         else:
-            result.files.append(Linter(settings).lint_source(sys.stdin.buffer.read(), display))
+            result.files.append(Linter(settings).lint_source(_read_stdin(), display))
     else:
         try:
             found = discover(paths, settings, force_exclude=force_exclude)
@@ -131,7 +134,7 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
             raise _fail(str(error))
         result.errors.extend(found.errors)
         if not found.files:
-            click.echo(f"ddplint: {found.why_no_files(paths)}", err=True)
+            click.echo(f"ddplint: {printable(found.why_no_files(paths))}", err=True)
         shown = {path: relative_display(path, settings.root) for path in found.files}
         from ddplint.cache import CACHE_DIR_NAME
 
@@ -148,12 +151,21 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
             stream.close()
 
     for problem in result.errors:
-        click.echo(f"ddplint: error: {problem}", err=True)
+        click.echo(f"ddplint: error: {printable(problem)}", err=True)
     if result.internal_errors or result.errors:
         sys.exit(EXIT_ERROR)
     threshold = SEVERITY_RANK[settings.fail_on]
     failing = any(SEVERITY_RANK[d.severity] >= threshold for f in result.files for d in f.diagnostics)
     sys.exit(EXIT_FINDINGS if failing and not exit_zero else EXIT_OK)
+
+
+def _read_stdin() -> bytes:
+    if sys.stdin is None:  # the process was started with standard input closed
+        raise _fail("cannot read '-': standard input is closed")
+    try:
+        return sys.stdin.buffer.read()
+    except (OSError, ValueError) as error:
+        raise _fail(f"cannot read '-' (standard input): {error}")
 
 
 def _size_option(value: str) -> int:

@@ -139,7 +139,8 @@ def _pyproject_table(path: Path) -> Optional[dict]:
         raise ConfigError(f"{path}: cannot read: {error}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
-    table = data.get("tool", {}).get("ddplint")
+    tool = data.get("tool", {})
+    table = tool.get("ddplint") if isinstance(tool, dict) else None
     if table is not None and not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.ddplint] must be a table")
     return table
@@ -153,13 +154,20 @@ def _yaml_table(path: Path) -> dict:
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path}: cannot read: {error}") from None
     except yaml.YAMLError as error:
-        problem = str(error).splitlines()[0] if str(error) else "invalid YAML"
-        raise ConfigError(f"{path}: invalid YAML: {problem}") from None
+        raise ConfigError(f"{path}: invalid YAML{_yaml_problem(error)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of ddplint settings")
     return data
+
+
+def _yaml_problem(error) -> str:
+    """' at line 3, column 7: expected ...' from a YAML error, on one line."""
+    mark = getattr(error, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(error, "problem", None) or (str(error).splitlines() or ["cannot parse"])[0]
+    return f"{where}: {' '.join(str(problem).split())}"
 
 
 def load_settings(config_path: Optional[Path] = None, start: Optional[Path] = None,
@@ -189,7 +197,7 @@ def load_settings(config_path: Optional[Path] = None, start: Optional[Path] = No
 def settings_from_table(table: dict[str, Any], where: str) -> Settings:
     for key in table:
         if key not in CONFIG_KEYS:
-            hint = ""
+            hint, key = "", str(key)  # YAML keys may be numbers
             if key.replace("_", "-") in CONFIG_KEYS:
                 hint = f" (did you mean '{key.replace('_', '-')}'?)"
             raise ConfigError(f"{where}: unknown key '{key}'{hint}")
