@@ -89,7 +89,6 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
     from ddplint.cache import CACHE_DIR_NAME
     from ddplint.engine import Linter, RunResult, default_jobs, lint_document, lint_paths
     from ddplint.reporters import get_reporter
-    from ddplint.rule import SEVERITY_RANK
     from ddplint.source import printable
 
     paths = paths or (".",)
@@ -154,11 +153,18 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
 
     for problem in result.errors:
         click.echo(f"ddplint: error: {printable(problem)}", err=True)
+    sys.exit(exit_code(result, settings.fail_on, exit_zero))
+
+
+def exit_code(result, fail_on: str, exit_zero: bool = False) -> int:
+    """DESIGN.md's exit codes for a finished run (a RunResult)."""
+    from ddplint.rule import SEVERITY_RANK
+
     if result.internal_errors or result.errors:
-        sys.exit(EXIT_ERROR)
-    threshold = SEVERITY_RANK[settings.fail_on]
+        return EXIT_ERROR
+    threshold = SEVERITY_RANK[fail_on]
     failing = any(SEVERITY_RANK[d.severity] >= threshold for f in result.files for d in f.diagnostics)
-    sys.exit(EXIT_FINDINGS if failing and not exit_zero else EXIT_OK)
+    return EXIT_FINDINGS if failing and not exit_zero else EXIT_OK
 
 
 def _read_stdin() -> bytes:

@@ -260,7 +260,7 @@ def test_a_file_deleted_between_discovery_and_reading(tmp_path, monkeypatch):
 
     def discover_then_delete(*args, **kwargs):
         found = real_discover(*args, **kwargs)
-        (tmp_path / "gone.py").unlink()
+        (tmp_path / "gone.py").unlink(missing_ok=True)  # discovery runs again for the project
         return found
 
     monkeypatch.setattr(discovery, "discover", discover_then_delete)
