@@ -51,7 +51,8 @@ def compiles(path: Path) -> bool:
 
 
 def run(folder: Path, jobs: int, max_file_size: str | None) -> dict:
-    command = ["/usr/bin/time", "-f", "MAXRSS_KB=%M", sys.executable, "-m", "ddplint", "--isolated", "--no-cache",
+    ddplint = str(Path(sys.executable).with_name("ddplint"))  # the console script, as users run it
+    command = ["/usr/bin/time", "-f", "MAXRSS_KB=%M", ddplint, "--isolated", "--no-cache",
                "--select", "ALL", "--format", "json", "--jobs", str(jobs), "."]
     if max_file_size is not None:
         command[-1:-1] = ["--max-file-size", max_file_size]

@@ -82,7 +82,13 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
           force_exclude: bool, jobs: Optional[int], output_file: Optional[str], no_cache: bool,
           cache_dir: Optional[Path], max_file_size: Optional[str], colour: str) -> None:
     """Lint PATHS (files and folders; '-' reads stdin). Default: the current folder."""
+    import os
     from dataclasses import replace
+
+    # Worker processes start as `python -c ...`, which puts the working directory
+    # first on sys.path: the linted code (a signal.py, a torch checkout's signal/)
+    # would shadow the standard library they import. Python >= 3.11 honours this.
+    os.environ.setdefault("PYTHONSAFEPATH", "1")
 
     from ddplint.config import ConfigError, load_settings, split_selectors
     from ddplint.discovery import PathError, discover, relative_display

@@ -337,3 +337,13 @@ def test_undecodable_configuration_is_one_line_exit_2(tmp_path):
     result = lint(tmp_path, ".")
     assert result.returncode == 2
     assert result.stderr.strip().startswith(f"ddplint: error: {tmp_path / 'pyproject.toml'}: cannot read: ")
+
+
+def test_linted_modules_do_not_shadow_the_standard_library(tmp_path):
+    """`python -m ddplint` from a folder with signal.py or ast.py (torch has signal/)."""
+    for name in ("signal", "ast", "json", "multiprocessing", "tokenize"):
+        write(tmp_path / f"{name}.py", "raise SystemExit('the linted code was imported')\n")
+    write(tmp_path / "train.py", BAD_SCRIPT)
+    result = lint(tmp_path, "--select", "DDP007", "--jobs", "2", ".")  # worker processes too
+    assert result.returncode == 1, result.stderr
+    assert "train.py:7:18: DDP007" in result.stdout
