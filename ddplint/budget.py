@@ -13,6 +13,7 @@ whole. benchmarks/RESULTS.md has the measurements behind the default.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +90,8 @@ def read_within_budget(path: Path, limit: int, words: Iterable[bytes] = ()) -> U
 
 
 def _scan_rest(handle, head: bytes, words: tuple[bytes, ...]) -> TooLarge:
+    if not words:  # only the size is wanted: no need to read the rest
+        return TooLarge(max(len(head), os.fstat(handle.fileno()).st_size), frozenset())
     overlap = max((len(word) for word in words), default=1) - 1
     found = set(words_in(head, words))
     size, tail = len(head), head[-overlap:] if overlap else b""
