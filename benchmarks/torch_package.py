@@ -52,7 +52,7 @@ def compiles(path: Path) -> bool:
 
 def run(folder: Path, jobs: int, max_file_size: str | None) -> dict:
     ddplint = str(Path(sys.executable).with_name("ddplint"))  # the console script, as users run it
-    command = ["/usr/bin/time", "-f", "MAXRSS_KB=%M", ddplint, "--isolated", "--no-cache",
+    command = ["/usr/bin/time", "-f", "MAXRSS_KB=%M CPU_S=%U+%S", ddplint, "--isolated", "--no-cache",
                "--select", "ALL", "--format", "json", "--jobs", str(jobs), "."]
     if max_file_size is not None:
         command[-1:-1] = ["--max-file-size", max_file_size]
@@ -60,6 +60,7 @@ def run(folder: Path, jobs: int, max_file_size: str | None) -> dict:
     finished = subprocess.run(command, cwd=folder, capture_output=True, text=True)
     wall = time.perf_counter() - started
     peak_kb = int(re.search(r"MAXRSS_KB=(\d+)", finished.stderr).group(1))
+    user, system = re.search(r"CPU_S=([\d.]+)\+([\d.]+)", finished.stderr).groups()
     if not finished.stdout.strip():
         sys.exit(f"ddplint printed nothing (exit {finished.returncode}):\n{finished.stderr[-3000:]}")
     document = json.loads(finished.stdout)
@@ -77,7 +78,7 @@ def run(folder: Path, jobs: int, max_file_size: str | None) -> dict:
                     other_ddp000.append(entry["path"])
     return {
         "files": document["summary"]["files_checked"], "parsed": document["summary"]["files_parsed"],
-        "wall_s": wall, "peak_mib": peak_kb / 1024, "exit": finished.returncode,
+        "wall_s": wall, "cpu_s": float(user) + float(system), "peak_mib": peak_kb / 1024, "exit": finished.returncode,
         "diagnostics": document["summary"]["diagnostics"], "internal_errors": internal,
         "ddp000_on_compiling_files": syntax_on_compiling, "too_large": too_large,
         "ddp000_on_broken_files": other_ddp000,
@@ -98,7 +99,8 @@ def main() -> None:
             folder = Path(temporary) / label
             copy_tree(package, subset, folder)
             outcome = run(folder, args.jobs, args.max_file_size)
-            print(f"{label}: {outcome['files']} files ({outcome['parsed']} parsed), {outcome['wall_s']:.1f} s, "
+            print(f"{label}: {outcome['files']} files ({outcome['parsed']} parsed), {outcome['wall_s']:.1f} s wall, "
+                  f"{outcome['cpu_s']:.1f} s CPU (all processes), "
                   f"peak RSS {outcome['peak_mib']:.0f} MiB (largest process), exit {outcome['exit']}, "
                   f"{outcome['diagnostics']} diagnostics, {len(outcome['internal_errors'])} internal errors, "
                   f"{len(outcome['ddp000_on_compiling_files'])} DDP000 on files CPython compiles, "
