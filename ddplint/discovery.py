@@ -158,24 +158,23 @@ class Discovery:
 
 
 class _Excludes:
-    """The exclude patterns with the setting each came from, for messages."""
+    """The exclude patterns, each with the setting it came from (for messages)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, patterns: list[tuple[str, str]]) -> None:
+        self.patterns = patterns  # (pattern, origin)
+
+    @classmethod
+    def of(cls, settings: Settings) -> "_Excludes":
         where = f" in {settings.config_path.name}" if settings.config_path else ""
-        if settings.exclude == DEFAULT_EXCLUDE:
-            exclude_origin = "the default excludes"
-        else:
-            exclude_origin = f"exclude{where}"
-        self.patterns = [(pattern, exclude_origin) for pattern in settings.exclude]
-        self.patterns += [(pattern, f"extend-exclude{where}") for pattern in settings.extend_exclude]
+        origin = "the default excludes" if settings.exclude == DEFAULT_EXCLUDE else f"exclude{where}"
+        return cls([(pattern, origin) for pattern in settings.exclude]
+                   + [(pattern, f"extend-exclude{where}") for pattern in settings.extend_exclude])
 
     def without_those_matching(self, relative: str) -> "_Excludes":
         """Drop the patterns that match ``relative``: naming a folder on the command
         line overrides the excludes that would leave the folder itself out."""
-        kept = object.__new__(_Excludes)
-        kept.patterns = [(pattern, origin) for pattern, origin in self.patterns
-                         if not (relative and path_matches(relative, pattern))]
-        return kept
+        return _Excludes([(pattern, origin) for pattern, origin in self.patterns
+                          if not (relative and path_matches(relative, pattern))])
 
     def origin_of_match(self, relative: str) -> Optional[str]:
         for pattern, origin in self.patterns:
@@ -193,7 +192,7 @@ def discover(paths: Iterable[str], settings: Settings, force_exclude: bool = Fal
     sets it) applies excludes to the named paths too.
     """
     paths = list(paths)
-    all_excludes = _Excludes(settings)
+    all_excludes = _Excludes.of(settings)
     result = Discovery([], [])
     found: set[Path] = set()
 
