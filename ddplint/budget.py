@@ -114,7 +114,7 @@ def _scan_rest(handle, head: bytes, words: tuple[bytes, ...]) -> TooLarge:
 # CPython's parser is linear, so a file whose crude count says a chain may be
 # long is measured with ``ast`` first, and one over the limit is not parsed.
 MAX_CHAIN_LINKS = 200
-_NOT_LINK_CHARS = re.compile(r"[^.()\[\]{}+\-*/%@&|^\n\\]+")
+_NOT_LINK_CHARS = re.compile(r"[^.()\[\]{}+\-*/%@&|^\r\n\\]+")
 _CHAIN_NODES = {"Attribute": "value", "Call": "func", "Subscript": "value", "BinOp": "left"}
 
 
@@ -124,7 +124,7 @@ def crude_longest_chain(source: str) -> int:
     count = longest = depth = 0
     continued = False
     for char in _NOT_LINK_CHARS.sub("", source):
-        if char == "\n":
+        if char in "\r\n":  # CR alone ends a line too (old Mac files)
             if depth <= 0 and not continued:
                 longest, count, depth = max(longest, count), 0, 0
             continued = False
