@@ -5,8 +5,8 @@ with all rules, at half and at full size.
 
 Copies the package's .py files into a temporary folder (so that site-packages
 excludes and the package's own layout do not matter), then runs the real CLI
-with --isolated --no-cache --select ALL --format json under /usr/bin/time, on
-every other file (half) and on all of them (full). Reports, for each: files,
+with --isolated --no-cache --select ALL --format json, on every other file
+(half) and on all of them (full), polling /proc for its process tree. Reports, for each: files,
 wall time, peak RSS of the largest process (workers included), internal errors,
 and DDP000s split into syntax errors on files CPython compiles (must be 0),
 too-large notices (--max-file-size) and the rest. Not a test: prints a table.
@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -50,20 +52,73 @@ def compiles(path: Path) -> bool:
     return True
 
 
+class TreeWatch:
+    """Polls /proc for every process descended from ``root``: the largest peak RSS
+    (VmHWM) any of them reached, and their CPU time. wait4's rusage would miss the
+    lint workers, which the forkserver, not ddplint, waits for."""
+
+    def __init__(self, root: int) -> None:
+        self.root, self.peak_kb, self.cpu_ticks = root, 0, {}
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.running = True
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.running = False
+        self.thread.join()
+
+    def _poll(self) -> None:
+        while self.running:
+            for pid in self._tree():
+                try:
+                    status = Path(f"/proc/{pid}/status").read_text()
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue  # it exited between the listing and the read
+                hwm = re.search(r"VmHWM:\s+(\d+) kB", status)
+                self.peak_kb = max(self.peak_kb, int(hwm.group(1)) if hwm else 0)
+                self.cpu_ticks[pid] = int(fields[11]) + int(fields[12])  # utime + stime
+            time.sleep(0.2)
+
+    def _tree(self) -> list[int]:
+        parents = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    pass
+        tree, frontier = {self.root}, [self.root]
+        while frontier:
+            parent = frontier.pop()
+            children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
+            tree.update(children)
+            frontier.extend(children)
+        return sorted(tree)
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(self.cpu_ticks.values()) / os.sysconf("SC_CLK_TCK")
+
+
 def run(folder: Path, jobs: int, max_file_size: str | None) -> dict:
     ddplint = str(Path(sys.executable).with_name("ddplint"))  # the console script, as users run it
-    command = ["/usr/bin/time", "-f", "MAXRSS_KB=%M CPU_S=%U+%S", ddplint, "--isolated", "--no-cache",
-               "--select", "ALL", "--format", "json", "--jobs", str(jobs), "."]
+    command = [ddplint, "--isolated", "--no-cache", "--select", "ALL", "--format", "json", "--jobs", str(jobs), "."]
     if max_file_size is not None:
         command[-1:-1] = ["--max-file-size", max_file_size]
     started = time.perf_counter()
-    finished = subprocess.run(command, cwd=folder, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    peak_kb = int(re.search(r"MAXRSS_KB=(\d+)", finished.stderr).group(1))
-    user, system = re.search(r"CPU_S=([\d.]+)\+([\d.]+)", finished.stderr).groups()
-    if not finished.stdout.strip():
-        sys.exit(f"ddplint printed nothing (exit {finished.returncode}):\n{finished.stderr[-3000:]}")
-    document = json.loads(finished.stdout)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(command, cwd=folder, stdout=out, stderr=err, text=True)
+        watch = TreeWatch(process.pid)
+        process.wait()
+        watch.stop()
+        wall = time.perf_counter() - started
+        out.seek(0), err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    peak_kb, cpu = watch.peak_kb, watch.cpu_s
+    if not stdout.strip():
+        sys.exit(f"ddplint printed nothing (exit {process.returncode}):\n{stderr[-3000:]}")
+    document = json.loads(stdout)
     syntax_on_compiling, too_large, other_ddp000, internal = [], [], [], []
     for entry in document["files"]:
         for diagnostic in entry["diagnostics"]:
@@ -78,7 +133,7 @@ def run(folder: Path, jobs: int, max_file_size: str | None) -> dict:
                     other_ddp000.append(entry["path"])
     return {
         "files": document["summary"]["files_checked"], "parsed": document["summary"]["files_parsed"],
-        "wall_s": wall, "cpu_s": float(user) + float(system), "peak_mib": peak_kb / 1024, "exit": finished.returncode,
+        "wall_s": wall, "cpu_s": cpu, "peak_mib": peak_kb / 1024, "exit": process.returncode,
         "diagnostics": document["summary"]["diagnostics"], "internal_errors": internal,
         "ddp000_on_compiling_files": syntax_on_compiling, "too_large": too_large,
         "ddp000_on_broken_files": other_ddp000,
