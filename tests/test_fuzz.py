@@ -38,6 +38,8 @@ SINGLE_FIXTURES = sorted(FIXTURES.glob("*.py"))
 PROJECT_FIXTURES = sorted(p for p in FIXTURES.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
 
 LONG_RUN = os.environ.get("DDPLINT_FUZZ_EXAMPLES")
+# Generated programs are odd on purpose ("'a'()"): CPython's warnings about them are noise here.
+pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")
 
 
 def fuzz_settings(default_examples: int):
