@@ -142,17 +142,22 @@ class Linter:
     def _positioned(self, index: SemanticIndex, reports: list[Report]) -> list[Diagnostic]:
         from ddplint.analysis.positions import locate
 
+        from ddplint.fixes import resolve
+
         by_code = {rule.code: rule for rule in self.rules}
-        positions = locate(index, (report.node for report in reports))
+        # The nodes that fixes edit are located in the same pass as the findings.
+        fix_nodes = [node for report in reports if report.fix is not None for node in report.fix.nodes()]
+        positions = locate(index, [*(report.node for report in reports), *fix_nodes])
         diagnostics = []
         for report in reports:
             where = positions.get(report.node)
             if where is None:
                 continue
             severity = self.settings.severity_of(report.code, report.severity)
+            fix = resolve(report.fix, positions, index.source) if report.fix is not None else None
             diagnostics.append(Diagnostic(
                 where.start.line, where.start.column + 1, where.end.line, where.end.column + 1,
-                report.code, by_code[report.code].name, severity, report.message,
+                report.code, by_code[report.code].name, severity, report.message, fix,
             ))
         return diagnostics
 
