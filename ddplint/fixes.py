@@ -273,6 +273,22 @@ def add_keyword(call: "cst.Call", name: str, value: str) -> Optional[NodeEdit]:
     return NodeEdit(ADD_KEYWORD, call, f"{name}={value}", anchor)
 
 
+def string_literal(text: str, examples: Iterable[Any] = ()) -> str:
+    """``text`` as a Python string literal in the quote style of the first
+    single-quoted or double-quoted ``cst.SimpleString`` among ``examples``
+    (the user's style), else in double quotes."""
+    quote = '"'
+    for example in examples:
+        raw = getattr(example, "value", "")
+        body = raw.lstrip("rRbBuU")
+        if body[:1] in ("'", '"') and body[:3] not in ("'''", '"""'):
+            quote = body[0]
+            break
+    if quote in text or "\\" in text or "\n" in text:
+        return repr(text)
+    return quote + text + quote
+
+
 def resolve(fix: NodeFix, ranges: Mapping[Any, "CodeRange"], source: str) -> Optional[Fix]:
     """Position a ``NodeFix``: ``ranges`` maps nodes to libcst ``CodeRange``s (1-based
     lines, 0-based columns). None when some edit cannot be placed."""
