@@ -36,6 +36,8 @@ class FileResult:
     parsed: bool = False  # False when the text prefilter skipped it (or it failed to read)
     source_lines: dict[int, str] = field(default_factory=dict)  # reported lines only
     internal_errors: int = 0
+    # Findings silenced by a suppression comment (shown by ``--ignore-noqa``).
+    suppressed: list[Diagnostic] = field(default_factory=list)
 
     def sort(self) -> None:
         self.diagnostics.sort()

@@ -26,7 +26,7 @@ def lsp_diagnostic(diagnostic: Diagnostic) -> dict:
         "code": diagnostic.code,
         "source": "ddplint",
         "message": diagnostic.message,
-        "data": {"name": diagnostic.name, "fix": diagnostic.fix},
+        "data": {"name": diagnostic.name, "fix": diagnostic.fix.to_json() if diagnostic.fix else None},
     }
     rule = rules_by_code().get(diagnostic.code)
     if rule is not None:

@@ -49,6 +49,8 @@ def document(result: RunResult) -> dict:
             }
             if d.code in index_of:
                 item["ruleIndex"] = index_of[d.code]
+            if d.fix is not None:
+                item["fixes"] = [d.fix.to_sarif(uri)]
             results.append(item)
     return {
         "$schema": SCHEMA,
