@@ -487,6 +487,8 @@ def _scalar(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> b
     """Is ``expr`` a one-element loss, on which ``.item()`` cannot fail?"""
     if depth > 4:
         return False
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return True
     if isinstance(expr, (cst.Name, cst.Attribute)):
         values = index.assigned_values(expr)
         if values:
@@ -502,8 +504,7 @@ def _scalar(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> b
                 return _scalar(index, expr.func.value, depth + 1)
         return flow.is_criterion(index, expr.func) and _reduces(index, expr)
     if isinstance(expr, cst.BinaryOperation):
-        return all(isinstance(side, (cst.Integer, cst.Float)) or _scalar(index, side, depth + 1)
-                   for side in (expr.left, expr.right))
+        return all(_scalar(index, side, depth + 1) for side in (expr.left, expr.right))
     if isinstance(expr, cst.UnaryOperation):
         return _scalar(index, expr.expression, depth + 1)
     return False
