@@ -370,7 +370,7 @@ def _keep_changed_lines(result, files: dict[str, Path], revision: str) -> None:
 
     linted = [files[file.path] for file in result.files if file.path in files]
     try:
-        changed = changed_lines(linted, revision, folder=linted[0].resolve().parent if linted else Path.cwd())
+        changed = changed_lines(linted, revision, folder=Path.cwd())
     except GitError as error:
         raise _fail(str(error))
     for file in result.files:

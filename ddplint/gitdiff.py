@@ -46,8 +46,12 @@ def changed_lines(files: Iterable[Path], revision: str,
     """For each file (resolved path): the 1-based lines added or changed since
     ``revision``, or ``ALL_LINES`` for a file git does not track."""
     files = [Path(file).resolve() for file in files]
-    start = folder or (files[0].parent if files else Path.cwd())
-    root = repository_root(start)
+    try:  # the repository ddplint runs in, else the one holding the first file
+        root = repository_root(folder or Path.cwd())
+    except GitError:
+        if not files:
+            raise
+        root = repository_root(files[0].parent)
     for file in files:
         if root != file and root not in file.parents:
             raise GitError(f"--diff-base: {file} is outside the git repository at {root}")
