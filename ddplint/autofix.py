@@ -25,7 +25,7 @@ from typing import Callable, Optional
 
 from ddplint.diagnostics import INTERNAL_ERROR, Diagnostic, FileResult
 from ddplint.fixes import Edit, Fix, PositionMap, apply_edits, edits_overlap, split_lines
-from ddplint.suppressions import LINE_IGNORE, LINE_NOQA, parse_suppressions
+from ddplint.suppressions import parse_suppressions
 
 MAX_ROUNDS = 10
 SYNTAX_ERROR = "DDP000"

@@ -98,7 +98,8 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
 
     from ddplint.config import ConfigError, load_settings, split_selectors
     from ddplint.discovery import PathError, discover, relative_display
-    from ddplint.engine import Linter, RunResult, default_jobs, lint_files
+    from ddplint.cache import CACHE_DIR_NAME
+    from ddplint.engine import RunResult, default_jobs, lint_paths
     from ddplint.reporters import get_reporter
     from ddplint.rule import SEVERITY_RANK
 
@@ -128,8 +129,9 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
         raise _fail(str(error))
 
     result = RunResult()
+    cache = None if no_cache else (cache_dir or settings.root / CACHE_DIR_NAME)
     files: dict[str, Path] = {}  # displayed path -> file
-    stdin_data, cache = None, None
+    stdin_data = None
     if reads_stdin:
         display = stdin_filename or "<stdin>"
         skip = False
@@ -139,7 +141,7 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
             skip = any(path_matches(stdin_filename, p) for p in settings.all_excludes())
         if not skip:
             stdin_data = sys.stdin.buffer.read()
-            result.files.append(Linter(settings).lint_source(stdin_data, display))
+            result.files.append(_lint_text(stdin_data, stdin_filename, display, settings, cache))
     else:
         try:
             found = discover(paths, settings, force_exclude=force_exclude)
@@ -148,10 +150,7 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
         result.errors.extend(found.errors)
         shown = {path: relative_display(path, settings.root) for path in found.files}
         files = {display: path for path, display in shown.items()}
-        from ddplint.cache import CACHE_DIR_NAME
-
-        cache = None if no_cache else (cache_dir or settings.root / CACHE_DIR_NAME)
-        result.files = lint_files(found.files, settings, jobs or default_jobs(), shown, cache_dir=cache)
+        result.files = lint_paths(found.files, settings, jobs or default_jobs(), cache_dir=cache, display=shown)
 
     if ignore_noqa:
         for file in result.files:  # what the comments silenced, except DDP100's verdicts on them
@@ -159,9 +158,9 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
     if fix or show_diff or add_noqa:
         if reads_stdin:
             if stdin_data is not None:
-                _fix_stdin(result, stdin_data, settings, fix=fix, diff=show_diff, unsafe=unsafe_fixes)
+                _fix_stdin(result, stdin_data, settings, stdin_filename, cache, diff=show_diff, unsafe=unsafe_fixes)
             return
-        outcomes = _fix_files(result, files, settings, jobs or default_jobs(), cache, unsafe=unsafe_fixes,
+        outcomes = _fix_files(result, files, settings, cache, unsafe=unsafe_fixes,
                               add_noqa=add_noqa, reason=reason, write=not show_diff)
         if show_diff:
             changed = _report_diff(outcomes)
@@ -221,17 +220,17 @@ def _check_flag_combinations(reads_stdin: bool, *, fix: bool, diff: bool, add_no
             raise _fail(f"{unusable[0]} works on files, not on stdin")
 
 
-def _relinter(settings, pairs: list[tuple[str, str]], jobs: int, cache: Optional[Path]):
-    """A linter for fixed texts that sees the project as the first lint did."""
-    from ddplint.engine import Linter, _needs_project, build_project
+def _lint_text(text, path: Optional[str], display: str, settings, cache: Optional[Path]):
+    """Lint a text that stands for the file at ``path`` (in its project), or a
+    nameless text on its own."""
+    from ddplint.engine import Linter, lint_document
 
-    linter = Linter(settings)
-    if len(pairs) > 1 and _needs_project(settings):
-        linter.project, _ = build_project(pairs, jobs, str(cache) if cache is not None else None)
-    return linter
+    if path is None:
+        return Linter(settings).lint_source(text, display)
+    return lint_document(text, path, settings, display=display, cache_dir=cache)
 
 
-def _fix_files(result, files: dict[str, Path], settings, jobs: int, cache: Optional[Path], *, unsafe: bool,
+def _fix_files(result, files: dict[str, Path], settings, cache: Optional[Path], *, unsafe: bool,
                add_noqa: bool, reason: Optional[str], write: bool) -> list:
     """Fix (or add suppressions to) every file with something to do; replaces
     the files' results by the findings left. Returns the outcomes."""
@@ -243,9 +242,6 @@ def _fix_files(result, files: dict[str, Path], settings, jobs: int, cache: Optio
 
     todo = [index for index, file in enumerate(result.files)
             if file.path in files and any(wanted(d) for d in file.diagnostics)]
-    if not todo:
-        return []
-    linter = _relinter(settings, [(str(path), shown) for shown, path in files.items()], jobs, cache)
     outcomes = []
     for index in todo:
         file = result.files[index]
@@ -256,8 +252,8 @@ def _fix_files(result, files: dict[str, Path], settings, jobs: int, cache: Optio
             result.errors.append(f"{file.path}: cannot read the file to fix it: {error}")
             continue
 
-        def relint(text: str, shown: str = file.path):
-            return linter.lint_source(text, shown)
+        def relint(text: str, shown: str = file.path, where: Path = path):
+            return _lint_text(text, str(where), shown, settings, cache)
 
         first = relint(source)  # the findings of exactly the text that will be edited
         outcome = add_suppressions(source, first, relint, reason) if add_noqa else \
@@ -277,10 +273,10 @@ def _fix_files(result, files: dict[str, Path], settings, jobs: int, cache: Optio
     return outcomes
 
 
-def _fix_stdin(result, data: bytes, settings, *, fix: bool, diff: bool, unsafe: bool) -> None:
+def _fix_stdin(result, data: bytes, settings, path: Optional[str], cache: Optional[Path], *,
+               diff: bool, unsafe: bool) -> None:
     """``-`` with --fix prints the fixed text; with --diff, the diff."""
     from ddplint.autofix import fix_source
-    from ddplint.engine import Linter
     from ddplint.source import decode_source
 
     file = result.files[0]
@@ -288,8 +284,8 @@ def _fix_stdin(result, data: bytes, settings, *, fix: bool, diff: bool, unsafe: 
     if source is None:
         sys.stdout.write(data.decode("utf-8", "replace"))
         sys.exit(EXIT_ERROR)
-    linter = Linter(settings)
-    outcome = fix_source(source, file, lambda text: linter.lint_source(text, file.path), unsafe=unsafe)
+    outcome = fix_source(source, file, lambda text: _lint_text(text, path, file.path, settings, cache),
+                         unsafe=unsafe)
     outcome.path = file.path
     if diff:
         changed = _report_diff([outcome])

@@ -490,7 +490,7 @@ def _scalar(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> b
     if isinstance(expr, (cst.Integer, cst.Float)):
         return True
     if isinstance(expr, (cst.Name, cst.Attribute)):
-        values = index.assigned_values(expr)
+        values = index.reaching_values(expr)
         if values:
             return all(_scalar(index, value, depth + 1) for value in values)
         name = dotted_name(expr) or ""

@@ -41,8 +41,8 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ddplint.analysis import flow
 from ddplint.analysis.values import device_arguments, environ_key, fstring_prefix, is_global_rank, is_test_module
+from ddplint.analysis.roles import is_worker_code
 from ddplint.fixes import UNSAFE, NodeFix, node_fix, replace
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex
@@ -109,7 +109,7 @@ class GlobalRankAsDevice(Rule):
             return
         seen: set[int] = set()  # `.to(f"cuda:{rank}")` is reached twice
         for node in _device_index_expressions(index):
-            if id(node) not in seen and _carries_global_rank(index, node):
+            if id(node) not in seen and _carries_global_rank(index, node) and is_worker_code(index, node):
                 seen.add(id(node))
                 yield self.report(node, fix=_fix(index, node))
 
@@ -148,21 +148,19 @@ def _fix(index: SemanticIndex, node: cst.BaseExpression) -> Optional[NodeFix]:
 
 def _local_rank_variable(index: SemanticIndex, at: cst.CSTNode) -> Optional[str]:
     """A plain name that holds the local rank where ``at`` runs: every binding
-    visible there reads a local-rank variable, and one comes before ``at``."""
-    scopes = []
+    of it that reaches ``at`` reads a local-rank variable (and one does)."""
+    scopes = set()
     scope = index.enclosing_scope(at)
     while True:
-        scopes.append(id(scope))
+        scopes.add(id(scope))
         if scope is index.module:
             break
         scope = index.enclosing_scope(scope)
-    order = flow.order_near(index, at)
     candidates = sorted({name for scope_id, name in index.bindings if scope_id in scopes and "." not in name},
                         key=lambda name: (name != "local_rank", name))
     for name in candidates:
-        bindings = index.visible_bindings(name, at) or []
-        if bindings and all(binding.kind in ("assign", "annassign") and binding.value is not None
-                            and environ_key(index, binding.value) in LOCAL_RANK_VARIABLES for binding in bindings) \
-                and any(binding.order < order for binding in bindings):
+        reaching = index.reaching(name, at)
+        if reaching and all(binding.kind in ("assign", "annassign") and binding.value is not None
+                            and environ_key(index, binding.value) in LOCAL_RANK_VARIABLES for binding in reaching):
             return name
     return None

@@ -24,7 +24,8 @@ suppressions also make a codebase look as if it had exceptions it no longer has.
 
 Fix (safe): removes the comment (the whole line when the comment is alone on
 it; other comments on the line stay), or the unused codes from its list.
-A suppression never silences the finding about itself.
+A bare suppression never silences the finding about itself; one that names
+DDP100 (`# noqa: DDP005, DDP100`) does.
 
 ## References
 - https://docs.astral.sh/ruff/rules/unused-noqa/
