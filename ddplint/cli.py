@@ -159,6 +159,8 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
         if reads_stdin:
             if stdin_data is not None:
                 _fix_stdin(result, stdin_data, settings, stdin_filename, cache, diff=show_diff, unsafe=unsafe_fixes)
+            elif not show_diff:  # excluded: an editor piping its buffer gets it back unchanged
+                sys.stdout.buffer.write(sys.stdin.buffer.read())
             return
         outcomes = _fix_files(result, files, settings, cache, unsafe=unsafe_fixes,
                               add_noqa=add_noqa, reason=reason, write=not show_diff)

@@ -198,8 +198,8 @@ class PositionMap:
 
 
 # ---------------------------------------------------------------------- fixes in CST terms
-REPLACE, BEFORE, AFTER, ADD_KEYWORD, LINE_BEFORE, DELETE_LINE = (
-    "replace", "before", "after", "add-keyword", "line-before", "delete-line")
+REPLACE, BEFORE, AFTER, ADD_KEYWORD, LINE_BEFORE, DELETE_LINE, DELETE_UNTIL = (
+    "replace", "before", "after", "add-keyword", "line-before", "delete-line", "delete-until")
 
 
 @dataclass(frozen=True, eq=False)
@@ -209,7 +209,9 @@ class NodeEdit:
     kind: str
     node: Any  # a libcst node
     text: str = ""
-    anchor: Any = None  # ADD_KEYWORD: the value of the call's last argument (None: no arguments)
+    # ADD_KEYWORD: the value of the call's last argument (None: no arguments);
+    # DELETE_UNTIL: the node where the deleted text stops.
+    anchor: Any = None
 
     def nodes(self) -> list:
         return [self.node] if self.anchor is None else [self.node, self.anchor]
@@ -258,6 +260,12 @@ def insert_line_before(statement: "cst.CSTNode", text: str) -> NodeEdit:
 def delete_line(statement: "cst.CSTNode") -> NodeEdit:
     """Delete the lines of a statement that is alone on them (a trailing comment goes too)."""
     return NodeEdit(DELETE_LINE, statement)
+
+
+def delete_until(node: "cst.CSTNode", following: "cst.CSTNode") -> NodeEdit:
+    """Delete from the start of ``node`` to the start of ``following`` (an
+    argument and the separator after it: ``f(a, b)`` -> ``f(b)``)."""
+    return NodeEdit(DELETE_UNTIL, node, "", following)
 
 
 def add_keyword(call: "cst.Call", name: str, value: str) -> Optional[NodeEdit]:
@@ -336,6 +344,11 @@ def _place(edit: NodeEdit, ranges: Mapping[Any, "CodeRange"], lines: list[str],
         return [Edit(start[0], 1, end[0], len(last) + 1, "")]
     if edit.kind == ADD_KEYWORD:
         return _place_keyword(edit, ranges, lines, source, end)
+    if edit.kind == DELETE_UNTIL:
+        until = ranges.get(edit.anchor)
+        if until is None or (until.start.line, until.start.column + 1) < start:
+            return None
+        return [Edit(*start, until.start.line, until.start.column + 1, "")]
     raise ValueError(f"unknown edit kind {edit.kind!r}")
 
 
