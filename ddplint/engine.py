@@ -299,8 +299,10 @@ def _apply_suppressions(result: FileResult, source: str, judge=None) -> None:
     DDP100's severity) report the suppressions that silenced nothing."""
     if not result.diagnostics and judge is None:
         return
+    from ddplint.fixes import split_lines
+
     suppressions = parse_suppressions(source)
-    lines = source.splitlines()
+    lines = [line.rstrip("\r\n") for line in split_lines(source)]  # not str.splitlines: see split_lines
     kept = []
     used: dict = {}
     for diagnostic in result.diagnostics:

@@ -95,3 +95,14 @@ def test_add_noqa_with_a_reason_and_lines_that_cannot_take_a_comment(tmp_path):
         "train.py:8:26 DDP007", "train.py:10:26 DDP007"]
     bad_reason = run_cli(*SELECT, "--add-noqa", "--reason", "see ] here", "train.py", cwd=tmp_path)
     assert bad_reason.returncode == 2 and "--reason must be one line" in bad_reason.stderr
+
+
+def test_a_bare_noqa_is_judged_only_when_every_rule_could_run(lint):
+    stale = BAD_SCRIPT + "y = 1  # noqa\n"
+    found = [(d.line, d.code, d.message) for d in lint(stale).diagnostics if d.code == "DDP100"]
+    assert found == [(8, "DDP100", "unused suppression: nothing is reported on this line")]
+    # Without DDP context the context rules did not run: a bare noqa may be meant for them.
+    plain = "import torch\nx = torch.ones(1, device='cuda:0')  # noqa\n"
+    assert [d.code for d in lint(plain).diagnostics] == []
+    # Nor when only some rules are selected.
+    assert [d.code for d in lint(stale, select=["DDP005", "DDP007", "DDP100"]).diagnostics] == ["DDP005", "DDP007"]
