@@ -444,11 +444,13 @@ def _fix(index: SemanticIndex, region: cst.CSTNode, scaled: flow.Event, clip: fl
 
 
 def _statement_of(index: SemanticIndex, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-    """The statement holding ``node`` (``clip(...)``, ``norm = clip(...)``, ``if clip(...) > x:``)."""
+    """The simple statement holding ``node`` (``clip(...)``, ``norm = clip(...)``);
+    None inside a compound statement's header (an ``elif`` or a loop condition
+    has no "line before" that runs each time)."""
     for ancestor in index.ancestors(node):
-        if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+        if isinstance(ancestor, cst.BaseSmallStatement):
             return ancestor
-        if isinstance(ancestor, (cst.Lambda, cst.FunctionDef)):
+        if isinstance(ancestor, (cst.BaseCompoundStatement, cst.Lambda, cst.BaseSuite)):
             return None
     return None
 
