@@ -7,6 +7,7 @@ sentence used for that join, and the places in the user's code where it observed
 
 from __future__ import annotations
 
+import os
 import statistics
 from dataclasses import dataclass, field
 
@@ -40,8 +41,9 @@ class RunFacts:
 
 
 def evaluate(ranks: list[RankRun], facts: RunFacts) -> list[Check]:
+    hung = hang(ranks, facts)
     return [memory_growth(ranks), allreduce_per_step(ranks), comm_fraction(ranks, facts.max_comm_fraction),
-            data_steps(ranks), hang(ranks, facts), exception(ranks)]
+            data_steps(ranks), hung, exception(ranks, hung=hung.verdict == FAIL)]
 
 
 # ------------------------------------------------------------------ memory-growth
@@ -56,9 +58,9 @@ def memory_growth(ranks: list[RankRun]) -> Check:
     longest = max((len(s) for s in series.values()), default=0)
     window = min(MEMORY_WINDOW, longest)
     if window < 3:
+        steps = max((len(r.steps) for r in ranks), default=0)
         return Check("memory-growth", SKIP, None, "bytes/step",
-                     f"{longest + 1 if longest else len(ranks[0].steps) if ranks else 0} optimizer steps recorded; "
-                     "at least 4 are needed to call growth linear", rules)
+                     f"{steps} optimizer steps recorded; at least 4 are needed to call growth linear", rules)
     growing = {rank: found for rank, s in series.items()
                if (found := linear_growth(s, min(window, len(s)))) is not None}
     if growing:
@@ -111,10 +113,10 @@ def allreduce_per_step(ranks: list[RankRun]) -> Check:
 def comm_fraction(ranks: list[RankRun], limit: float) -> Check:
     fractions = {}
     for r in ranks:
-        steps = r.steps[1:] or r.steps  # step 1 is warm-up
-        wall = sum(s["wall_s"] for s in steps)
-        if wall > 0:
-            fractions[r.rank] = sum(s["comm_s"] for s in steps) / wall
+        steps = [s for s in (r.steps[1:] or r.steps) if s["wall_s"] > 0]  # step 1 is warm-up
+        if steps:
+            # The median step: one step that a busy machine stretched does not decide.
+            fractions[r.rank] = statistics.median(s["comm_s"] / s["wall_s"] for s in steps)
     if not fractions:
         return Check("comm-fraction", SKIP, None, "fraction", "no optimizer step was timed")
     # A fast rank also waits in the all-reduce for a slow one; the rank that waited least
@@ -124,8 +126,8 @@ def comm_fraction(ranks: list[RankRun], limit: float) -> Check:
     verdict = FAIL if value > limit else PASS
     relation = "above" if verdict == FAIL else "within"
     return Check("comm-fraction", verdict, round(value, 4), "fraction",
-                 f"communication takes {value:.0%} of the step ({detail}; the least-waiting rank counts), "
-                 f"{relation} --max-comm-fraction {limit:g}")
+                 f"communication takes {value:.0%} of the median step ({detail}; the rank that waited least "
+                 f"for its peers counts), {relation} --max-comm-fraction {limit:g}")
 
 
 # ------------------------------------------------------------------ data-steps
@@ -178,12 +180,15 @@ def hang(ranks: list[RankRun], facts: RunFacts) -> Check:
     rules = ("DDP010", "DDP014")
     steps = min((len(r.steps) for r in ranks), default=0)
     raised = [r for r in ranks if r.error is not None and r.error.get("failure") is None]
-    waiting = [r for r in ranks if r.error is not None and r.error.get("failure") and r.error.get("in_flight")]
-    if raised and not waiting:
+    waits = _waits(ranks)
+    if raised:
+        # Peers left waiting for a rank that raised are the exception's doing, not a hang.
+        first = min(raised, key=lambda r: r.error["t"])
+        stuck = f"; ranks {[w.run.rank for w in waits]} were left in collectives it never reached" if waits else ""
         return Check("hang", PASS, None, "s",
-                     f"no collective hung: rank {raised[0].rank}'s exception ended the run (see exception)")
-    if waiting:
-        return _diagnose(waiting, ranks, rules)
+                     f"no hang: rank {first.rank}'s exception ended the run (see exception){stuck}")
+    if waits:
+        return _diagnose(waits[0], ranks, rules)
     if facts.stalled_s is not None:
         return _stalled(ranks, facts, rules)
     failed = [r for r in ranks if r.error is not None]
@@ -198,41 +203,69 @@ def hang(ranks: list[RankRun], facts: RunFacts) -> Check:
                  f"every rank reached each collective over {steps} steps")
 
 
-def _diagnose(waiting: list[RankRun], ranks: list[RankRun], rules) -> Check:
-    w = waiting[0]
-    entry = min(w.error["in_flight"], key=lambda e: e["seq"])
+@dataclass
+class _Wait:
+    run: RankRun
+    entry: dict  # the collective it waited in (seq, group, op, site, step)
+    waited_s: float
+    outcome: str  # how the wait ended
+
+
+_OUTCOMES = {"timeout": "timed out", "peer-lost": "failed when a peer left", "backend": "failed"}
+
+
+def _waits(ranks: list[RankRun]) -> list[_Wait]:
+    """Ranks that were waiting in a collective when the run ended, first by rank.
+
+    A rank whose collective failed says so in its error event.  A rank killed from outside
+    (NCCL's watchdog aborts the process; torchrun or ddplint sends SIGTERM) says nothing:
+    its last logged collective counts when some peer never issued it."""
+    found = []
+    for r in ranks:
+        if r.error is not None and r.error.get("failure") and r.error.get("in_flight"):
+            entry = min(r.error["in_flight"], key=lambda e: e["seq"])
+            found.append(_Wait(r, entry, entry["waited_s"], _OUTCOMES[r.error["failure"]]))
+        elif r.outcome == "killed" and r.collectives:
+            entry = r.collectives[-1]
+            if any(_differs(peer.collective(entry["group"], entry["seq"]), entry) for peer in ranks if peer is not r):
+                end = r.ended_t or r.last_t
+                found.append(_Wait(r, entry, max(0.0, end - entry["t"]), "was killed while waiting"))
+    return sorted(found, key=lambda w: w.run.rank)
+
+
+def _differs(theirs: dict | None, entry: dict) -> bool:
+    return theirs is None or theirs["op"] != entry["op"] or theirs["site"] != entry["site"]
+
+
+def _diagnose(wait: _Wait, ranks: list[RankRun], rules) -> Check:
+    w, entry = wait.run, wait.entry
     group, seq = entry["group"], entry["seq"]
-    outcome = {"timeout": "timed out", "peer-lost": "failed when a peer left",
-               "backend": "failed"}[w.error["failure"]]
     where = _site_text(entry["site"])
-    head = (f"rank {w.rank} waited {entry['waited_s']:.1f} s in collective #{seq} {entry['op']}"
-            f"{' (' + where + ', step ' + str(entry['step']) + ')' if where else ''} and {outcome}")
-    absent, notes = [], []
+    head = (f"rank {w.rank} waited {wait.waited_s:.1f} s in collective #{seq} {entry['op']}"
+            f"{' (' + where + ', step ' + str(entry['step']) + ')' if where else ''} and {wait.outcome}")
+    absent, notes, locations = [], [], _location(entry["site"], f"rank {w.rank} waited here in collective "
+                                                                 f"#{seq} {entry['op']}")
     for peer in ranks:
-        if peer is w:
-            continue
         theirs = peer.collective(group, seq)
+        if peer is w or not _differs(theirs, entry):
+            continue
+        absent.append(peer.rank)
         if theirs is None:
-            absent.append(peer.rank)
             notes.append(f"rank {peer.rank} never arrived: {_state(peer, group)}")
-        elif theirs["op"] != entry["op"] or theirs["site"] != entry["site"]:
-            absent.append(peer.rank)
+        else:
             notes.append(f"rank {peer.rank} issued {theirs['op']} at {_site_text(theirs['site'])} "
                          f"as collective #{seq} instead")
+            locations += _location(theirs["site"], f"rank {peer.rank} issued {theirs['op']} here as #{seq}")
     if not notes:
         notes.append("every rank entered it (a backend or network failure, not a missing rank)")
-    fr = w.error.get("flight_recorder") or []
+    fr = (w.error or {}).get("flight_recorder") or []
     if fr:
         last = fr[-1]
-        notes.append(f"flight recorder: last {last['name']} #{last['seq']} ({last['state']})")
-    locations = _location(entry["site"], f"rank {w.rank} waited here in collective #{seq} {entry['op']}")
-    for peer in ranks:
-        theirs = peer.collective(group, seq) if peer.rank in absent else None
-        if theirs is not None:
-            locations += _location(theirs["site"], f"rank {peer.rank} issued {theirs['op']} here as #{seq}")
-    evidence = (f"rank {w.rank} waited in collective #{seq} ({entry['op']}) that rank(s) {absent} "
-                "never joined" if absent else f"collective #{seq} failed on rank {w.rank}")
-    return Check("hang", FAIL, round(entry["waited_s"], 3), "s", head + "; " + "; ".join(notes), rules,
+        notes.append(f"flight recorder: last entry {last['name']}, its seq {last['seq']}, {last['state']}")
+    who = f"rank {absent[0]}" if len(absent) == 1 else f"ranks {absent}"
+    evidence = (f"rank {w.rank} waited in collective #{seq} ({entry['op']}) that {who} never joined"
+                if absent else f"collective #{seq} failed on rank {w.rank}")
+    return Check("hang", FAIL, round(wait.waited_s, 3), "s", head + "; " + "; ".join(notes), rules,
                  evidence, locations)
 
 
@@ -267,13 +300,14 @@ def _stalled(ranks: list[RankRun], facts: RunFacts, rules) -> Check:
 # ------------------------------------------------------------------ exception
 
 
-def exception(ranks: list[RankRun]) -> Check:
+def exception(ranks: list[RankRun], hung: bool = False) -> Check:
     raised = sorted((r for r in ranks if r.error is not None and r.error.get("failure") is None),
                     key=lambda r: r.error["t"])
     if not raised:
         killed = [r for r in ranks if r.outcome == "killed"]
         failed = [r for r in ranks if r.error is not None]
-        if killed and not failed and not all(r.outcome == "killed" for r in ranks):
+        # A rank killed while it hung (NCCL's watchdog aborts it) is the hang's story.
+        if killed and not failed and not hung and not all(r.outcome == "killed" for r in ranks):
             r = killed[0]
             return Check("exception", FAIL, None, "s",
                          f"rank {r.rank} died without a Python exception after {len(r.steps)} steps "
@@ -302,8 +336,6 @@ def _location(site, message: str) -> list[dict]:
 def _site_text(site) -> str:
     if not site:
         return ""
-    import os
-
     return f"{os.path.basename(site[0])}:{site[1]}"
 
 

@@ -60,7 +60,8 @@ def command(target: Target, launcher: str, nproc: int) -> list[str]:
             *target.argv()]
 
 
-def environment(run_dir: Path, boot_dir: Path, steps: int, timeout_s: float, device: str) -> dict:
+def environment(run_dir: Path, boot_dir: Path, steps: int, timeout_s: float, device: str,
+                launcher: str = "torchrun") -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(boot_dir), env.get("PYTHONPATH", "")) if p)
     env.update({
@@ -70,12 +71,14 @@ def environment(run_dir: Path, boot_dir: Path, steps: int, timeout_s: float, dev
         rankside.ENV_BACKEND: "gloo" if device == "cpu" else "",
         "PYTHONUNBUFFERED": "1",
     })
-    # The flight recorder (older torch reads the NCCL-prefixed names); NCCL dumps it on a timeout.
+    # The flight recorder (older torch reads the NCCL-prefixed name): a rank whose collective
+    # fails reports its last entries.
     for name in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"):
         env.setdefault(name, "2000")
-    env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
-    for name in ("TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"):
-        env.setdefault(name, str(run_dir / "flight-recorder-"))
+    if launcher == "script":
+        # torchrun gives each worker one OpenMP thread unless told otherwise; ranks an
+        # mp.spawn script starts would otherwise each take every core.
+        env.setdefault("OMP_NUM_THREADS", "1")
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # a script that picks CUDA when available runs on CPU
     return env

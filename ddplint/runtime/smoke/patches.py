@@ -177,7 +177,7 @@ def _counting_comm_hook(state, bucket):
     if recorder is None:
         return _run_inner(state, bucket, default_hooks)
     buffer = bucket.buffer()
-    entry = recorder.enter("all_reduce (DDP gradients)", _group_name(state.process_group),
+    entry = recorder.enter("DDP gradient all_reduce", _group_name(state.process_group),
                            buffer.numel() * buffer.element_size(), recorder.backward_site or user_site(),
                            bucket=bucket.index(), last=bucket.is_last())
     future = _run_inner(state, bucket, default_hooks)

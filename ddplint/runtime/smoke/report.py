@@ -214,7 +214,9 @@ def sparkline(values: list[float], lo: float, hi: float) -> str:
 
 
 def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:.3g} ms"
+    if seconds is None:
+        return "-"
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.3g} ms"
 
 
 def _value(value, unit: str) -> str:

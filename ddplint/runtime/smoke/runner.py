@@ -66,7 +66,7 @@ def _run(opts: SmokeOptions, stream: IO[str]) -> int:
         run_dir = Path(tmp)
         boot = write_bootstrap(run_dir / "boot")
         reader = EventReader(run_dir)
-        env = launch.environment(run_dir, boot, opts.steps, opts.timeout, device)
+        env = launch.environment(run_dir, boot, opts.steps, opts.timeout, device, launcher)
         cmd = launch.command(target, launcher, opts.nproc or 2)
         # No progress for this long and no collective timeout fired: a hang outside collectives.
         stall_limit = 2 * opts.timeout + 30

@@ -28,11 +28,12 @@ class RankRun:
 
     @property
     def outcome(self) -> str:
-        """stopped (at --steps) | finished (the script ended) | raised | killed."""
+        """stopped (at --steps) | finished (the script ended) | raised (its own error) |
+        collective-failed (a collective timed out or lost its peer) | killed (no last word)."""
         if self.stop is not None:
             return "stopped"
         if self.error is not None:
-            return "raised"
+            return "collective-failed" if self.error.get("failure") else "raised"
         if self.exit is not None:
             return "finished"
         return "killed"
