@@ -60,7 +60,9 @@ class Cache:
     @staticmethod
     def facts_key(content: str, display: str) -> str:
         """``content`` is ``content_digest(file bytes)``."""
-        return digest("facts", __version__, display, content)
+        from ddplint.screen.facts import FACTS_VERSION
+
+        return digest("facts", __version__, FACTS_VERSION, display, content)
 
     @staticmethod
     def result_key(content: str, display: str, settings_fingerprint: str, project_digest: str) -> str:

@@ -81,7 +81,8 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
 
     from ddplint.config import ConfigError, load_settings, split_selectors
     from ddplint.discovery import PathError, discover, relative_display
-    from ddplint.engine import Linter, RunResult, default_jobs, lint_files
+    from ddplint.cache import CACHE_DIR_NAME
+    from ddplint.engine import Linter, RunResult, default_jobs, lint_document, lint_paths
     from ddplint.reporters import get_reporter
     from ddplint.rule import SEVERITY_RANK
 
@@ -108,6 +109,7 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
         raise _fail(str(error))
 
     result = RunResult()
+    cache = None if no_cache else (cache_dir or settings.root / CACHE_DIR_NAME)
     if reads_stdin:
         display = stdin_filename or "<stdin>"
         skip = False
@@ -115,7 +117,12 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
             from ddplint.config import path_matches
 
             skip = any(path_matches(stdin_filename, p) for p in settings.all_excludes())
-        if not skip:
+        if skip:
+            pass
+        elif stdin_filename:  # the text stands for that file of its project
+            result.files.append(lint_document(sys.stdin.buffer.read(), stdin_filename, settings,
+                                              display=display, cache_dir=cache))
+        else:
             result.files.append(Linter(settings).lint_source(sys.stdin.buffer.read(), display))
     else:
         try:
@@ -124,10 +131,7 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
             raise _fail(str(error))
         result.errors.extend(found.errors)
         shown = {path: relative_display(path, settings.root) for path in found.files}
-        from ddplint.cache import CACHE_DIR_NAME
-
-        cache = None if no_cache else (cache_dir or settings.root / CACHE_DIR_NAME)
-        result.files = lint_files(found.files, settings, jobs or default_jobs(), shown, cache_dir=cache)
+        result.files = lint_paths(found.files, settings, jobs or default_jobs(), cache_dir=cache, display=shown)
 
     stream = open(output_file, "w", encoding="utf-8") if output_file else sys.stdout
     try:

@@ -208,3 +208,49 @@ def _relative_to(path: Path, base: Path) -> str:
         return path.resolve().relative_to(base.resolve()).as_posix()
     except ValueError:
         return ""
+
+
+# ---------------------------------------------------------------------- the project root
+# Files that mark the top of a project (DESIGN.md, "Project root").
+PROJECT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".ddplint.yaml", ".ddplint.yml", ".git")
+
+
+def find_project_root(paths: Iterable[os.PathLike | str], cwd: Optional[Path] = None) -> Path:
+    """The folder whose Python files make the project of ``paths``: the nearest
+    folder at or above their common folder holding a project marker; else the
+    working directory when every path lies under it; else the common folder."""
+    absolute = [Path(os.path.abspath(path)) for path in paths]
+    if not absolute:
+        return Path(os.path.abspath(cwd or Path.cwd()))
+    common = Path(os.path.commonpath([p if p.is_dir() else p.parent for p in absolute]))
+    for candidate in (common, *common.parents):
+        if any((candidate / marker).exists() for marker in PROJECT_MARKERS):
+            return candidate
+    working = Path(os.path.abspath(cwd or Path.cwd()))
+    if common == working or working in common.parents:
+        return working
+    return common
+
+
+def project_files(root: Path, settings: Settings, named: Iterable[Path] = ()) -> list[Path]:
+    """Every Python file of the project at ``root`` (excludes and .gitignore
+    applied as discovery applies them below a named folder), plus the named
+    files, which always belong to it. Sorted, without duplicates."""
+    walked = discover([str(root)], settings).files if Path(root).is_dir() else []
+    found: dict[str, Path] = {}
+    for path in [*walked, *named]:
+        found.setdefault(os.path.abspath(path), Path(path))
+    return [found[key] for key in sorted(found)]
+
+
+def module_key(path: os.PathLike | str, root: Path) -> str:
+    """A file's name in the project: its path relative to the root, with slashes
+    (the absolute path for a file outside the root)."""
+    absolute = os.path.abspath(path)
+    try:
+        relative = os.path.relpath(absolute, os.path.abspath(root))
+    except ValueError:  # another drive
+        relative = ".."
+    if relative == ".." or relative.startswith(".." + os.sep):
+        return Path(absolute).as_posix()
+    return Path(relative).as_posix()

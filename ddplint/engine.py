@@ -15,7 +15,7 @@ import threading
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import NamedTuple, Optional, Sequence, Union
 
 import libcst as cst
 
@@ -59,11 +59,12 @@ class Linter:
         self.rules: list[Rule] = [rule() for rule in all_rules()
                                   if rule.code in selected and rule.code != SYNTAX_ERROR]
         self.report_syntax_errors = SYNTAX_ERROR in selected
-        # Set by lint_files when several files are linted together (ddplint.screen.project).
+        # The joined facts of the project root (ddplint.screen.project), set by
+        # lint_paths / lint_document; None: a file alone is its own project.
         self.project = None
 
     # ------------------------------------------------------------------ one file
-    def lint_file(self, path: Path, display: Optional[str] = None) -> FileResult:
+    def lint_file(self, path: Path, display: Optional[str] = None, module: Optional[str] = None) -> FileResult:
         display = display or path.as_posix()
         try:
             data = path.read_bytes()
@@ -71,9 +72,14 @@ class Linter:
             result = FileResult(display)
             result.diagnostics.append(_file_error(f"cannot read file: {error.strerror or error}"))
             return result
-        return self.lint_source(data, display)
+        return self.lint_source(data, display, module)
 
-    def lint_source(self, data: Union[str, bytes], display: str = "<stdin>") -> FileResult:
+    def lint_source(self, data: Union[str, bytes], display: str = "<stdin>",
+                    module: Optional[str] = None) -> FileResult:
+        """Lint one file's text. ``display`` names it in the result; ``module`` is
+        its name in ``self.project`` (``ddplint.discovery.module_key``; default:
+        ``display``), which the semantic index carries as its path."""
+        module = module or display
         result = FileResult(display)
         if isinstance(data, bytes):
             source, problem = decode_source(data)
@@ -90,7 +96,7 @@ class Linter:
             pass
         ignored = self.settings.ignored_for(relative)
         maybe_in_context = may_be_in_ddp_context(source) or (
-            self.project is not None and self.project.module_in_ddp_context(display))
+            self.project is not None and self.project.module_in_ddp_context(module))
         rules = [rule for rule in self.rules
                  if rule.code not in ignored and _has_trigger(rule, source)
                  and (maybe_in_context or not rule.needs_ddp_context)]
@@ -98,11 +104,11 @@ class Linter:
         if not rules and not (syntax_wanted and self._always_parse):
             return result
         result.parsed = True
-        on_deep_stack(self._analyse, source, display, rules, syntax_wanted, result)
+        on_deep_stack(self._analyse, source, module, rules, syntax_wanted, result)
         _apply_suppressions(result, source)
         return result
 
-    def _analyse(self, source: str, display: str, rules: list[Rule], syntax_wanted: bool,
+    def _analyse(self, source: str, module_name: str, rules: list[Rule], syntax_wanted: bool,
                  result: FileResult) -> None:
         """Parse, index, run the rules and position the findings (on a deep stack)."""
         module, error_diagnostic = parse_module(source)
@@ -111,7 +117,7 @@ class Linter:
                 result.diagnostics.append(error_diagnostic)
             return
         try:
-            index = SemanticIndex.build(module, source, display)
+            index = SemanticIndex.build(module, source, module_name)
         except RecursionError:
             if syntax_wanted:
                 result.diagnostics.append(_syntax_diagnostic(1, 1, "the file is too deeply nested to analyse"))
@@ -284,6 +290,14 @@ def _apply_suppressions(result: FileResult, source: str) -> None:
 
 
 # ---------------------------------------------------------------------- many files
+class _Job(NamedTuple):
+    """A named file to judge: where it is, how it is shown, its name in the project."""
+
+    path: str
+    display: str
+    module: str
+
+
 _worker: dict = {}  # per worker process: the linter, the cache and the cache-key parts
 
 
@@ -297,44 +311,56 @@ def _init_worker(settings: Settings, project=None, cache_dir: Optional[str] = No
                    fingerprint=settings.fingerprint(), project_digest=project_digest)
 
 
-def _lint_in_worker(job: tuple[str, str]) -> FileResult:
-    path, display = job
+def _result_key(content: str, job: _Job, fingerprint: str, project_digest: str) -> str:
+    from ddplint.cache import Cache
+
+    # The module name is part of the key: the index carries it (test modules, imports).
+    return Cache.result_key(content, f"{job.display}\0{job.module}", fingerprint, project_digest)
+
+
+def _lint_in_worker(job: _Job) -> FileResult:
     linter, cache = _worker["linter"], _worker["cache"]
     if cache is None:
-        return linter.lint_file(Path(path), display)
+        return linter.lint_file(Path(job.path), job.display, job.module)
     try:
-        data = Path(path).read_bytes()
+        data = Path(job.path).read_bytes()
     except OSError:
-        return linter.lint_file(Path(path), display)  # reports the read error
-    key = cache.result_key(cache.content_digest(data), display, _worker["fingerprint"], _worker["project_digest"])
-    cached = cache.load_result(key, display)
+        return linter.lint_file(Path(job.path), job.display, job.module)  # reports the read error
+    key = _result_key(cache.content_digest(data), job, _worker["fingerprint"], _worker["project_digest"])
+    cached = cache.load_result(key, job.display)
     if cached is not None:
         return cached
-    result = linter.lint_source(data, display)
+    result = linter.lint_source(data, job.display, job.module)
     cache.store_result(key, result)
     return result
 
 
 def _summarize_job(job: tuple[str, str, Optional[str]]):
-    """Project facts of one file: (facts or None, digest of the file's facts)."""
+    """Project facts of one file: (facts or None, facts key). ``job`` is (path on
+    disk, module name, cache folder)."""
     from ddplint.cache import Cache
-    from ddplint.screen.facts import summarize
 
-    path, display, cache_dir = job
+    path, module, cache_dir = job
     try:
         data = Path(path).read_bytes()
     except OSError:
         return None, "unreadable"
     cache = Cache(Path(cache_dir)) if cache_dir else None
-    key = Cache.facts_key(Cache.content_digest(data), display)
+    key = Cache.facts_key(Cache.content_digest(data), module)
     found, facts = cache.load_facts(key) if cache else (False, None)
     if not found:
-        source, _ = decode_source(data)
-        facts = summarize(source, display) if source is not None else None
+        facts = _summarize_bytes(data, module)
         if cache is not None:
             cache.store_facts(key, facts)
-    # Facts are a function of (bytes, path, version): the facts key digests them.
+    # Facts are a function of (bytes, module name, version): the facts key digests them.
     return facts, key
+
+
+def _summarize_bytes(data: bytes, module: str):
+    from ddplint.screen.facts import summarize
+
+    source, _ = decode_source(data)
+    return summarize(source, module) if source is not None else None
 
 
 def _needs_project(settings: Settings) -> bool:
@@ -361,62 +387,109 @@ def _map(function, jobs_list, jobs: int, initializer=None, initargs=()):
         return list(pool.map(function, jobs_list, chunksize=chunk))
 
 
-def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1, cache_dir: Optional[str] = None):
+def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1, cache_dir: Optional[str] = None,
+                  buffers: Optional[dict[str, bytes]] = None):
     """Pass 1: a small facts summary per file (ast, no CST kept), then the join.
-    Returns the project and a digest of every file's facts (for result cache keys)."""
-    from ddplint.cache import project_digest
+    ``pairs`` are (path on disk, module name); ``buffers`` maps a module name to
+    text that replaces the file's (an editor's unsaved buffer). Returns the
+    project and a digest of every file's facts (for result cache keys)."""
+    from ddplint.cache import Cache, project_digest
     from ddplint.screen.project import Project
 
-    summaries = _map(_summarize_job, [(path, shown, cache_dir) for path, shown in pairs], jobs)
-    project = Project([facts for facts, _ in summaries if facts is not None])
-    return project, project_digest([(shown, key) for (_, shown), (_, key) in zip(pairs, summaries)])
+    buffers = buffers or {}
+    on_disk = [(path, module, cache_dir) for path, module in pairs if module not in buffers]
+    summaries = _map(_summarize_job, on_disk, jobs)
+    keys = [(module, key) for (_, module, _), (_, key) in zip(on_disk, summaries)]
+    facts = [found for found, _ in summaries]
+    for module, data in sorted(buffers.items()):
+        keys.append((module, Cache.facts_key(Cache.content_digest(data), module)))
+        facts.append(_summarize_bytes(data, module))
+    return Project([f for f in facts if f is not None]), project_digest(keys)
 
 
-def lint_files(files: Sequence[Path], settings: Settings, jobs: int = 1,
-               display: Optional[dict[Path, str]] = None, cache_dir: Optional[Path] = None) -> list[FileResult]:
-    """Lint files, in worker processes when there are enough of them.
+def _project_pairs(root: Path, settings: Settings, named: Sequence[Path]) -> list[tuple[str, str]]:
+    """(path on disk, module name) of every file of the project at ``root``."""
+    from ddplint.discovery import module_key, project_files
 
-    With several files, a first pass joins per-file facts into a project
-    (ddplint.screen.project) that the per-file lint of the second pass consults. With
-    ``cache_dir``, facts and results are cached by content hash (ddplint.cache)."""
+    return [(str(path), module_key(path, root)) for path in project_files(root, settings, named)]
+
+
+def lint_paths(named_files: Sequence[Union[str, Path]], settings: Settings, jobs: int = 1,
+               cache_dir: Optional[Path] = None, root: Optional[Path] = None,
+               display: Optional[dict[Path, str]] = None) -> list[FileResult]:
+    """The engine's entry point (CLI, language server, ``ddplint smoke``): judge
+    and report the named files with the facts of every Python file of their
+    project root (``ddplint.discovery.find_project_root`` unless ``root`` is
+    given). So ``ddplint .`` and ``ddplint changed.py`` agree on the files both
+    cover. With ``cache_dir``, facts and results are cached by content hash
+    (ddplint.cache); results come sorted by displayed path."""
+    from ddplint.discovery import find_project_root, module_key
+
+    named = list(dict.fromkeys(Path(path) for path in named_files))
+    if not named:
+        return []
     display = display or {}
-    pairs = [(str(path), display.get(path, path.as_posix())) for path in files]
+    root = Path(root) if root is not None else find_project_root(named)
+    jobs_list = [_Job(str(path), display.get(path, path.as_posix()), module_key(path, root)) for path in named]
+    pairs = _project_pairs(root, settings, named) if _needs_project(settings) else []
     cache = str(cache_dir) if cache_dir is not None else None
-    uses_project = len(pairs) > 1 and _needs_project(settings)
     if cache is not None:
-        cached = _all_cached(pairs, settings, Path(cache), uses_project)
+        cached = _all_cached(jobs_list, pairs, settings, Path(cache))
         if cached is not None:
             return sorted(cached, key=lambda result: result.path)
-    project, project_digest = None, ""
-    if uses_project:
-        project, project_digest = build_project(pairs, jobs, cache)
-    results = _map(_lint_in_worker, pairs, jobs, _init_worker, (settings, project, cache, project_digest))
+    project, project_digest = build_project(pairs, jobs, cache) if pairs else (None, "")
+    results = _map(_lint_in_worker, jobs_list, jobs, _init_worker, (settings, project, cache, project_digest))
     results.sort(key=lambda result: result.path)
     return results
 
 
-def _all_cached(pairs: Sequence[tuple[str, str]], settings: Settings, cache_dir: Path,
-                uses_project: bool) -> Optional[list[FileResult]]:
-    """The warm path: when every file's result is in the cache, return them all
-    without summarising files, joining the project or starting workers. The
+def lint_files(files: Sequence[Path], settings: Settings, jobs: int = 1,
+               display: Optional[dict[Path, str]] = None, cache_dir: Optional[Path] = None,
+               root: Optional[Path] = None) -> list[FileResult]:
+    """``lint_paths`` with the argument order of earlier versions."""
+    return lint_paths(files, settings, jobs, cache_dir=cache_dir, root=root, display=display)
+
+
+def lint_document(source: Union[str, bytes], path: Union[str, Path], settings: Settings,
+                  display: Optional[str] = None, cache_dir: Optional[Path] = None,
+                  root: Optional[Path] = None) -> FileResult:
+    """Lint an editor buffer (or stdin) that stands for the file at ``path``: the
+    facts of its project root, with this text in place of the file's."""
+    from ddplint.discovery import find_project_root, module_key
+
+    path = Path(path)
+    root = Path(root) if root is not None else find_project_root([path])
+    module = module_key(path, root)
+    linter = Linter(settings)
+    if _needs_project(settings):
+        data = source.encode("utf-8") if isinstance(source, str) else source
+        pairs = _project_pairs(root, settings, [])
+        cache = str(cache_dir) if cache_dir is not None else None
+        linter.project, _ = build_project(pairs, 1, cache, buffers={module: data})
+    return linter.lint_source(source, display or path.as_posix(), module)
+
+
+def _all_cached(jobs_list: Sequence[_Job], pairs: Sequence[tuple[str, str]], settings: Settings,
+                cache_dir: Path) -> Optional[list[FileResult]]:
+    """The warm path: when every named file's result is in the cache, return them
+    all without summarising files, joining the project or starting workers. The
     project digest needs only the files' hashes (facts keys), not the facts."""
     from ddplint.cache import Cache, project_digest
 
-    cache = Cache(cache_dir)
-    contents = []
-    for path, _ in pairs:
+    contents: dict[str, str] = {}
+    for path in {job.path for job in jobs_list} | {path for path, _ in pairs}:
         try:
-            contents.append(Cache.content_digest(Path(path).read_bytes()))
+            contents[path] = Cache.content_digest(Path(path).read_bytes())
         except OSError:
             return None
     digest_of_project = ""
-    if uses_project:
-        digest_of_project = project_digest([(shown, Cache.facts_key(content, shown))
-                                            for (_, shown), content in zip(pairs, contents)])
-    fingerprint = settings.fingerprint()
+    if pairs:
+        digest_of_project = project_digest([(module, Cache.facts_key(contents[path], module))
+                                            for path, module in pairs])
+    cache, fingerprint = Cache(cache_dir), settings.fingerprint()
     results = []
-    for (_, shown), content in zip(pairs, contents):
-        hit = cache.load_result(Cache.result_key(content, shown, fingerprint, digest_of_project), shown)
+    for job in jobs_list:
+        hit = cache.load_result(_result_key(contents[job.path], job, fingerprint, digest_of_project), job.display)
         if hit is None:
             return None
         results.append(hit)

@@ -49,7 +49,31 @@ _ALIASES = {
     "torch.serialization.save": TORCH_SAVE,
     "torch.serialization.load": TORCH_LOAD,
     "accelerate.DistributedDataParallelKwargs": ACCELERATE_DDP_KWARGS,
+    # torch >= 2.6 device-agnostic API
+    "torch.accelerator.set_device_index": SET_DEVICE,
+    "torch.accelerator.set_device_idx": SET_DEVICE,
+    # Subclasses from well-known libraries that behave as the torch class does
+    "mmcv.parallel.MMDistributedDataParallel": DDP,
+    "mmcv.parallel.distributed.MMDistributedDataParallel": DDP,
+    "mmengine.model.MMDistributedDataParallel": DDP,
+    "mmengine.model.wrappers.MMDistributedDataParallel": DDP,
+    "mmengine.model.wrappers.distributed.MMDistributedDataParallel": DDP,
+    "monai.data.DataLoader": DATALOADER,
+    "monai.data.dataloader.DataLoader": DATALOADER,
+    "torch_geometric.loader.DataLoader": DATALOADER,
+    "torch_geometric.loader.dataloader.DataLoader": DATALOADER,
+    "torch_geometric.data.DataLoader": DATALOADER,
     "accelerate.utils.dataclasses.DistributedDataParallelKwargs": ACCELERATE_DDP_KWARGS,
+}
+
+
+# In a module with ``from x import *``, conventional names that nothing binds
+# there most likely come from the star import (``from utils import *`` where
+# utils does ``import torch.distributed as dist``).
+STAR_IMPORT_CONVENTIONS = {
+    "torch": "torch", "dist": "torch.distributed", "nn": "torch.nn", "F": "torch.nn.functional",
+    "mp": "torch.multiprocessing", "DDP": DDP, "DistributedDataParallel": DDP, "FSDP": FSDP,
+    "DataLoader": DATALOADER, "DistributedSampler": DISTRIBUTED_SAMPLER,
 }
 
 

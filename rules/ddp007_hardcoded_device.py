@@ -41,8 +41,9 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.values import (CUDA_INDEX, device_arguments, in_device_list, in_single_process_branch,
+from ddplint.analysis.values import (CUDA_INDEX, device_arguments, in_device_list,
                            is_test_module, literal_int, literal_str, module_masks_visible_devices)
+from ddplint.analysis.roles import is_worker_code
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex
 
@@ -93,7 +94,7 @@ class HardcodedDevice(Rule):
         if module_masks_visible_devices(index) or is_test_module(index.path):
             return
         for node in _hardcoded_device_literals(index):
-            if not in_single_process_branch(index, node) and not in_device_list(index, node):
+            if is_worker_code(index, node) and not in_device_list(index, node):
                 yield self.report(node)
 
 

@@ -105,7 +105,8 @@ class SamplerSetEpochMissing(Rule):
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
-        if project.any_module("calls_set_epoch") or not project.any_module("has_epoch_loop"):
+        if project.in_scope(index.path, lambda m: m.calls_set_epoch) \
+                or not project.in_scope(index.path, lambda m: m.has_epoch_loop):
             return
         if not project.complete and not project.modules[index.path].has_epoch_loop:
             return

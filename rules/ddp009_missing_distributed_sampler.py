@@ -32,6 +32,7 @@ from ddplint.analysis.values import literal_bool
 from ddplint.analysis.models import project_of
 from ddplint.screen.facts import SHARDING_FRAMEWORKS
 from ddplint.analysis.ranks import is_rank_guarded
+from ddplint.analysis.roles import is_worker_code
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
@@ -104,7 +105,8 @@ class MissingDistributedSampler(Rule):
             named_train = target is not None and "train" in target.lower()
             if not (shuffles or named_train) or (target is not None and _EVAL_NAME.search(target)):
                 continue
-            if is_rank_guarded(index, site.node) or _not_map_style(index, site):
+            if is_rank_guarded(index, site.node) or _not_map_style(index, site) \
+                    or not is_worker_code(index, site.node):
                 continue
             if _returned(index, site, target) and not _callers_known_plain(index, site):
                 continue
@@ -168,7 +170,7 @@ def _not_map_style(index: SemanticIndex, site: CallSite) -> bool:
     if dataset is None:
         return True
     texts = [index.module.code_for_node(dataset.value)]
-    for value in index.assigned_values(dataset.value) or []:
+    for value in index.reaching_values(dataset.value) or []:
         texts.append(index.module.code_for_node(value))
         if isinstance(value, cst.Call):
             texts.extend(_class_bases(index, value.func))

@@ -37,6 +37,7 @@ import libcst as cst
 from ddplint import names
 from ddplint.analysis.models import project_of
 from ddplint.analysis.ranks import enclosing_function, runs_on_rank_subset
+from ddplint.analysis.roles import is_worker_code
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
@@ -110,7 +111,7 @@ class CheckpointSavedOnEveryRank(Rule):
                 continue
             if _per_rank_or_in_memory(index, target.value):
                 continue
-            if runs_on_rank_subset(index, site.node, lenient=True):
+            if runs_on_rank_subset(index, site.node, lenient=True) or not is_worker_code(index, site.node):
                 continue
             function = enclosing_function(index, site.node)
             if function is not None and _class_level_unknown(index, function):
@@ -128,7 +129,7 @@ def _is_model_state(index: SemanticIndex, expr: cst.BaseExpression, depth: int =
     if name is None:
         return False
     if depth < 2 and isinstance(expr, cst.Name):
-        values = index.assigned_values(expr) or []
+        values = index.reaching_values(expr) or []
         if any(_is_model_state(index, v, depth + 1) for v in values):
             return True
     return bool(_STATE_NAME.search(name.split(".")[-1]))
@@ -150,7 +151,7 @@ def _per_rank_or_in_memory(index: SemanticIndex, expr: cst.BaseExpression) -> bo
     text = index.module.code_for_node(expr)
     if _PER_RANK.search(text):
         return True
-    values = index.assigned_values(expr) if isinstance(expr, cst.Name) else None
+    values = index.reaching_values(expr) if isinstance(expr, cst.Name) else None
     for value in values or []:
         text += " " + index.module.code_for_node(value)
     if _PER_RANK.search(text) or "BytesIO" in text:

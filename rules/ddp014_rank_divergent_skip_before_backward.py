@@ -323,8 +323,9 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
         if name in data:
             return True
         if "." not in name:
-            binding = index.binding_before(name, order, test)
-            if binding is not None and binding.kind in ("assign", "unpack", "annassign"):
+            for binding in index.reaching(name, test):
+                if binding.kind not in ("assign", "unpack", "annassign"):
+                    continue
                 value = binding.value if binding.kind != "unpack" else getattr(binding.node, "value", None)
                 if value is not None and _reads_data(value, data):
                     return True
@@ -352,11 +353,9 @@ def _reads_data(expr: cst.BaseExpression, data: set[str]) -> bool:
 
 
 def _depends_on_agreed(index: SemanticIndex, name: str, order: int, at: cst.CSTNode) -> bool:
-    binding = index.binding_before(name, order, at)
-    if binding is None or binding.value is None:
-        return False
-    return any(flow.is_agreed_value(index, other, at) for other in flow.names_in(binding.value)
-               if "." not in other)
+    return any(flow.is_agreed_value(index, other, at)
+               for binding in index.reaching(name, at) if binding.value is not None
+               for other in flow.names_in(binding.value) if "." not in other)
 
 
 def _binding_in_loop(binding, loops: list[flow.Loop], index: SemanticIndex) -> bool:

@@ -83,7 +83,8 @@ class ProcessGroupNotDestroyed(Rule):
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
-        if project.any_module("destroys_process_group") or "destroy_process_group" in index.source:
+        if project.in_scope(index.path, lambda m: m.destroys_process_group) \
+                or "destroy_process_group" in index.source:
             return
         if _may_clean_up_elsewhere(index):
             return  # a cleanup helper, perhaps from a module we were not given

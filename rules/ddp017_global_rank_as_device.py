@@ -37,6 +37,7 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint.analysis.values import device_arguments, fstring_prefix, is_global_rank, is_test_module
+from ddplint.analysis.roles import is_worker_code
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex
 
@@ -86,7 +87,7 @@ class GlobalRankAsDevice(Rule):
             return
         seen: set[int] = set()  # `.to(f"cuda:{rank}")` is reached twice
         for node in _device_index_expressions(index):
-            if id(node) not in seen and _carries_global_rank(index, node):
+            if id(node) not in seen and _carries_global_rank(index, node) and is_worker_code(index, node):
                 seen.add(id(node))
                 yield self.report(node)
 

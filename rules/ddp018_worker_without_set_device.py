@@ -32,7 +32,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.values import in_single_process_branch, literal_str, module_masks_visible_devices
+from ddplint.analysis.roles import is_worker_code
+from ddplint.analysis.values import literal_str, module_masks_visible_devices
 from ddplint.analysis.models import project_of
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
@@ -86,7 +87,7 @@ class WorkerWithoutSetDevice(Rule):
         if not index.calls_to(names.INIT_PROCESS_GROUP, names.DDP):
             return  # not a worker (or the worker is set up elsewhere)
         if index.calls_to(names.SET_DEVICE) or index.method_calls("set_device") \
-                or project_of(index).any_module("calls_set_device"):
+                or project_of(index).in_scope(index.path, lambda m: m.calls_set_device):
             return
         if any(index.imports_module(f) for f in _FRAMEWORKS) or module_masks_visible_devices(index):
             return
@@ -129,7 +130,7 @@ def _has_per_rank_device(index: SemanticIndex) -> bool:
     for site in index.method_calls("to"):
         if site.node.args and isinstance(site.node.args[0].value, (cst.Name, cst.Attribute)) \
                 and "device" not in (dotted_name(site.node.args[0].value) or "") \
-                and index.assigned_values(site.node.args[0].value) is None:
+                and index.reaching_values(site.node.args[0].value) is None:
             return True  # ``.to(local_rank)``, ``.to(args.gpu)``
     for fstring in index.fstrings:
         if any(isinstance(part, cst.FormattedStringText) and "cuda:" in part.value for part in fstring.parts):
@@ -142,10 +143,10 @@ def _first_bare_cuda_use(index: SemanticIndex) -> Optional[cst.CSTNode]:
     candidates: list[tuple[int, cst.CSTNode]] = []
     for site in index.method_calls("cuda"):
         if not site.node.args and site.receiver is not None and site.qualified_name is None \
-                and not in_single_process_branch(index, site.node):
+                and is_worker_code(index, site.node):
             candidates.append((site.order, site.node))
     for node, value in index.strings:
-        if value != "cuda" or in_single_process_branch(index, node):
+        if value != "cuda" or not is_worker_code(index, node):
             continue
         order = _device_use_order(index, node)
         if order is not None:

@@ -29,7 +29,7 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.values import in_single_process_branch
+from ddplint.analysis.roles import is_worker_code
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, iter_literal_strings
 
@@ -84,7 +84,7 @@ class LoadWithoutMapLocation(Rule):
         for site in loads:
             if site.has_star_kwargs or site.has_star_args or _maps(site):
                 continue
-            if in_single_process_branch(index, site.node) or _other_branch_maps(index, site, loads):
+            if not is_worker_code(index, site.node) or _other_branch_maps(index, site, loads):
                 continue
             path = site.argument("f", 0)
             if path is not None and any(name in index.module.code_for_node(path.value) for name in cpu_files):

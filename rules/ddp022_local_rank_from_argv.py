@@ -98,13 +98,14 @@ class LocalRankFromArgv(Rule):
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
-        if "LOCAL_RANK" in index.source or project.any_module("reads_local_rank_env"):
+        if "LOCAL_RANK" in index.source or project.in_scope(index.path, lambda m: m.reads_local_rank_env):
             return
         flags = [site for site in index.method_calls("add_argument")
                  if any(literal_str(a.value) in ("--local_rank", "--local-rank") for a in site.node.args)]
         if not flags:
             return
-        if _used_as_device(index) or (project.complete and project.any_module("local_rank_attr_as_device")):
+        if _used_as_device(index) or (
+                project.complete and project.in_scope(index.path, lambda m: m.local_rank_attr_as_device)):
             for site in flags:
                 yield self.report(site.node)
 
@@ -117,7 +118,7 @@ def _mentions_local_rank(index: SemanticIndex, expr: cst.CSTNode, depth: int = 0
         if isinstance(node, cst.Attribute) and node.attr.value == "local_rank":
             return True
         if isinstance(node, cst.Name) and depth < 2:
-            values = index.assigned_values(node) or []
+            values = index.reaching_values(node) or []
             if any(_mentions_local_rank(index, v, depth + 1) for v in values):
                 return True
         stack.extend(node.children)

@@ -107,9 +107,9 @@ def _state_dict_calls(index: SemanticIndex, expr: cst.BaseExpression, order: int
             if isinstance(element, cst.DictElement):
                 yield from _state_dict_calls(index, element.value, order, depth + 1)
     elif isinstance(expr, cst.Name):
-        binding = index.binding_before(expr.value, order, expr)
-        if binding is not None and binding.kind == "assign" and binding.value is not None:
-            yield from _state_dict_calls(index, binding.value, order, depth + 1)
+        for binding in index.reaching(expr.value, expr):
+            if binding.kind == "assign" and binding.value is not None:
+                yield from _state_dict_calls(index, binding.value, order, depth + 1)
 
 
 def _strips_module_prefix(index: SemanticIndex) -> bool:

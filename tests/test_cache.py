@@ -15,7 +15,7 @@ import pytest
 
 import ddplint.cache
 from ddplint.config import Settings
-from ddplint.engine import lint_files
+from ddplint.engine import lint_files, lint_paths
 from tests.helpers import BAD_SCRIPT, run_cli, write
 
 TAMPERED = "served from the cache"
@@ -125,3 +125,26 @@ def test_no_cache_writes_nothing(tmp_path):
     assert not (tmp_path / ".ddplint_cache").exists()
     run_cli("--cache-dir", "elsewhere", "train.py", cwd=tmp_path)
     assert (tmp_path / "elsewhere" / ".gitignore").read_text().strip().endswith("*")
+
+
+def test_a_change_in_a_file_that_is_not_named_invalidates(tmp_path):
+    """Pre-commit names one file; the project root's other files still count."""
+    folder, cache = tmp_path / "proj", tmp_path / "cache"
+    write(folder / "data.py", "from torch.utils.data import DataLoader, DistributedSampler\n"
+                              "def build():\n    return DataLoader(ds, sampler=DistributedSampler(ds))\n")
+    write(folder / "main.py", "import torch.distributed as dist\nfrom data import build\n"
+                              "def main():\n    dist.init_process_group('nccl')\n"
+                              "    for epoch in range(3):\n        run(build())\n")
+    settings = Settings(select=("DDP008",), root=folder)
+
+    def lint_data_alone():
+        return _messages(lint_paths([folder / "data.py"], settings, cache_dir=cache))
+
+    assert len(lint_data_alone()) == 1
+    _tamper(cache)
+    assert lint_data_alone() == [TAMPERED]  # warm: nothing changed
+    write(folder / "main.py", "import torch.distributed as dist\nfrom data import build\n"
+                              "def main():\n    dist.init_process_group('nccl')\n"
+                              "    for epoch in range(3):\n        loader = build()\n"
+                              "        loader.sampler.set_epoch(epoch)\n")
+    assert lint_data_alone() == []

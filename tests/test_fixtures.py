@@ -13,7 +13,7 @@ import pytest
 
 from ddplint.config import Settings
 from ddplint.discovery import discover
-from ddplint.engine import lint_files
+from ddplint.engine import lint_paths
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -35,12 +35,19 @@ def _expected_lines(expected: Path) -> list[str]:
     return sorted(lines)
 
 
-def lint_fixture(target: Path) -> list[str]:
+@pytest.fixture(scope="module")
+def facts_cache(tmp_path_factory):
+    """The fixtures' project root is this repository: summarise it once."""
+    return tmp_path_factory.mktemp("ddplint_cache")
+
+
+def lint_fixture(target: Path, cache_dir=None) -> list[str]:
     folder = target if target.is_dir() else target.parent
     settings = Settings(root=folder)
     files = discover([str(target)], settings).files
     shown = {path: path.resolve().relative_to(folder.resolve()).as_posix() for path in files}
-    results = lint_files(files, settings, jobs=1, display=shown)
+    # The project root is this repository, as when a user lints a fixture here.
+    results = lint_paths(files, settings, jobs=1, display=shown, cache_dir=cache_dir)
     found = []
     for result in results:
         for d in result.diagnostics:
@@ -57,5 +64,5 @@ def test_every_fixture_has_an_expectation():
 
 
 @pytest.mark.parametrize("target,expected", list(_fixture_cases()))
-def test_fixture_matches_expected(target, expected):
-    assert lint_fixture(target) == _expected_lines(expected)
+def test_fixture_matches_expected(target, expected, facts_cache):
+    assert lint_fixture(target, facts_cache) == _expected_lines(expected)

@@ -1,20 +1,24 @@
-"""Project analysis: facts joined across modules (ddplint/project.py).
+"""Project analysis: facts joined across modules (ddplint/screen/project.py), the
+project root (ddplint/discovery.py: find_project_root) and the engine's entry
+points (ddplint/engine.py: lint_paths, lint_document).
 
 The multi-module fixtures (fixtures/project_bad/, fixtures/project_good/) are
-checked by tests/test_fixtures.py; here: each module of the bad project linted
-alone stays silent where the needed fact lives in another module, import
-resolution, the worker-process path, and the summaries' size.
+checked by tests/test_fixtures.py; here: named files and folders agree, one-file
+projects, import resolution, the worker-process path, and the summaries' size.
 """
 
+import json
 import pickle
 from pathlib import Path
 
 import pytest
 
 from ddplint.config import Settings
-from ddplint.engine import Linter, lint_files
+from ddplint.discovery import find_project_root, module_key
+from ddplint.engine import Linter, lint_document, lint_files, lint_paths
 from ddplint.screen.facts import summarize
 from ddplint.screen.project import Project
+from tests.helpers import run_cli, write
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PROJECT_RULES = ("DDP008", "DDP010", "DDP011", "DDP012", "DDP015", "DDP020")
@@ -24,22 +28,133 @@ def _codes(results):
     return sorted((r.path, d.line, d.code) for r in results for d in r.diagnostics)
 
 
-@pytest.mark.parametrize("name", ["main.py", "engine.py", "data.py", "utils.py", "model.py"])
-def test_one_module_alone_is_silent_where_the_fact_lives_elsewhere(name):
-    path = FIXTURES / "project_bad" / name
-    linter = Linter(Settings(select=("ALL",), root=path.parent))
-    result = linter.lint_source(path.read_text(encoding="utf-8"), name)
-    assert [d.code for d in result.diagnostics if d.code in PROJECT_RULES] == []
-
-
 def test_the_project_sees_what_single_files_cannot():
     folder = FIXTURES / "project_bad"
     files = sorted(folder.glob("*.py"))
     settings = Settings(select=PROJECT_RULES, root=folder)
     shown = {p: p.name for p in files}
-    found = {(path, code) for path, _, code in _codes(lint_files(files, settings, jobs=1, display=shown))}
+    found = {(path, code) for path, _, code in _codes(lint_files(files, settings, jobs=1, display=shown,
+                                                                 root=folder))}
     assert found == {("data.py", "DDP008"), ("engine.py", "DDP012"), ("main.py", "DDP015"),
                      ("main.py", "DDP020"), ("main.py", "DDP010"), ("utils.py", "DDP011")}
+
+
+# ---------------------------------------------------------------------- the project root
+def test_the_root_is_the_nearest_folder_with_a_project_marker(tmp_path):
+    for marker in ("pyproject.toml", "setup.py", "setup.cfg", ".ddplint.yaml", ".git"):
+        project = tmp_path / marker.strip(".")
+        write(project / marker, "")
+        script = write(project / "src" / "pkg" / "train.py", "")
+        assert find_project_root([script]) == project
+        assert find_project_root([script.parent, project / "src"]) == project
+    inner = write(tmp_path / "outer" / "pyproject.toml", "").parent / "inner"
+    write(inner / "setup.cfg", "")
+    assert find_project_root([write(inner / "a.py", "")]) == inner
+
+
+def test_without_a_marker_the_root_is_the_working_folder_or_the_common_folder(tmp_path):
+    a = write(tmp_path / "work" / "jobs" / "a.py", "")
+    b = write(tmp_path / "work" / "other" / "b.py", "")
+    assert find_project_root([a], cwd=tmp_path / "work") == tmp_path / "work"
+    assert find_project_root([a, b], cwd=tmp_path / "elsewhere") == tmp_path / "work"
+    assert find_project_root([a], cwd=tmp_path / "elsewhere") == a.parent
+    assert module_key(a, tmp_path / "work") == "jobs/a.py"
+
+
+def _fixture_runs(folder: Path, named: list[Path]):
+    settings = Settings(root=folder)
+    return {(r.path, d.line, d.column, d.code) for r in lint_paths(named, settings, root=folder,
+                                                                   display={p: p.name for p in named})
+            for d in r.diagnostics}
+
+
+@pytest.mark.parametrize("name", ["project_bad", "project_good"])
+def test_each_file_named_alone_gets_the_diagnostics_of_the_whole_folder(name):
+    folder = FIXTURES / name
+    files = sorted(folder.glob("*.py"))
+    whole = _fixture_runs(folder, files)
+    for path in files:
+        assert _fixture_runs(folder, [path]) == {found for found in whole if found[0] == path.name}
+    assert _fixture_runs(folder, files[1:3]) == {found for found in whole
+                                                 if found[0] in (files[1].name, files[2].name)}
+
+
+MAIN = """\
+import torch.distributed as dist
+from torch.utils.data import DataLoader
+from data import build_loader
+from utils import finish_job
+
+def main():
+    dist.init_process_group("nccl")
+    loader = build_loader()
+    for epoch in range(10):
+        for batch in loader:
+            step(batch)
+    finish_job()
+"""
+DATA = """\
+from torch.utils.data import DataLoader, DistributedSampler
+
+def build_loader():
+    return DataLoader(ds, sampler=DistributedSampler(ds))
+"""
+UTILS = "import torch.distributed as dist\n\ndef finish_job():\n    dist.destroy_process_group()\n"
+
+
+@pytest.fixture
+def split_project(tmp_path):
+    """A fact lives in a file that is not named: utils.py destroys the group
+    (silences DDP015 in main.py), main.py has the epoch loop (DDP008 in data.py)."""
+    root = tmp_path / "proj"
+    write(root / "pyproject.toml", "")
+    write(root / "main.py", MAIN)
+    write(root / "data.py", DATA)
+    write(root / "utils.py", UTILS)
+    return root
+
+
+def _cli_diagnostics(cwd: Path, *paths: str) -> dict:
+    output = run_cli("--format", "json", "--isolated", "--no-cache", "-j", "1", *paths, cwd=cwd).stdout
+    return {entry["path"]: [(d["code"], d["range"]["start"]["line"]) for d in entry["diagnostics"]]
+            for entry in json.loads(output)["files"]}
+
+
+def test_named_files_and_the_folder_agree_on_the_cli(split_project):
+    whole = _cli_diagnostics(split_project, ".")
+    assert whole == {"data.py": [("DDP008", 3)]}
+    for named in (["main.py"], ["data.py"], ["data.py", "utils.py"], ["main.py", "data.py", "utils.py"]):
+        assert _cli_diagnostics(split_project, *named) == {k: v for k, v in whole.items() if k in named}
+    # From another folder, with paths that name the files differently.
+    assert _cli_diagnostics(split_project.parent, "proj/data.py") == {"proj/data.py": [("DDP008", 3)]}
+
+
+def test_a_file_alone_in_its_folder_is_a_complete_project(tmp_path):
+    """Third-party imports (and calls into them) do not make a project incomplete."""
+    script = write(tmp_path / "solo" / "train.py", "import torch.distributed as dist\nimport wandb\n"
+                                                    "from mylib.trainer import fit\n"
+                                                    "dist.init_process_group('nccl')\nfit(wandb.init())\n")
+    results = lint_paths([script], Settings(select=("DDP015",), root=script.parent))
+    assert [(d.code, d.line) for r in results for d in r.diagnostics] == [("DDP015", 4)]
+
+
+def test_a_text_alone_is_a_complete_project():
+    source = "import torch.distributed as dist\nimport helpers\ndist.init_process_group('nccl')\nhelpers.run()\n"
+    result = Linter(Settings(select=("DDP015",))).lint_source(source, "job.py")
+    assert [d.code for d in result.diagnostics] == ["DDP015"]
+
+
+def test_an_editor_buffer_replaces_the_file_in_its_project(split_project):
+    settings = Settings(select=("DDP008", "DDP015"), root=split_project)
+    on_disk = lint_document((split_project / "data.py").read_text(), split_project / "data.py", settings)
+    assert [(d.code, d.line) for d in on_disk.diagnostics] == [("DDP008", 4)]
+    # The buffer calls set_epoch, which the saved file does not: the buffer's facts count.
+    edited = DATA + "\ndef every_epoch(sampler, epoch):\n    sampler.set_epoch(epoch)\n"
+    assert lint_document(edited, split_project / "data.py", settings).diagnostics == []
+    # A buffer of main.py that no longer calls the cleanup helper: utils.py is out of its reach.
+    main = lint_document(MAIN.replace("    finish_job()\n", "").replace("from utils import finish_job\n", ""),
+                         split_project / "main.py", settings)
+    assert [(d.code, d.line) for d in main.diagnostics] == [("DDP015", 6)]
 
 
 def test_worker_processes_give_the_same_answers(tmp_path):
@@ -47,8 +162,8 @@ def test_worker_processes_give_the_same_answers(tmp_path):
     files = sorted(folder.glob("*.py")) * 3  # enough files for the process pool
     settings = Settings(select=("ALL",), root=folder)
     shown = {p: p.name for p in files}
-    assert _codes(lint_files(files, settings, jobs=2, display=shown)) == \
-        _codes(lint_files(files, settings, jobs=1, display=shown))
+    assert _codes(lint_files(files, settings, jobs=2, display=shown, root=folder)) == \
+        _codes(lint_files(files, settings, jobs=1, display=shown, root=folder))
 
 
 def test_summaries_are_small_and_picklable():
@@ -112,3 +227,169 @@ def test_guard_in_all_callers():
         "b.py": "from utils import save\ndef f():\n    save(2)\nf()\n",
     })
     assert project.callers_guarded("utils.py", "save") is False
+
+
+def test_the_root_walk_gives_the_same_answers_in_worker_processes(split_project):
+    for number in range(8):  # enough project files for the process pool
+        write(split_project / "extra" / f"m{number}.py", f"def helper{number}():\n    return {number}\n")
+    named = [split_project / "data.py", split_project / "main.py"]
+    settings = Settings(select=("ALL",), root=split_project)
+    assert _codes(lint_paths(named, settings, jobs=2)) == _codes(lint_paths(named, settings, jobs=1))
+    assert _codes(lint_paths(named, settings, jobs=1)) != []
+
+
+# ---------------------------------------------------------------------- reachability scope
+SCRIPT = """\
+import os
+import argparse
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, DistributedSampler
+from utils import build_model
+{extra_imports}
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--local_rank", type=int, default=0)
+    args = parser.parse_args()
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(args.local_rank)
+    model = build_model().cuda()
+    sampler = DistributedSampler(ds)
+    loader = DataLoader(ds, sampler=sampler)
+    for epoch in range(3):
+{loop}        for batch in loader:
+            model(batch)
+{tail}
+"""
+
+
+def _script(extra_imports="", loop="", tail=""):
+    return SCRIPT.format(extra_imports=extra_imports, loop=loop, tail=tail)
+
+
+@pytest.fixture
+def examples_repo(tmp_path):
+    """Two independent scripts sharing utils.py; b_demo.py does everything right,
+    a_train.py nothing (set_epoch, destroy_process_group, LOCAL_RANK)."""
+    root = tmp_path / "examples"
+    write(root / ".git" / "HEAD", "ref: refs/heads/main\n")
+    write(root / "utils.py", "import torch\n\ndef build_model():\n    return torch.nn.Linear(2, 2)\n")
+    write(root / "a_train.py", _script())
+    write(root / "b_demo.py", _script(
+        loop="        sampler.set_epoch(epoch)\n",
+        tail="    local = int(os.environ['LOCAL_RANK'])\n    dist.destroy_process_group()\n"))
+    return root
+
+
+def test_independent_scripts_do_not_satisfy_each_other(examples_repo):
+    settings = Settings(select=("DDP008", "DDP015", "DDP022"), root=examples_repo)
+    for named in ([examples_repo / "a_train.py"], sorted(examples_repo.glob("*.py"))):
+        results = lint_paths(named, settings, display={p: p.name for p in named})
+        assert {(r.path, d.code) for r in results for d in r.diagnostics} == {
+            ("a_train.py", "DDP008"), ("a_train.py", "DDP015"), ("a_train.py", "DDP022")}
+
+
+def test_what_an_entry_script_reaches_counts(examples_repo):
+    """a_train.py calls a helper of another module (reached through a spawn
+    target, a star import, a plain call) that does what b_demo.py does inline."""
+    write(examples_repo / "lifecycle.py", "import os\nimport torch.distributed as dist\n\n"
+                                          "def finish():\n    dist.destroy_process_group()\n")
+    write(examples_repo / "epochs.py", "def every_epoch(sampler, epoch):\n    sampler.set_epoch(epoch)\n")
+    write(examples_repo / "envs.py", "import os\nLOCAL = int(os.environ.get('LOCAL_RANK', 0))\n")
+    write(examples_repo / "a_train.py", _script(
+        extra_imports="from lifecycle import finish\nfrom epochs import *\nimport envs\n",
+        loop="        every_epoch(sampler, epoch)\n", tail="    finish()\n"))
+    settings = Settings(select=("DDP008", "DDP015", "DDP022"), root=examples_repo)
+    results = lint_paths([examples_repo / "a_train.py"], settings)
+    assert [d.code for r in results for d in r.diagnostics] == []
+
+
+def test_a_helper_module_used_by_two_scripts_sees_both():
+    project = _project({
+        "utils.py": "def build():\n    pass\n",
+        "a_train.py": "from utils import build\nbuild()\n",
+        "b_demo.py": "import utils\nimport torch.multiprocessing as mp\nfrom worker import run\n"
+                     "mp.spawn(run, nprocs=2)\n",
+        "worker.py": "def run(rank):\n    pass\n",
+        "lonely.py": "x = 1\n",
+    })
+    assert project.scope("a_train.py") == {"a_train.py", "utils.py"}
+    assert project.scope("b_demo.py") == {"b_demo.py", "utils.py", "worker.py"}
+    assert project.scope("utils.py") == {"a_train.py", "b_demo.py", "utils.py", "worker.py"}
+    assert project.scope("worker.py") == {"b_demo.py", "utils.py", "worker.py"}
+    assert project.scope("lonely.py") == {"lonely.py"}
+    assert project.in_scope("worker.py", lambda m: m.path == "utils.py")
+    assert not project.in_scope("a_train.py", lambda m: m.path == "worker.py")
+    assert project.scope("not/in/the/project.py") == set(project.modules)  # unknown: everything
+
+
+# ---------------------------------------------------------------------- values across calls
+def test_parameters_receive_what_every_call_site_passes():
+    project = _project({
+        "launch.py": "import os\nimport argparse\nimport torch\nimport torch.distributed as dist\n"
+                     "import torch.multiprocessing as mp\nfrom engine import fit, place, worker\n"
+                     "env = {k: os.environ[k] for k in ('RANK', 'WORLD_SIZE')}\n"
+                     "parser = argparse.ArgumentParser()\nparser.add_argument('--local_rank', type=int)\n"
+                     "opts = parser.parse_args()\n"
+                     "def main():\n"
+                     "    rank = int(os.environ['SLURM_PROCID'])\n"
+                     "    fit(rank, lrank=opts.local_rank)\n"
+                     "    fit(int(env['RANK']), lrank=int(os.environ['LOCAL_RANK']))\n"
+                     "    place(torch.device('cuda'), dist.get_rank() % torch.cuda.device_count())\n"
+                     "    mp.spawn(worker, args=(opts,), nprocs=2)\n",
+        "engine.py": "def fit(proc, lrank):\n    step(proc)\n"
+                     "def step(index):\n    pass\n"
+                     "def place(device, local):\n    pass\n"
+                     "def worker(gpu, opts):\n    step(gpu)\n"
+                     "def unused(x):\n    pass\n",
+    })
+    values = project.param_values
+    assert values("engine.py", "fit", "proc") == {"global_rank"}
+    assert values("engine.py", "fit", "lrank") == {"argv_local_rank", "local_rank"}
+    assert values("engine.py", "place", "device") == {"cuda_device"}
+    assert values("engine.py", "place", "local") == {"local_rank"}
+    assert values("engine.py", "worker", "gpu") == {"spawn_index"}
+    assert values("engine.py", "worker", "opts") == {"unknown"}
+    # Transitively, and callers that disagree say so.
+    assert values("engine.py", "step", "index") == {"global_rank", "spawn_index"}
+    assert values("engine.py", "unused", "x") is None  # no call is known
+
+
+def test_unknown_arguments_and_recursion_stay_unknown():
+    project = _project({
+        "a.py": "import torch.distributed as dist\n"
+                "def walk(rank, depth):\n    walk(rank, depth - 1)\n"
+                "def entry(r):\n    walk(r, 3)\n"
+                "walk(dist.get_rank(), 3)\nwalk(compute_rank(), 3)\nentry()\n",
+    })
+    assert project.param_values("a.py", "walk", "rank") == {"global_rank", "unknown"}
+    assert project.param_values("a.py", "walk", "depth") == {"literal", "unknown"}
+    assert project.param_values("a.py", "entry", "r") == {"unknown"}  # called without it
+
+
+def test_a_parsed_local_rank_needs_the_flag_in_reach():
+    project = _project({
+        "a.py": "from helpers import use\nuse(args.local_rank)\n",  # no --local_rank flag in reach
+        "helpers.py": "def use(device):\n    pass\n",
+    })
+    assert project.param_values("helpers.py", "use", "device") == {"unknown"}
+
+
+def test_a_helper_that_all_reduces_its_argument_returns_an_agreed_value():
+    project = _project({
+        "util.py": "import torch.distributed as dist\n"
+                   "def sync(x):\n    t = x.clone()\n    dist.all_reduce(t)\n    return t\n"
+                   "def mean(x, n):\n    t = x.clone()\n    dist.all_reduce(t)\n    return t.item() / n\n"
+                   "def gathered(x):\n    out = [None, None]\n    dist.all_gather_object(out, x)\n"
+                   "    return out\n"
+                   "def local(x):\n    t = x.clone()\n    dist.all_reduce(t)\n    return x\n"
+                   "def reduced(x):\n    dist.reduce(x, dst=0)\n    return x\n",
+        "train.py": "from util import sync, mean\nimport util\n",
+    })
+    imports = project.modules["train.py"].imports
+    assert project.returns_agreed("train.py", "sync", imports)
+    assert project.returns_agreed("train.py", "mean", imports)
+    assert project.returns_agreed("train.py", "util.gathered", imports)
+    assert not project.returns_agreed("train.py", "util.local", imports)
+    assert not project.returns_agreed("train.py", "util.reduced", imports)  # only dst holds it
+    assert not project.returns_agreed("train.py", "missing", imports)

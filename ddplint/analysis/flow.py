@@ -508,8 +508,7 @@ def carries_graph(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_o
             return False
         name = dotted_name(expr)
         if name is not None and "." not in name:
-            binding = index.binding_before(name, at_order, expr)
-            return binding is not None and binding_carries_graph(index, binding, depth)
+            return any(binding_carries_graph(index, binding, depth) for binding in index.reaching(name, expr))
         if name is not None and index.visible_bindings(name, expr):
             bindings = [b for b in index.visible_bindings(name, expr) or [] if b.order < at_order]
             return bool(bindings) and binding_carries_graph(index, bindings[-1], depth)
@@ -638,6 +637,8 @@ def _bindings_by_scope(index: SemanticIndex) -> dict[int, list[Binding]]:
 
 def binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) -> bool:
     node = binding.node
+    if in_no_grad_region(index, node):
+        return False  # bound under ``torch.no_grad()``: no history, whatever is read later
     if binding.kind in ("assign", "annassign", "augassign"):
         return carries_graph(index, binding.value, binding.order, depth + 1)
     if binding.kind == "unpack" and isinstance(node, cst.Assign):
@@ -695,13 +696,13 @@ def depends_on(index: SemanticIndex, expr: cst.BaseExpression, name: str, at_ord
     for other in read:
         if "." in other:
             continue
-        binding = index.binding_before(other, at_order, expr)
-        if binding is not None and binding.value is not None and binding.kind != "param":
-            if depends_on(index, binding.value, name, binding.order, depth + 1):
-                return True
-        elif binding is not None and binding.kind == "unpack" and isinstance(binding.node, cst.Assign):
-            if depends_on(index, binding.node.value, name, binding.order, depth + 1):
-                return True
+        for binding in index.reaching(other, expr):
+            if binding.value is not None and binding.kind != "param":
+                if depends_on(index, binding.value, name, binding.order, depth + 1):
+                    return True
+            elif binding.kind == "unpack" and isinstance(binding.node, cst.Assign):
+                if depends_on(index, binding.node.value, name, binding.order, depth + 1):
+                    return True
     return False
 
 
@@ -894,8 +895,7 @@ def forward_sites(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_o
                 found.append(node)
                 continue
         if isinstance(node, cst.Name):
-            binding = index.binding_before(node.value, at_order, node)
-            if binding is not None:
+            for binding in index.reaching(node.value, node):
                 value = binding.value
                 if binding.kind == "unpack" and isinstance(binding.node, cst.Assign):
                     value = binding.node.value
@@ -932,8 +932,8 @@ def wrapped_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int,
         wrapped_kind = None
     if wrapped_kind is not None and wrapped_kind(index, expr, at_order):
         return True
-    binding = index.binding_before(expr.value, at_order, expr)
-    if binding is None or binding.kind != "param" or not isinstance(binding.node, cst.Param):
+    binding = next((b for b in index.reaching(expr.value, expr) if b.kind == "param"), None)
+    if binding is None or not isinstance(binding.node, cst.Param):
         return False
     function = enclosing_function(index, binding.node)
     if function is None:

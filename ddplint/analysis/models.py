@@ -10,19 +10,21 @@ import re
 from typing import Optional
 
 from ddplint import names
-from ddplint.screen.facts import ModuleFacts, summarize
+from ddplint.screen.facts import (ARGV_LOCAL_RANK, GLOBAL_RANK, LITERAL, LOCAL_RANK, SPAWN_INDEX, ModuleFacts,
+                                   summarize)
 from ddplint.screen.project import Project
 
 
 def project_of(index) -> Project:
-    """The project an index belongs to: the engine's joined project, or a
-    one-module project built from this file alone (``complete = False``)."""
+    """The project an index belongs to: the engine's joined project (the facts
+    of the project root), or, for a text linted on its own, a one-module
+    project of this text (complete: nothing else belongs to it)."""
     if index.project is not None:
         return index.project
     project = index.cache.get("project")
     if project is None:
         facts = summarize(index.source, index.path) or ModuleFacts(index.path)
-        project = Project([facts], complete=False)
+        project = Project([facts])
         index.cache["project"] = project
     return project
 
@@ -42,10 +44,9 @@ def wrapped_kind(index, expr, at_order: int) -> str:
     if is_ddp_model(index, expr, at_order, (names.FSDP,)):
         return "fsdp"
     if isinstance(expr, cst.Name):
-        binding = index.binding_before(expr.value, at_order, expr) or \
-            next(iter(index.visible_bindings(expr.value, expr) or []), None)
-        if binding is not None and binding.kind == "param" and isinstance(binding.scope, cst.FunctionDef):
-            return project_of(index).wrapped_param(index.path, binding.scope.name.value, expr.value)
+        for binding in index.reaching(expr.value, expr):
+            if binding.kind == "param" and isinstance(binding.scope, cst.FunctionDef):
+                return project_of(index).wrapped_param(index.path, binding.scope.name.value, expr.value)
     return ""
 
 
@@ -87,7 +88,8 @@ def _child_ancestor_pairs(index, node):
 _COPY_NAME = re.compile(r"ema|teacher|shadow|average|swa", re.IGNORECASE)
 
 
-def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.DDP,)) -> Optional[str]:
+def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.DDP,),
+                 _depth: int = 0) -> Optional[str]:
     """The part of ``expr`` (``model``, ``self.net``, ``ddp.module.encoder``) that
     names a model already wrapped by one of ``wrappers`` at ``at_order``: the
     wrapper itself, or the inner model passed to a wrap call earlier in the same
@@ -95,6 +97,7 @@ def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.
     import libcst as cst
 
     from ddplint.analysis.semantic import dotted_name
+    from ddplint.analysis.values import is_ddp_model
 
     name = dotted_name(expr)
     if name is None or _COPY_NAME.search(name):
@@ -107,14 +110,21 @@ def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.
         # Bindings before the use, minus the statement the use sits in
         # (``net = convert(net)`` binds ``net`` before its value's calls).
         enclosing = {id(a) for a in index.ancestors(expr)}
-        bindings = [b for b in index.visible_bindings(prefix, expr) or []
-                    if b.order < at_order and id(b.node) not in enclosing]
         if size == 1:
-            bindings = bindings[-1:]
+            bindings = index.reaching(prefix, expr)
+        else:
+            bindings = [b for b in index.visible_bindings(prefix, expr) or []
+                        if b.order < at_order and id(b.node) not in enclosing]
         for binding in bindings:
             value = binding.value
-            if isinstance(value, cst.Call) and index.qualified_name(value.func) in wrappers:
-                return prefix
+            if binding.kind in ("assign", "annassign") and value is not None:
+                if is_ddp_model(index, value, at_order, wrappers):
+                    return prefix
+                # An alias of a wrapped model or of its inner model
+                # (``inner = ddp.module``, ``net = self.net``).
+                if isinstance(value, (cst.Name, cst.Attribute)) and value is not expr and _depth < 4 \
+                        and wrapped_root(index, value, at_order, wrappers, _depth + 1) is not None:
+                    return prefix
             if binding.kind == "param" and size == 1 and isinstance(binding.scope, cst.FunctionDef):
                 kind = project_of(index).wrapped_param(index.path, binding.scope.name.value, prefix)
                 if kind and {"ddp": names.DDP, "fsdp": names.FSDP}[kind] in wrappers:
@@ -125,3 +135,46 @@ def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.
                     and not exclusive_branches(index, site.node, expr):
                 return prefix
     return None
+
+
+def function_key(index, function) -> str:
+    """The project's name of a function definition: "Class.method" for a method
+    defined in a class body, the plain name otherwise."""
+    import libcst as cst
+
+    block = index.parent(function)
+    owner = index.parent(block) if block is not None else None
+    if isinstance(owner, cst.ClassDef):
+        return f"{owner.name.value}.{function.name.value}"
+    return function.name.value
+
+
+def parameter_values(index, binding) -> Optional[frozenset[str]]:
+    """What the project's call sites pass for a parameter binding (tags of
+    ``ddplint.screen.facts``: global_rank, local_rank, spawn_index, ...); None
+    when no call of the function is known."""
+    import libcst as cst
+
+    if binding.kind != "param" or not isinstance(binding.scope, cst.FunctionDef):
+        return None
+    project = project_of(index)
+    key = function_key(index, binding.scope)
+    found = project.param_values(index.path, key, binding.name)
+    if found is None and "." in key:  # summaries that key methods by their bare name
+        found = project.param_values(index.path, binding.scope.name.value, binding.name)
+    return found
+
+
+_RANK_SOURCE_OF_TAG = {GLOBAL_RANK: "global", LOCAL_RANK: "local", ARGV_LOCAL_RANK: "local",
+                       SPAWN_INDEX: "local", LITERAL: "literal"}
+
+
+def parameter_rank_sources(index, binding) -> frozenset[str]:
+    """The rank sources (see ``values.rank_sources``) that the project's call
+    sites pass for a parameter: a global rank passed as ``fit(rank)`` is a
+    global rank inside ``fit``; the index ``mp.spawn`` passes to its target is
+    a local one (single-node launch). {"unknown"} when no call is known."""
+    tags = parameter_values(index, binding)
+    if not tags:
+        return frozenset({"unknown"})
+    return frozenset(_RANK_SOURCE_OF_TAG.get(tag, "unknown") for tag in tags)

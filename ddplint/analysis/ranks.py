@@ -81,7 +81,7 @@ def is_rank_value(index: SemanticIndex, expr: cst.BaseExpression, lenient: bool 
         return True
     if lenient and last.lower() in _PROCESS_INDEX_NAMES:
         return True
-    values = index.assigned_values(expr) if isinstance(expr, cst.Name) else None
+    values = index.reaching_values(expr) if isinstance(expr, cst.Name) else None
     return bool(values) and all(is_rank_value(index, v, lenient, depth + 1) for v in values)
 
 
@@ -141,7 +141,7 @@ def is_rank_condition(index: SemanticIndex, test: cst.BaseExpression, lenient: b
             return True
         # ``master_process = ddp_rank == 0`` (and ``= True`` in the single-process
         # branch); ``args.save_logs = args.logs and is_master(args)``.
-        values = [v for v in index.assigned_values(test) or [] if not _is_boolean_literal(v)]
+        values = [v for v in index.reaching_values(test) or [] if not _is_boolean_literal(v)]
         if values:
             return all(is_rank_condition(index, v, lenient, depth + 1) for v in values)
         if last in RANK_PREDICATES:  # a parameter or a global named like the predicate
@@ -256,7 +256,7 @@ def guard_restricts(index: SemanticIndex, guard: Guard) -> bool:
 
 
 def _restricts(index: SemanticIndex, test: cst.BaseExpression, negated: bool) -> bool:
-    from ddplint.analysis.values import _flag_polarity
+    from ddplint.analysis.roles import flag_polarity as _flag_polarity
 
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         return _restricts(index, test.expression, not negated)

@@ -163,6 +163,9 @@ class SemanticIndex:
         self._call_by_node: dict[cst.Call, CallSite] = {}
         self._ddp_context: Optional[bool] = None
         self.project = None  # set by project analysis when several files are linted together
+        self.star_imports: list[str] = []  # modules of ``from m import *``
+        self._aliases: dict[str, Optional[str]] = {}
+        self._by_name: Optional[dict[str, list[Binding]]] = None
 
     # ------------------------------------------------------------------ build
     @classmethod
@@ -221,9 +224,46 @@ class SemanticIndex:
         head, _, rest = dotted.partition(".")
         target = self.imports.get(head)
         if target is None:
-            return None
+            target = self._alias_target(head)
+            if target is None:
+                return None
         full = f"{target}.{rest}" if rest else target
         return names.canonical(full)
+
+    def _alias_target(self, head: str) -> Optional[str]:
+        """What a name that no import binds stands for: a local alias
+        (``Wrapper = DistributedDataParallel``, ``dist = torch.distributed``:
+        every binding of the name assigns the same imported thing), or, in a
+        module with a star import, one of the conventional torch names that
+        nothing here binds (``torch``, ``dist``, ``nn``, ``F``, ...)."""
+        if head in self._aliases:
+            return self._aliases[head]
+        self._aliases[head] = None  # guards against ``a = b; b = a``
+        bindings = self._bindings_named().get(head)
+        target = None
+        if bindings:
+            targets = set()
+            for binding in bindings:
+                value = binding.value
+                if binding.kind not in ("assign", "annassign") or value is None or dotted_name(value) is None:
+                    targets = set()
+                    break
+                targets.add(self.qualified_name(value))
+            if len(targets) == 1 and None not in targets:
+                target = targets.pop()
+        elif self.star_imports:
+            target = names.STAR_IMPORT_CONVENTIONS.get(head)
+        elif head == "torch" and any(t.startswith("torch.") for t in self.imports.values()):
+            target = "torch"  # ``import torch.distributed as dist`` alone binds no ``torch``
+        self._aliases[head] = target
+        return target
+
+    def _bindings_named(self) -> dict[str, list[Binding]]:
+        if self._by_name is None:
+            self._by_name = {}
+            for (_, name), bindings in self.bindings.items():
+                self._by_name.setdefault(name, []).extend(bindings)
+        return self._by_name
 
     def calls_to(self, *qualified_names: str) -> list[CallSite]:
         found: list[CallSite] = []
@@ -262,25 +302,61 @@ class SemanticIndex:
             scope = self.enclosing_scope(scope)
         return None
 
-    def binding_before(self, name: str, at_order: int, at: cst.CSTNode) -> Optional[Binding]:
-        """The last binding of a plain name in source order before ``at_order``,
-        in the scope that binds it (a flow-insensitive approximation of
-        "the value reaching this use")."""
-        bindings = self.visible_bindings(name, at)
-        if not bindings:
-            return None
-        earlier = [b for b in bindings if b.order < at_order]
-        return earlier[-1] if earlier else None
-
-    def assigned_values(self, expr: cst.BaseExpression) -> Optional[list[cst.BaseExpression]]:
-        """Every value a name or dotted name may hold, when all bindings are plain
-        assignments; None when any binding is opaque (a parameter, a loop target,
-        tuple unpacking, an import) or the name is unbound here.
+    def reaching(self, name: str, at: cst.CSTNode) -> list[Binding]:
+        """Every binding of ``name`` that may hold its value at ``at`` (reaching
+        definitions over statement order, branches, loops and ``try``; see
+        ``ddplint.analysis.reaching``), in source order. Dotted names
+        (``self.model``, ``args.rank``) are not flow-analysed: all their
+        bindings in the module count. Empty when nothing here binds the name.
         """
+        if "." in name:
+            return list(self.bindings.get((id(self.module), name), ()))
+        use_scope = self.enclosing_scope(at)
+        scope: cst.CSTNode = use_scope
+        while True:
+            found = self.bindings.get((id(scope), name))
+            if found:
+                break
+            if scope is self.module:
+                return []
+            scope = self.enclosing_scope(scope)
+        comprehension = [b for b in found if isinstance(b.node, cst.CompFor)]
+        if comprehension:
+            inside = [b for b in comprehension if self._in_comprehension_of(at, b.node)]
+            if inside:
+                return inside
+            found = [b for b in found if not isinstance(b.node, cst.CompFor)]
+            if not found:
+                return []
+        flow = self._flow(scope, name, found)
+        if scope is use_scope:
+            reached = flow.at(at)
+            return reached if reached is not None else list(found)
+        return flow.at_end() or list(found)
+
+    def _flow(self, scope: cst.CSTNode, name: str, bindings: list[Binding]):
+        from ddplint.analysis.reaching import ScopeFlow
+
+        key = ("reaching", id(scope), name)
+        flow = self.cache.get(key)
+        if flow is None:
+            flow = self.cache[key] = ScopeFlow(self, scope, bindings)
+        return flow
+
+    def _in_comprehension_of(self, node: cst.CSTNode, comp_for: cst.CompFor) -> bool:
+        owner = next((a for a in self.ancestors(comp_for) if isinstance(
+            a, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp))), None)
+        return owner is not None and any(a is owner for a in self.ancestors(node))
+
+    def reaching_values(self, expr: cst.BaseExpression) -> Optional[list[cst.BaseExpression]]:
+        """The values a name (or dotted name) may hold at ``expr``: the values of
+        its reaching bindings when every one is a plain assignment; None when
+        one is opaque (a parameter, loop target, unknown unpacking, import) or
+        nothing here binds it. Dotted names count every binding in the module."""
         name = dotted_name(expr)
         if name is None:
             return None
-        bindings = self.visible_bindings(name, expr)
+        bindings = self.reaching(name, expr)
         if not bindings:
             return None
         values = []
@@ -420,9 +496,12 @@ class _IndexBuilder:
     def bind_target(self, target: cst.BaseExpression, kind: str,
                     value: Optional[cst.BaseExpression], node: cst.CSTNode) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                inner = element.value
-                self.bind_target(inner, "unpack" if kind == "assign" else kind, None, node)
+            pairs = _element_values(target, value) if kind == "assign" else None
+            for position, element in enumerate(target.elements):
+                if pairs is not None:  # ``net, cfg = self.net, self.cfg``: one assignment each
+                    self.bind_target(element.value, "assign", pairs[position], node)
+                else:
+                    self.bind_target(element.value, "unpack" if kind == "assign" else kind, None, node)
         elif isinstance(target, cst.StarredElement):
             self.bind_target(target.value, kind, None, node)
         elif isinstance(target, cst.Subscript):
@@ -450,6 +529,7 @@ class _IndexBuilder:
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         base = "." * len(node.relative) + _module_name(node.module)
         if isinstance(node.names, cst.ImportStar):
+            self.index.star_imports.append(base)
             return
         for alias in node.names:
             imported = _module_name(alias.name)
@@ -554,6 +634,16 @@ class _IndexBuilder:
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         self.index.fstrings.append(node)
+
+
+def _element_values(target: Union[cst.Tuple, cst.List],
+                    value: Optional[cst.BaseExpression]) -> Optional[list[cst.BaseExpression]]:
+    """The value of each element of ``a, b = x, y`` (same length, no starred)."""
+    if not isinstance(value, (cst.Tuple, cst.List)) or len(value.elements) != len(target.elements):
+        return None
+    if any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
+        return None
+    return [element.value for element in value.elements]
 
 
 _VISIT = {

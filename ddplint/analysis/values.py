@@ -59,45 +59,135 @@ def environ_key(index: SemanticIndex, expr: cst.BaseExpression) -> Optional[str]
         if expr.args:
             return environ_key(index, expr.args[0].value)
         return None
-    if isinstance(expr, cst.Subscript) and index.qualified_name(expr.value) == "os.environ":
+    if isinstance(expr, cst.Subscript) and is_environ(index, expr.value):
         if len(expr.slice) == 1 and isinstance(expr.slice[0].slice, cst.Index):
             return literal_str(expr.slice[0].slice.value)
     if isinstance(expr, cst.Call) and expr.args:
         callee = index.qualified_name(expr.func)
         if callee in ("os.environ.get", "os.getenv", "os.environ.__getitem__"):
             return literal_str(expr.args[0].value)
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "get" and is_environ(index, func.value):
+            return literal_str(expr.args[0].value)  # ``env.get("RANK")`` on a copy of os.environ
     return None
 
 
-GLOBAL_RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
-
-
-def _is_global_rank_source(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
-    if isinstance(expr, cst.Call):
-        callee = index.qualified_name(expr.func)
-        if callee == names.GET_RANK and not expr.args:
-            return True
-    return environ_key(index, expr) in GLOBAL_RANK_VARIABLES
-
-
-def is_global_rank(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
-    """True when every value ``expr`` may hold is the global rank (integer
-    literals aside), and at least one is. The binding decides, not the name."""
-    if _is_global_rank_source(index, expr):
+def is_environ(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """``os.environ``, or a name holding a copy of it: ``dict(os.environ)``,
+    ``os.environ.copy()``, ``{**os.environ}``, ``{k: os.environ[k] for k in keys}``."""
+    if index.qualified_name(expr) == "os.environ":
         return True
-    if depth > 4 or not isinstance(expr, (cst.Name, cst.Attribute)):
+    if depth > 2 or not isinstance(expr, cst.Name):
         return False
-    values = index.assigned_values(expr)
-    if not values:
+    values = index.reaching_values(expr)
+    return bool(values) and all(_copies_environ(index, value, depth) for value in values)
+
+
+def _copies_environ(index: SemanticIndex, value: cst.BaseExpression, depth: int) -> bool:
+    if isinstance(value, cst.Call):
+        func = value.func
+        if isinstance(func, cst.Name) and func.value == "dict" and value.args:
+            return is_environ(index, value.args[0].value, depth + 1)
+        if isinstance(func, cst.Attribute) and func.attr.value == "copy":
+            return is_environ(index, func.value, depth + 1)
         return False
-    saw_rank = False
-    for value in values:
-        if literal_int(value) is not None:
-            continue
-        if not is_global_rank(index, value, depth + 1):
-            return False
-        saw_rank = True
-    return saw_rank
+    if isinstance(value, cst.Dict):
+        return any(isinstance(e, cst.StarredDictElement) and is_environ(index, e.value, depth + 1)
+                   for e in value.elements)
+    if isinstance(value, cst.DictComp):
+        item = value.value
+        return (isinstance(item, cst.Subscript) and is_environ(index, item.value, depth + 1)) or (
+            isinstance(item, cst.Call) and index.qualified_name(item.func) in ("os.environ.get", "os.getenv"))
+    return False
+
+
+GLOBAL_RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                        "MV2_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK")
+GLOBAL, LOCAL, LITERAL, UNKNOWN = "global", "local", "literal", "unknown"
+
+
+def rank_sources(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> frozenset[str]:
+    """Where a value (typically a device index) may come from, over every
+    binding that may reach it: GLOBAL (``dist.get_rank()``, ``RANK``,
+    ``SLURM_PROCID``), LOCAL (``LOCAL_RANK``, ``rank % device_count()``),
+    LITERAL (an integer) or UNKNOWN (a value ddplint cannot trace)."""
+    if depth > 6:
+        return frozenset({UNKNOWN})
+    if isinstance(expr, cst.Integer):
+        return frozenset({LITERAL})
+    if isinstance(expr, cst.IfExp):
+        return rank_sources(index, expr.body, depth + 1) | rank_sources(index, expr.orelse, depth + 1)
+    if isinstance(expr, cst.BinaryOperation):
+        # ``rank % ngpus`` is a local index; ``node_rank * ngpus + gpu`` the global
+        # rank of a multi-node launch; other arithmetic is not a rank at all.
+        if isinstance(expr.operator, cst.Modulo):
+            return frozenset({LOCAL})
+        if isinstance(expr.operator, cst.Add) and (_counts_nodes(expr.left) or _counts_nodes(expr.right)):
+            return frozenset({GLOBAL})
+        return frozenset({UNKNOWN})
+    key = environ_key(index, expr)
+    if key is not None:
+        return frozenset({GLOBAL if key in GLOBAL_RANK_VARIABLES else
+                          LOCAL if key in LOCAL_RANK_VARIABLES else UNKNOWN})
+    if isinstance(expr, cst.Call):
+        return _call_rank_sources(index, expr, depth)
+    name = dotted_name(expr)
+    if name is None:
+        return frozenset({UNKNOWN})
+    sources: set[str] = set()
+    for binding in index.reaching(name, expr):
+        if binding.kind in ("assign", "annassign") and binding.value is not None:
+            sources |= rank_sources(index, binding.value, depth + 1)
+        elif binding.kind == "param":
+            sources |= _param_rank_sources(index, binding)
+        else:
+            sources.add(UNKNOWN)
+    return frozenset(sources or {UNKNOWN})
+
+
+_NODE_WORDS = ("node_rank", "noderank", "nr", "node_id", "node_idx", "machine_rank", "node")
+
+
+def _counts_nodes(expr: cst.BaseExpression) -> bool:
+    """``args.node_rank * ngpus_per_node`` (one operand of a product names the node)."""
+    if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply)):
+        return False
+    return any((dotted_name(side) or "").split(".")[-1].lower() in _NODE_WORDS for side in (expr.left, expr.right))
+
+
+def _call_rank_sources(index: SemanticIndex, call: cst.Call, depth: int) -> frozenset[str]:
+    func = call.func
+    if isinstance(func, cst.Name) and func.value in ("int", "str") and call.args:
+        return rank_sources(index, call.args[0].value, depth + 1)
+    callee = index.qualified_name(func) or ""
+    if callee == names.GET_RANK:
+        # ``get_rank(group)`` is the rank inside a subgroup: not a device index either.
+        return frozenset({GLOBAL if not call.args else UNKNOWN})
+    if callee.startswith("torch.distributed.get_node_local_rank"):
+        return frozenset({LOCAL})
+    last = (dotted_name(func) or "").split(".")[-1]
+    if last in ("get_rank", "get_global_rank", "get_world_rank") and not call.args:
+        return frozenset({GLOBAL})  # project helpers around dist.get_rank()
+    if last in ("get_local_rank", "local_rank"):
+        return frozenset({LOCAL})
+    return frozenset({UNKNOWN})
+
+
+def _param_rank_sources(index: SemanticIndex, binding) -> frozenset[str]:
+    """What the call sites of the project pass for a parameter (values across
+    calls); UNKNOWN when no call is known or they pass something else."""
+    from ddplint.analysis.models import parameter_rank_sources
+
+    return parameter_rank_sources(index, binding)
+
+
+def is_global_rank(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    """Does ``expr`` hold the global rank? Yes when some binding that may reach
+    it reads the global rank and none reads a local rank: the binding decides,
+    not the name (``local_rank = dist.get_rank()`` is a global rank)."""
+    sources = rank_sources(index, expr)
+    return GLOBAL in sources and LOCAL not in sources
 
 
 # ---------------------------------------------------------------------- models
@@ -107,23 +197,44 @@ def _is_wrap_call(index: SemanticIndex, expr: cst.BaseExpression, wrappers: tupl
     return False
 
 
-def is_ddp_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int,
-                 wrappers: tuple[str, ...] = (names.DDP,)) -> bool:
-    """Does ``expr`` (a name or ``self.x``) hold a model wrapped by one of
-    ``wrappers`` where it is used? Plain names: the last binding before the use
-    decides; dotted names (attributes): any binding to a wrap call."""
-    if _is_wrap_call(index, expr, wrappers):
-        return True
+# nn.Module methods that return the module itself: a wrapped model stays wrapped.
+SELF_RETURNING_METHODS = ("to", "cuda", "cpu", "train", "eval", "half", "float", "double", "bfloat16",
+                          "requires_grad_", "type", "share_memory", "to_empty")
+
+
+def is_ddp_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int = 0,
+                 wrappers: tuple[str, ...] = (names.DDP,), depth: int = 0) -> bool:
+    """Does ``expr`` hold a model wrapped by one of ``wrappers`` where it is used?
+
+    Wrapped when any binding that may reach the use is a wrap: ``DDP(m)``, a
+    conditional wrap (``DDP(m) if cuda else m``: one arm wraps), a call of a
+    method that returns the module itself on a wrapped model
+    (``DDP(m).to(dev)``, ``model = model.cuda()``), or an alias of a wrapped
+    name or attribute (``net = self.net``). The other reaching bindings are
+    the single-process alternatives. (``at_order`` is kept for callers; the
+    reaching bindings of the use decide.)"""
+    if depth > 6:
+        return False
+    if isinstance(expr, cst.Call):
+        if _is_wrap_call(index, expr, wrappers):
+            return True
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in SELF_RETURNING_METHODS:
+            return is_ddp_model(index, func.value, at_order, wrappers, depth + 1)
+        return False
+    if isinstance(expr, cst.IfExp):
+        # Only an arm that wraps right there: ``m.module if hasattr(m, "module") else m``
+        # unwraps, and its else-arm's name must not count as a wrap.
+        return any(isinstance(arm, cst.Call) and is_ddp_model(index, arm, at_order, wrappers, depth + 1)
+                   for arm in (expr.body, expr.orelse))
     name = dotted_name(expr)
     if name is None:
         return False
-    if "." in name:
-        bindings = index.visible_bindings(name, expr) or []
-        return any(b.value is not None and _is_wrap_call(index, b.value, wrappers) for b in bindings)
-    binding = index.binding_before(name, at_order, expr)
-    if binding is None or binding.value is None or binding.kind not in ("assign", "annassign"):
-        return False
-    return _is_wrap_call(index, binding.value, wrappers)
+    for binding in index.reaching(name, expr):
+        if binding.kind in ("assign", "annassign") and binding.value is not None \
+                and is_ddp_model(index, binding.value, at_order, wrappers, depth + 1):
+            return True
+    return False
 
 
 # ---------------------------------------------------------------------- devices
@@ -175,75 +286,6 @@ def in_device_list(index: SemanticIndex, node: cst.CSTNode) -> bool:
         if parent is None:
             return False
         current = parent
-    return False
-
-
-# ---------------------------------------------------------------------- branches
-_DISTRIBUTED_WORDS = ("distributed", "ddp", "is_initialized", "multiprocessing_distributed", "use_dist")
-_RANK_WORDS = ("local_rank", "rank")
-_WORLD_WORDS = ("world_size", "n_gpu", "ngpus", "num_gpus", "gpus")
-
-
-def _flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bool]:
-    """True when ``test`` is true in a distributed run, False when true in a
-    single-process run, None when it says nothing about it."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inner = _flag_polarity(index, test.expression)
-        return None if inner is None else not inner
-    if isinstance(test, cst.Call):
-        callee = index.qualified_name(test.func) or ""
-        if callee in ("torch.distributed.is_initialized", "torch.distributed.is_available"):
-            return True
-        return None
-    name = dotted_name(test)
-    if name is not None:
-        last = name.split(".")[-1].lower()
-        return True if any(word in last for word in _DISTRIBUTED_WORDS) else None
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
-        left = dotted_name(test.left)
-        target = test.comparisons[0]
-        right = target.comparator
-        if left is None:
-            return None
-        last = left.split(".")[-1].lower()
-        operator = type(target.operator)
-        if any(word == last for word in _RANK_WORDS):
-            value = _signed_int(right)
-            if value == -1 and operator is cst.Equal:
-                return False
-            if value == -1 and operator is cst.NotEqual:
-                return True
-        if any(word == last for word in _WORLD_WORDS):
-            value = _signed_int(right)
-            if value == 1 and operator in (cst.GreaterThan,):
-                return True
-            if value == 1 and operator in (cst.Equal, cst.LessThanEqual):
-                return False
-    return None
-
-
-def _signed_int(expr: cst.BaseExpression) -> Optional[int]:
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-        value = literal_int(expr.expression)
-        return -value if value is not None else None
-    return literal_int(expr)
-
-
-def in_single_process_branch(index: SemanticIndex, node: cst.CSTNode) -> bool:
-    """Is ``node`` inside the branch of an ``if`` that runs only without
-    distributed training (``if args.local_rank == -1:``, ``else`` of
-    ``if args.distributed:``, ``if world_size == 1:``)? Such code may pin a
-    device without harming DDP workers."""
-    child: cst.CSTNode = node
-    for ancestor in index.ancestors(node):
-        if isinstance(ancestor, (cst.If, cst.IfExp)):
-            polarity = _flag_polarity(index, ancestor.test)
-            if polarity is not None:
-                in_body = child is ancestor.body
-                in_else = child is ancestor.orelse
-                if (in_body and polarity is False) or (in_else and polarity is True):
-                    return True
-        child = ancestor
     return False
 
 

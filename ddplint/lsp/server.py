@@ -16,7 +16,9 @@ from lsprotocol import converters, types
 
 from ddplint import __version__
 from ddplint.config import ConfigError, Settings, load_settings
+from ddplint.cache import CACHE_DIR_NAME
 from ddplint.engine import Linter
+from ddplint.engine import lint_document as lint_document_in_project
 from ddplint.reporters.json_lsp import lsp_diagnostic
 
 try:  # pygls >= 2
@@ -69,8 +71,11 @@ def lint_document(ls: DdplintServer, uri: str) -> None:
     document = ls.workspace.get_text_document(uri)
     path = Path(document.path) if uri.startswith("file:") else None
     settings = ls.settings_for(path)
-    display = path.as_posix() if path is not None else uri
-    result = Linter(settings).lint_source(document.source, display)
+    if path is None:  # an unsaved buffer: a project of its own
+        result = Linter(settings).lint_source(document.source, uri)
+    else:
+        result = lint_document_in_project(document.source, path, settings,
+                                          cache_dir=settings.root / CACHE_DIR_NAME)
     diagnostics = [_converter.structure(lsp_diagnostic(d), types.Diagnostic) for d in result.diagnostics]
     ls.publish(uri, diagnostics)
 

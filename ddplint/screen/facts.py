@@ -46,6 +46,31 @@ SHARDING_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspee
                        "composer", "torchdata", "webdataset", "ffcv")
 _SPAWNERS = ("spawn", "start_processes", "Process", "launch", "elastic_launch", "run")
 _PROCESS_INDEX_NAMES = ("gpu", "gpu_id", "device_id", "proc_id", "process_id", "local_gpu", "dev_id")
+# What a call passes in an argument slot (CallFact.args), as far as the screen can
+# tell; ``Project.param_values`` joins them over every call site of a function.
+DDP_MODEL, FSDP_MODEL = "ddp", "fsdp"
+GLOBAL_RANK = "global_rank"  # dist.get_rank(), RANK, SLURM_PROCID, ...
+LOCAL_RANK = "local_rank"  # LOCAL_RANK, SLURM_LOCALID, rank % torch.cuda.device_count()
+ARGV_LOCAL_RANK = "argv_local_rank"  # args.local_rank where the script adds --local_rank
+CUDA_DEVICE = "cuda_device"  # torch.device("cuda"), "cuda": a CUDA device without an index
+SPAWN_INDEX = "spawn_index"  # the process index mp.spawn passes as the first argument
+LITERAL = "literal"  # an integer constant
+UNKNOWN = "unknown"  # anything else (in Project.param_values only)
+PARAM_PREFIX = "param:"  # "param:NAME": the caller's own parameter NAME, passed on
+LOCAL_RANK_ATTRIBUTE = "attr:local_rank"  # X.local_rank: ARGV_LOCAL_RANK once the join knows
+
+_GLOBAL_RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
+_LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                         "MV2_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK")
+_ENVIRON_GETTERS = ("os.environ.get", "os.getenv")
+# Collectives after which every rank holds the same value in their first argument.
+_AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
+    "all_reduce", "broadcast", "all_gather", "all_gather_into_tensor", "all_gather_object",
+    "broadcast_object_list"))
+
+# Part of every facts cache key: change it whenever the summaries below change
+# shape or meaning, so that no cache serves facts of an older layout.
+FACTS_VERSION = "2"
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -78,12 +103,16 @@ class FunctionFacts:
     rank_predicate: bool = False  # every return value is a rank test
     rank_zero_only: bool = False  # decorated with @rank_zero_only / @master_only
     calls_set_epoch: bool = False
+    # Every return hands back a value that a collective made the same on every
+    # rank (``t = x.clone(); dist.all_reduce(t); return t``).
+    returns_agreed: bool = False
 
 
 @dataclass(slots=True)
 class ModuleFacts:
     path: str
     imports: dict[str, str] = field(default_factory=dict)  # local name -> target ("..pkg.mod.f")
+    star_imports: list[str] = field(default_factory=list)  # modules of ``from M import *``
     own_ddp_context: bool = False
     functions: dict[str, FunctionFacts] = field(default_factory=dict)
     calls: list[CallFact] = field(default_factory=list)
@@ -93,6 +122,7 @@ class ModuleFacts:
     has_epoch_loop: bool = False
     reads_local_rank_env: bool = False
     local_rank_attr_as_device: bool = False
+    adds_local_rank_flag: bool = False  # argparse ``add_argument("--local_rank")``
     uses_sharding_framework: bool = False  # accelerate / Lightning shard loaders themselves
     wrapped_globals: dict[str, str] = field(default_factory=dict)  # module-level name -> "ddp"/"fsdp"
 
@@ -164,6 +194,7 @@ class _Extractor:
         self.opaque = 0
         self.assigned: list[dict[str, list[ast.AST]]] = [{}]  # per scope: name -> values
         self.returns: list[list[ast.AST]] = [[]]  # per function: returned values
+        self.agreed: list[set[str]] = [set()]  # per function: names a collective agreed on
 
     # ------------------------------------------------------------------ names
     def qualified(self, expr: ast.AST) -> Optional[str]:
@@ -208,11 +239,15 @@ class _Extractor:
         return bool(values) and all(self.rank_value(v, lenient, depth + 1) for v in values)
 
     def env_key(self, expr: ast.AST) -> Optional[str]:
-        if isinstance(expr, ast.Subscript) and self.qualified(expr.value) == "os.environ":
+        """The variable an environment read names: ``os.environ["RANK"]``,
+        ``os.getenv("RANK")``, ``env.get("RANK")`` on a copy of the environment."""
+        if isinstance(expr, ast.Subscript) and self.is_environ(expr.value):
             key = expr.slice
             return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
-        if isinstance(expr, ast.Call) and expr.args and \
-                self.qualified(expr.func) in ("os.environ.get", "os.getenv"):
+        if isinstance(expr, ast.Call) and expr.args and (
+                self.qualified(expr.func) in _ENVIRON_GETTERS or (
+                    isinstance(expr.func, ast.Attribute) and expr.func.attr == "get"
+                    and self.is_environ(expr.func.value))):
             key = expr.args[0]
             return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
         return None
@@ -279,6 +314,7 @@ class _Extractor:
             base = "." * node.level + (node.module or "")
             for alias in node.names:
                 if alias.name == "*":
+                    self.facts.star_imports.append(base)
                     continue
                 separator = "" if base.endswith(".") else "."
                 self.facts.imports[alias.asname or alias.name] = \
@@ -361,8 +397,12 @@ class _Extractor:
         self.function, self.guards, self.maybe_guards, self.opaque = facts, [], [], 0
         self.assigned.append({})
         self.returns.append([])
+        self.agreed.append(set())
         self.block(node.body)
         facts.rank_predicate = self.returns_rank_test(node)
+        facts.returns_agreed = bool(self.returns[-1]) and all(
+            _derives_from(value, self.agreed[-1]) for value in self.returns[-1])
+        self.agreed.pop()
         self.returns.pop()
         self.assigned.pop()
         self.function, self.guards, self.maybe_guards, self.opaque = outer, outer_guards, outer_maybe, outer_opaque
@@ -394,6 +434,11 @@ class _Extractor:
             # judged where they are.
             if function is not None and not self.guards and not self.opaque:
                 function.collective = True
+        if qualified in _AGREEING_COLLECTIVES and node.args and isinstance(node.args[0], ast.Name):
+            self.agreed[-1].add(node.args[0].id)
+        if method == "add_argument" and any(
+                isinstance(a, ast.Constant) and a.value in ("--local_rank", "--local-rank") for a in node.args):
+            facts.adds_local_rank_flag = True
         if "set_epoch" in method:
             facts.calls_set_epoch = True
             if function is not None:
@@ -427,7 +472,24 @@ class _Extractor:
         candidates += [k.value for k in node.keywords if k.arg in ("fn", "target", "entrypoint")]
         for candidate in candidates:
             if isinstance(candidate, ast.Name):
-                self.facts.calls.append(CallFact(candidate.id, self.caller(), False, False))
+                self.facts.calls.append(CallFact(candidate.id, self.caller(), False, False,
+                                                 self.spawned_arguments(node)))
+
+    def spawned_arguments(self, node: ast.Call) -> dict[str, str]:
+        """What the worker's parameters receive: ``mp.spawn(fn, args=(a, b))`` calls
+        ``fn(index, a, b)``; ``Process(target=fn, args=(a, b))`` calls ``fn(a, b)``."""
+        method = (_dotted(node.func) or "").split(".")[-1]
+        first = 1 if method in ("spawn", "start_processes") else 0
+        slots = {"0": SPAWN_INDEX} if first else {}
+        args = next((k.value for k in node.keywords if k.arg == "args"), None)
+        if args is None and method in ("spawn", "start_processes") and len(node.args) > 1:
+            args = node.args[1]
+        if isinstance(args, ast.Tuple):
+            for position, element in enumerate(args.elts):
+                tag = self.arg_tag(element)
+                if tag:
+                    slots[str(first + position)] = tag
+        return slots
 
     def caller(self) -> str:
         return self.function.name if self.function is not None else ""
@@ -451,8 +513,9 @@ class _Extractor:
                                          tuple(self.maybe_guards)))
 
     def arg_tag(self, expr: ast.AST) -> str:
-        """"ddp"/"fsdp" when the argument holds a wrapped model, "param:NAME" when it
-        passes the enclosing function's parameter on, else ""."""
+        """What an argument passes (the vocabulary at the top of this module):
+        a wrapped model, a rank, a device, the caller's parameter ("param:NAME"),
+        or "" when the screen cannot tell."""
         wrapped = self.wrapper_of(expr)
         if wrapped:
             return wrapped
@@ -461,18 +524,119 @@ class _Extractor:
                 wrapped = self.wrapper_of(value)
                 if wrapped:
                     return wrapped
-            if self.function is not None and expr.id in self.function.params:
-                return f"param:{expr.id}"
-        return ""
+        return _one_tag(self.value_tags(expr))
+
+    # ------------------------------------------------------------------ values
+    def value_tags(self, expr: ast.AST, depth: int = 0) -> set[str]:
+        """The kinds of value ``expr`` may hold, over every binding of a name
+        ("" for a value the screen cannot tell)."""
+        if depth > 4:
+            return {""}
+        if isinstance(expr, ast.Constant):
+            if type(expr.value) is int:
+                return {LITERAL}
+            if expr.value == "cpu":
+                return set()  # the other arm of ``"cuda" if ok else "cpu"`` decides
+            return {CUDA_DEVICE} if expr.value == "cuda" else {""}
+        if isinstance(expr, ast.IfExp):
+            arms = self.value_tags(expr.body, depth + 1) | self.value_tags(expr.orelse, depth + 1)
+            return arms
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod) and self.counts_devices(expr.right):
+            return {LOCAL_RANK}  # ``rank % torch.cuda.device_count()``
+        key = self.env_key(expr)
+        if key is not None:
+            return {GLOBAL_RANK if key in _GLOBAL_RANK_VARIABLES else LOCAL_RANK if key in _LOCAL_RANK_VARIABLES
+                    else ""}
+        if isinstance(expr, ast.Call):
+            return self.call_value_tags(expr, depth)
+        dotted = _dotted(expr)
+        values = self.values_of(dotted) if dotted is not None else []
+        if values:
+            found: set[str] = set()
+            for value in values:
+                found |= self.value_tags(value, depth + 1)
+            return found
+        if isinstance(expr, ast.Attribute) and expr.attr == "local_rank":
+            return {LOCAL_RANK_ATTRIBUTE}
+        if isinstance(expr, ast.Name) and self.function is not None and expr.id in self.function.params:
+            return {PARAM_PREFIX + expr.id}
+        return {""}
+
+    def call_value_tags(self, call: ast.Call, depth: int) -> set[str]:
+        if isinstance(call.func, ast.Name) and call.func.id in ("int", "str") and call.args:
+            return self.value_tags(call.args[0], depth + 1)
+        qualified = self.qualified(call.func) or ""
+        last = (_dotted(call.func) or "").split(".")[-1]
+        if qualified == "torch.device" and call.args and len(call.args) + len(call.keywords) == 1:
+            return self.value_tags(call.args[0], depth + 1) & {CUDA_DEVICE} or {""}
+        if last in ("get_rank", "get_global_rank", "get_world_rank") and not call.args:
+            return {GLOBAL_RANK}  # with a group argument: the rank inside a subgroup
+        if last in ("get_local_rank", "get_node_local_rank"):
+            return {LOCAL_RANK}
+        return {""}
+
+    def counts_devices(self, expr: ast.AST, depth: int = 0) -> bool:
+        """``torch.cuda.device_count()``, or a name bound from it (``ngpus``)."""
+        if isinstance(expr, ast.Call):
+            return self.qualified(expr.func) == "torch.cuda.device_count"
+        values = self.values_of(expr.id) if isinstance(expr, ast.Name) and depth < 3 else []
+        return bool(values) and all(self.counts_devices(v, depth + 1) for v in values)
+
+    def is_environ(self, expr: ast.AST, depth: int = 0) -> bool:
+        """``os.environ``, or a copy of it (``dict(os.environ)``, ``os.environ.copy()``,
+        ``{k: os.environ[k] for k in keys}``), also through a name."""
+        if depth > 3:
+            return False
+        if self.qualified(expr) == "os.environ":
+            return True
+        if isinstance(expr, ast.Call):
+            if isinstance(expr.func, ast.Name) and expr.func.id == "dict" and expr.args:
+                return self.is_environ(expr.args[0], depth + 1)
+            return isinstance(expr.func, ast.Attribute) and expr.func.attr == "copy" \
+                and self.is_environ(expr.func.value, depth + 1)
+        if isinstance(expr, ast.DictComp):
+            item = expr.value
+            return (isinstance(item, ast.Subscript) and self.is_environ(item.value, depth + 1)) or (
+                isinstance(item, ast.Call) and self.qualified(item.func) in _ENVIRON_GETTERS)
+        if isinstance(expr, ast.Name):
+            values = self.values_of(expr.id)
+            return bool(values) and all(self.is_environ(v, depth + 1) for v in values)
+        return False
 
     def wrapper_of(self, expr: ast.AST) -> str:
         if isinstance(expr, ast.Call):
             qualified = self.qualified(expr.func)
             if qualified == names.DDP:
-                return "ddp"
+                return DDP_MODEL
             if qualified == names.FSDP:
-                return "fsdp"
+                return FSDP_MODEL
         return ""
+
+
+def _one_tag(tags: set[str]) -> str:
+    """One tag for a value with several possible bindings: a rank is a global
+    rank when some binding reads the global rank and none a local rank (and the
+    other way round); otherwise the tags must agree."""
+    ranks = tags & {GLOBAL_RANK, LOCAL_RANK}
+    if len(ranks) == 1:
+        return ranks.pop()
+    return next(iter(tags)) if len(tags) == 1 else ""
+
+
+def _derives_from(expr: ast.AST, names_: set[str]) -> bool:
+    """Is ``expr`` computed from one of ``names_`` (``t``, ``t.item()``,
+    ``t / world_size``, ``float(t)``, ``out[0]``, ``torch.cat(out)``)?"""
+    if isinstance(expr, ast.Name):
+        return expr.id in names_
+    if isinstance(expr, (ast.Attribute, ast.Subscript)):
+        return _derives_from(expr.value, names_)
+    if isinstance(expr, ast.BinOp):
+        return _derives_from(expr.left, names_) or _derives_from(expr.right, names_)
+    if isinstance(expr, ast.Call):
+        if isinstance(expr.func, ast.Attribute) and _derives_from(expr.func.value, names_):
+            return True  # a method of the value
+        return bool(expr.args) and all(_derives_from(a, names_) for a in expr.args)
+    return False
 
 
 _DISTRIBUTION_WORDS = ("distributed", "is_initialized", "is_available", "world_size", "ddp", "ngpus",

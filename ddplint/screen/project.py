@@ -11,9 +11,10 @@ say so (``None`` / ``complete = False``) and rules stay silent.
 from __future__ import annotations
 
 import os
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
-from ddplint.screen.facts import CallFact, FunctionFacts, ModuleFacts
+from ddplint.screen.facts import (ARGV_LOCAL_RANK, DDP_MODEL, FSDP_MODEL, LOCAL_RANK_ATTRIBUTE, PARAM_PREFIX,
+                                  UNKNOWN, CallFact, FunctionFacts, ModuleFacts)
 
 # ---------------------------------------------------------------------- the join
 FunctionKey = tuple[str, str]  # (module path, function name)
@@ -24,7 +25,10 @@ class Project:
 
     def __init__(self, modules: Iterable[ModuleFacts], complete: bool = True) -> None:
         self.modules: dict[str, ModuleFacts] = {m.path: m for m in modules}
-        self.complete = complete  # False: other modules exist that we have not seen
+        # False: modules of the project exist that were not seen. The engine always
+        # joins the whole project root, and a text linted alone is a project of
+        # its own, so both are complete (third-party imports are not the project).
+        self.complete = complete
         self._by_suffix: dict[tuple[str, ...], list[str]] = {}
         for path in self.modules:
             parts = _module_parts(path)
@@ -40,6 +44,12 @@ class Project:
         self._forwards = self._propagate_param_use("forwards")
         self._loads = self._propagate_param_use("loads")
         self._context: dict[str, bool] = {}
+        # The module graph: M -> N when M imports N (``import``, ``from``, ``*``) or
+        # calls into it (spawn targets included).
+        self.imported: dict[str, set[str]] = self._link_imports()
+        self.reaches: dict[str, set[str]] = self._link_modules()
+        self._scopes: dict[str, frozenset[str]] = {}
+        self._param_values: dict[tuple[FunctionKey, str], frozenset[str]] = {}
 
     # ------------------------------------------------------------------ resolution
     def resolve_module(self, importer: str, target: str) -> Optional[str]:
@@ -122,6 +132,30 @@ class Project:
         module = self.modules.get(key[0])
         return module.functions.get(key[1]) if module is not None else None
 
+    def _link_imports(self) -> dict[str, set[str]]:
+        imported: dict[str, set[str]] = {}
+        for path, module in self.modules.items():
+            found = imported.setdefault(path, set())
+            for target in module.imports.values():
+                # ``from utils import f`` names a function of ``utils``, or a module.
+                for candidate in (target, target.rpartition(".")[0]):
+                    resolved = self.resolve_module(path, candidate) if candidate.strip(".") else None
+                    if resolved is not None and resolved != path:
+                        found.add(resolved)
+            for target in module.star_imports:
+                resolved = self.resolve_module(path, target)
+                if resolved is not None and resolved != path:
+                    found.add(resolved)
+        return imported
+
+    def _link_modules(self) -> dict[str, set[str]]:
+        reaches = {path: set(targets) for path, targets in self.imported.items()}
+        for (callee_path, _), calls in self.callers.items():
+            for caller_path, _ in calls:
+                if caller_path != callee_path:
+                    reaches[caller_path].add(callee_path)
+        return reaches
+
     # ------------------------------------------------------------------ propagation
     def _param_for_slot(self, key: FunctionKey, call: CallFact, slot: str) -> Optional[str]:
         function = self.function(key)
@@ -142,9 +176,9 @@ class Project:
             for key, calls in self.callers.items():
                 for caller_path, call in calls:
                     for slot, tag in call.args.items():
-                        if tag.startswith("param:"):
+                        if tag.startswith(PARAM_PREFIX):
                             tag = self.ddp_params.get((caller_path, call.caller), {}).get(tag[6:], "")
-                        if not tag:
+                        if tag not in (DDP_MODEL, FSDP_MODEL):
                             continue
                         param = self._param_for_slot(key, call, slot)
                         if param is not None and param not in self.ddp_params.setdefault(key, {}):
@@ -186,6 +220,87 @@ class Project:
                             uses[caller].add(tag[6:])
                             changed = True
         return uses
+
+    # ------------------------------------------------------------------ values across calls
+    def param_values(self, path: str, function: str, param: str) -> Optional[frozenset[str]]:
+        """What the project's call sites pass for parameter ``param`` of
+        ``function`` (module ``path``): the tags of ``ddplint.screen.facts``
+        (GLOBAL_RANK, LOCAL_RANK, ARGV_LOCAL_RANK, CUDA_DEVICE, SPAWN_INDEX, LITERAL,
+        "ddp", "fsdp") over every known call site, followed through parameters
+        passed on, with UNKNOWN for a call that passes anything else (or nothing).
+        None when no call is known. Callers that disagree are the caller's
+        question (``{GLOBAL_RANK, UNKNOWN}`` is not a global rank)."""
+        key = (path, function)
+        if not self.callers.get(key) or self.function(key) is None:
+            return None
+        if (key, param) not in self._param_values:
+            self._solve_param_values((key, param))
+        return self._param_values[(key, param)]
+
+    def _solve_param_values(self, start: tuple[FunctionKey, str]) -> None:
+        """Collect the parameters whose values flow into ``start`` (through
+        "param:NAME" arguments), then grow their tag sets to a fixpoint (calls
+        may be recursive)."""
+        direct: dict[tuple[FunctionKey, str], set[str]] = {}
+        sources: dict[tuple[FunctionKey, str], list[tuple[FunctionKey, str]]] = {}
+        stack = [start]
+        while stack:
+            node = stack.pop()
+            if node in direct or node in self._param_values:
+                continue
+            direct[node], sources[node] = self._call_site_tags(*node)
+            stack.extend(sources[node])
+        values = {node: set(tags) for node, tags in direct.items()}
+        changed = True
+        while changed:
+            changed = False
+            for node, feeding in sources.items():
+                for source in feeding:
+                    extra = (self._param_values.get(source) or values[source]) - values[node]
+                    if extra:
+                        values[node] |= extra
+                        changed = True
+        for node, tags in values.items():
+            self._param_values[node] = frozenset(tags or {UNKNOWN})
+
+    def _call_site_tags(self, key: FunctionKey, param: str) -> tuple[set[str], list[tuple[FunctionKey, str]]]:
+        """The tags the calls of ``key`` pass for ``param`` directly, and the
+        callers' parameters they pass on."""
+        calls = self.callers.get(key)
+        if not calls:
+            return {UNKNOWN}, []  # a caller's parameter nobody is known to fill
+        tags: set[str] = set()
+        feeding: list[tuple[FunctionKey, str]] = []
+        for caller_path, call in calls:
+            tag = self._slot_tag(key, call, param)
+            if tag.startswith(PARAM_PREFIX) and call.caller:
+                feeding.append(((caller_path, call.caller), tag[len(PARAM_PREFIX):]))
+            elif tag == LOCAL_RANK_ATTRIBUTE:  # ``args.local_rank``: parsed from argv?
+                tags.add(ARGV_LOCAL_RANK if self.in_scope(caller_path, lambda m: m.adds_local_rank_flag)
+                         else UNKNOWN)
+            else:
+                tags.add(tag or UNKNOWN)
+        return tags, feeding
+
+    def _slot_tag(self, key: FunctionKey, call: CallFact, param: str) -> str:
+        """The tag ``call`` passes for ``param`` ("" when it passes something
+        untagged or nothing)."""
+        if param in call.args:
+            return call.args[param]
+        function = self.function(key)
+        params = function.params if function is not None else ()
+        if params and params[0] in ("self", "cls") and "." in call.callee:
+            params = params[1:]
+        if param not in params:
+            return ""
+        return call.args.get(str(params.index(param)), "")
+
+    def returns_agreed(self, path: str, callee: str, imports: Optional[dict[str, str]] = None) -> bool:
+        """Does the project function ``callee`` (as written in module ``path``)
+        return a value a collective made the same on every rank?"""
+        key = self.resolve_function(path, callee, imports)
+        function = self.function(key) if key is not None else None
+        return function is not None and function.returns_agreed
 
     # ------------------------------------------------------------------ questions
     def reaches_collective(self, key: FunctionKey) -> bool:
@@ -263,7 +378,37 @@ class Project:
         return [self.modules[caller] for caller, _ in calls] if calls else None
 
     def any_module(self, attribute: str) -> bool:
+        """Whole-project question (every file under the root); rules ask
+        ``in_scope`` instead, which follows what the entry script reaches."""
         return any(getattr(m, attribute) for m in self.modules.values())
+
+    # ------------------------------------------------------------------ reachability scope
+    def scope(self, path: str) -> frozenset[str]:
+        """"Anywhere in the project" as seen from module ``path``: every module
+        reached (imports, calls, spawn targets) from any module that reaches
+        ``path``, itself included. Independent scripts of one folder (an examples
+        repository) do not see each other; a helper module used by two scripts
+        sees both. An unknown module sees the whole project (precision first)."""
+        if path not in self.modules:
+            return frozenset(self.modules)
+        if path not in self._scopes:
+            entries = _closure([path], self._reached_by)
+            self._scopes[path] = frozenset(_closure(entries, self.reaches))
+        return self._scopes[path]
+
+    def in_scope(self, path: str, predicate: Callable[[ModuleFacts], bool]) -> bool:
+        """Does some module in ``scope(path)`` satisfy ``predicate``?"""
+        return any(predicate(self.modules[other]) for other in self.scope(path))
+
+    @property
+    def _reached_by(self) -> dict[str, set[str]]:
+        if not hasattr(self, "_reverse_cache"):
+            reverse: dict[str, set[str]] = {}
+            for source, targets in self.reaches.items():
+                for target in targets:
+                    reverse.setdefault(target, set()).add(source)
+            self._reverse_cache = reverse
+        return self._reverse_cache
 
     def module_in_ddp_context(self, path: str) -> bool:
         """RULES.md's DDP context, project-wide: the module itself, a module a DDP
@@ -293,18 +438,21 @@ class Project:
         """Project modules that a DDP module imports (``import utils``,
         ``from utils import f``, ``from . import utils``)."""
         if not hasattr(self, "_imported_cache"):
-            found: set[str] = set()
-            for other_path, other in self.modules.items():
-                if not other.own_ddp_context:
-                    continue
-                for target in other.imports.values():
-                    for candidate in (target, target.rpartition(".")[0]):
-                        if candidate.strip("."):
-                            resolved = self.resolve_module(other_path, candidate)
-                            if resolved is not None:
-                                found.add(resolved)
-            self._imported_cache = found
+            self._imported_cache = {target for other_path, other in self.modules.items()
+                                    if other.own_ddp_context for target in self.imported[other_path]}
         return self._imported_cache
+
+
+def _closure(starts: Iterable[str], edges: dict[str, set[str]]) -> set[str]:
+    """Everything reachable from ``starts`` along ``edges``, the starts included."""
+    seen = set(starts)
+    stack = list(seen)
+    while stack:
+        for following in edges.get(stack.pop(), ()):
+            if following not in seen:
+                seen.add(following)
+                stack.append(following)
+    return seen
 
 
 def _module_parts(path: str) -> list[str]:

@@ -1,0 +1,271 @@
+"""Precision and recall of ddplint on the blind-labelled files, in both modes users run.
+
+    python benchmarks/accuracy/measure.py                  # the ddplint of this Python
+    python benchmarks/accuracy/measure.py --python /venv-of-old-version/bin/python --label before
+
+For every repository in labels/*.yaml, the script lays the snapshot out from the
+fetched mirror (``/work/.mirror/owner+name``, see the search tool's ``fetch``) at
+the labelled commit into a scratch folder (``git init`` there: a real checkout
+has ``.git`` at its root), then runs ddplint twice:
+
+- **root**: ``ddplint .`` at the repository root (CI, ``ddplint path/``);
+- **named**: ``ddplint FILE...`` with only the labelled files (pre-commit passes
+  the staged files).
+
+A diagnostic matches a label of the same rule and file within 3 lines (one to
+one). Recall counts ``sure`` labels; precision counts a diagnostic right when it
+matches any label, or, in the adjudicated figures, when ``adjudicated.yaml``
+records a reviewer's verdict "right" for it (a second reading of disagreements,
+which the independent review also did). Never commit fetched code: the scratch
+folder lives under /tmp. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+MIRRORS = Path(os.environ.get("DDPLINT_MIRRORS", "/work/.mirror"))
+TOLERANCE = 3
+RULES = [f"DDP{n:03d}" for n in range(1, 26)]
+
+
+@dataclass
+class Label:
+    repo: str
+    path: str
+    rule: str
+    line: int
+    certainty: str
+    why: str = ""
+
+
+@dataclass
+class Repo:
+    name: str
+    commit: str
+    files: list[str] = field(default_factory=list)
+
+
+def load_labels(folder: Path) -> tuple[dict[str, Repo], list[Label]]:
+    repos: dict[str, Repo] = {}
+    labels: list[Label] = []
+    for file in sorted(folder.glob("*.yaml")):
+        document = yaml.safe_load(file.read_text()) or {}
+        for entry in document.get("repos") or []:
+            repo = repos.setdefault(entry["repo"], Repo(entry["repo"], entry["commit"]))
+            if repo.commit != entry["commit"]:
+                raise SystemExit(f"{file.name}: {entry['repo']} labelled at two commits")
+            for labelled in entry.get("files") or []:
+                repo.files.append(labelled["path"])
+                for label in labelled.get("labels") or []:
+                    labels.append(Label(entry["repo"], labelled["path"], label["rule"], int(label["line"]),
+                                        label.get("certainty", "sure"), label.get("why", "")))
+    return repos, labels
+
+
+def load_adjudications(path: Path) -> dict[tuple[str, str, str, int], str]:
+    if not path.exists():
+        return {}
+    entries = yaml.safe_load(path.read_text()) or []
+    return {(e["repo"], e["path"], e["rule"], int(e["line"])): e["verdict"] for e in entries}
+
+
+# What a lint of the repository reads: Python files, the files that mark or
+# configure a project root, and .gitignore files (discovery honours them).
+_WANTED_NAMES = ("pyproject.toml", "setup.py", "setup.cfg", ".ddplint.yaml", ".gitignore")
+
+
+def lay_out(repo: Repo, scratch: Path) -> Path:
+    """Write the snapshot's Python and project files at the labelled commit
+    (snapshots lack files of 4 MiB and more, so ``git archive`` cannot be used)."""
+    git_dir = MIRRORS / repo.name.replace("/", "+") / "repo"
+    if not git_dir.exists():
+        raise FileNotFoundError(f"no mirror for {repo.name} at {git_dir} (fetch it first)")
+    target = scratch / repo.name.replace("/", "+")
+    if (target / ".git").exists():
+        return target
+    git = ["git", f"--git-dir={git_dir}"]
+    listing = subprocess.run([*git, "ls-tree", "-r", "-z", repo.commit], capture_output=True, check=True).stdout
+    wanted = []
+    for entry in listing.decode("utf-8", "surrogateescape").split("\0"):
+        if not entry:
+            continue
+        meta, path = entry.split("\t", 1)
+        mode, kind, sha = meta.split()
+        if kind == "blob" and mode != "120000" and (path.endswith(".py") or path.rsplit("/", 1)[-1] in _WANTED_NAMES):
+            wanted.append((sha, path))
+    batch = subprocess.run([*git, "cat-file", "--batch"], input="".join(f"{sha}\n" for sha, _ in wanted).encode(),
+                           capture_output=True, check=True).stdout
+    position = 0
+    for sha, path in wanted:
+        header_end = batch.index(b"\n", position)
+        header = batch[position:header_end].split()
+        position = header_end + 1
+        if header[-1] == b"missing":
+            continue
+        size = int(header[2])
+        destination = target / path
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        destination.write_bytes(batch[position:position + size])
+        position += size + 1
+    subprocess.run(["git", "init", "-q", str(target)], check=True)
+    return target
+
+
+def run_ddplint(command: list[str], root: Path, paths: list[str], env: dict) -> dict[str, list[tuple[str, int]]]:
+    done = subprocess.run([*command, "--format", "json", "--no-cache", "--exit-zero", *paths],
+                          cwd=root, capture_output=True, text=True, env=env)
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"ddplint failed in {root}: {done.stderr.strip()[-500:]}")
+    document = json.loads(done.stdout)
+    found: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for entry in document["files"]:
+        for diagnostic in entry["diagnostics"]:
+            code = diagnostic["code"]
+            if code in RULES:
+                found[entry["path"]].append((code, diagnostic["range"]["start"]["line"] + 1))
+    return found
+
+
+@dataclass
+class Tally:
+    true_positive: int = 0  # diagnostics matching a label
+    adjudicated_right: int = 0  # unmatched diagnostics a reviewer judged right
+    false_positive: int = 0
+    found_sure: int = 0
+    missed_sure: int = 0
+
+    def precision(self, adjudicated: bool) -> float | None:
+        right = self.true_positive + (self.adjudicated_right if adjudicated else 0)
+        total = self.true_positive + self.adjudicated_right + self.false_positive
+        return right / total if total else None
+
+    def recall(self) -> float | None:
+        total = self.found_sure + self.missed_sure
+        return self.found_sure / total if total else None
+
+
+def score(repos, labels, diagnostics, adjudications, details):
+    """One mode's tallies per rule; ``details`` collects every disagreement."""
+    tallies: dict[str, Tally] = defaultdict(Tally)
+    by_file: dict[tuple[str, str], list[Label]] = defaultdict(list)
+    for label in labels:
+        by_file[(label.repo, label.path)].append(label)
+    for repo in repos.values():
+        for path in repo.files:
+            expected = list(by_file.get((repo.name, path), []))
+            matched: set[int] = set()
+            for rule, line in sorted(diagnostics.get((repo.name, path), [])):
+                candidates = [(abs(l.line - line), i) for i, l in enumerate(expected)
+                              if i not in matched and l.rule == rule and abs(l.line - line) <= TOLERANCE]
+                if candidates:
+                    matched.add(min(candidates)[1])
+                    tallies[rule].true_positive += 1
+                    continue
+                verdict = adjudications.get((repo.name, path, rule, line))
+                if verdict == "right":
+                    tallies[rule].adjudicated_right += 1
+                else:
+                    tallies[rule].false_positive += 1
+                details.append(f"{'FP' if verdict != 'right' else 'ok'} {rule} {repo.name}:{path}:{line}"
+                               f"{'' if verdict else ' (not adjudicated)'}")
+            for i, label in enumerate(expected):
+                if label.certainty != "sure":
+                    continue
+                if i in matched:
+                    tallies[label.rule].found_sure += 1
+                else:
+                    tallies[label.rule].missed_sure += 1
+                    details.append(f"FN {label.rule} {repo.name}:{path}:{label.line}  ({label.why})")
+    return tallies
+
+
+def table(modes: dict[str, dict[str, Tally]]) -> str:
+    def fmt(value):
+        return "–" if value is None else f"{value:.2f}"
+
+    names = list(modes)
+    header = "| rule | " + " | ".join(f"{m}: P (adj.) | {m}: R | {m}: TP/FP/FN" for m in names) + " |"
+    lines = [header, "|" + "---|" * (1 + 3 * len(names))]
+    for rule in [*RULES, "all"]:
+        cells = []
+        for mode in names:
+            tallies = modes[mode]
+            tally = _total(tallies) if rule == "all" else tallies.get(rule, Tally())
+            cells += [f"{fmt(tally.precision(False))} ({fmt(tally.precision(True))})", fmt(tally.recall()),
+                      f"{tally.true_positive + tally.adjudicated_right}/{tally.false_positive}/{tally.missed_sure}"]
+        if rule != "all" and all(c in ("– (–)", "–", "0/0/0") for c in cells):
+            continue
+        lines.append(f"| {rule} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _total(tallies: dict[str, Tally]) -> Tally:
+    total = Tally()
+    for tally in tallies.values():
+        for name in vars(total):
+            setattr(total, name, getattr(total, name) + getattr(tally, name))
+    return total
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--python", default=sys.executable,
+                        help="the interpreter whose installed ddplint is measured (default: this one)")
+    parser.add_argument("--label", default="this checkout")
+    parser.add_argument("--scratch", default=os.path.join(tempfile.gettempdir(), "ddplint-accuracy"))
+    parser.add_argument("--details", help="write every disagreement to this file")
+    parser.add_argument("--json", help="write the tallies as JSON to this file")
+    args = parser.parse_args()
+
+    repos, labels = load_labels(HERE / "labels")
+    adjudications = load_adjudications(HERE / "adjudicated.yaml")
+    environment = dict(os.environ)
+    command = [args.python, "-m", "ddplint"]
+    scratch = Path(args.scratch)
+    root_found: dict[tuple[str, str], list] = {}
+    named_found: dict[tuple[str, str], list] = {}
+    skipped = []
+    for repo in repos.values():
+        try:
+            root = lay_out(repo, scratch)
+        except (FileNotFoundError, subprocess.CalledProcessError) as error:
+            skipped.append(f"{repo.name}: {error}")
+            continue
+        for path, found in run_ddplint(command, root, ["."], environment).items():
+            root_found[(repo.name, path)] = found
+        present = [p for p in repo.files if (root / p).exists()]
+        for path, found in run_ddplint(command, root, present, environment).items():
+            named_found[(repo.name, path)] = found
+    details: list[str] = []
+    modes = {"root": score(repos, labels, root_found, adjudications, details)}
+    details.append("---- named files")
+    modes["named"] = score(repos, labels, named_found, adjudications, details)
+    files = sum(len(r.files) for r in repos.values())
+    sure = sum(1 for label in labels if label.certainty == "sure")
+    print(f"ddplint: {args.label} ({args.python}); {len(repos)} repositories, {files} files, "
+          f"{len(labels)} labels ({sure} sure)")
+    for line in skipped:
+        print("skipped:", line)
+    print(table(modes))
+    if args.details:
+        Path(args.details).write_text("\n".join(details) + "\n")
+    if args.json:
+        Path(args.json).write_text(json.dumps({m: {r: vars(t) for r, t in ts.items()} for m, ts in modes.items()},
+                                              indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,317 @@
+"""The shared analysis the rules query: reaching bindings, what a value holds
+(wrapped models, ranks), process roles and name resolution.
+
+Each test builds a real semantic index from source and asks it about one use.
+"""
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from ddplint import names
+from ddplint.analysis.roles import LAUNCHER, SINGLE_PROCESS, WORKER, process_role
+from ddplint.analysis.semantic import SemanticIndex
+from ddplint.analysis.values import GLOBAL, LOCAL, is_ddp_model, is_global_rank, rank_sources
+
+
+def index_of(source: str) -> SemanticIndex:
+    source = textwrap.dedent(source).lstrip("\n")
+    return SemanticIndex.build(cst.parse_module(source), source, "train.py")
+
+
+def use(index: SemanticIndex, name: str, occurrence: int = -1) -> cst.Name:
+    """The ``occurrence``-th read of ``name`` inside a call, in source order."""
+    found: list[cst.Name] = []
+    for site in index.calls:  # calls are in source order, outer before inner
+        for node in _names(site.node):
+            if node.value == name and not any(node is seen for seen in found):
+                found.append(node)
+    return found[occurrence]
+
+
+def _names(node):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name):
+            yield current
+        stack.extend(current.children)
+
+
+def reaching_values(index, name, occurrence=-1):
+    return sorted(cst.Module([]).code_for_node(b.value) if b.value is not None else b.kind
+                  for b in index.reaching(name, use(index, name, occurrence)))
+
+
+# ---------------------------------------------------------------------- reaching bindings
+def test_branches_merge_and_later_bindings_kill_earlier_ones():
+    index = index_of("""
+        net = Net()
+        if distributed:
+            net = DDP(net)
+        else:
+            net = net.cuda()
+        run(net)
+        net = None
+        other(net)
+    """)
+    assert reaching_values(index, "net", -2) == ["DDP(net)", "net.cuda()"]
+    assert reaching_values(index, "net", -1) == ["None"]
+
+
+def test_an_if_without_else_keeps_the_earlier_binding():
+    index = index_of("""
+        rank = args.gpu
+        if "SLURM_PROCID" in os.environ:
+            rank = int(os.environ["SLURM_PROCID"])
+        use(rank)
+    """)
+    assert reaching_values(index, "rank") == ["args.gpu", 'int(os.environ["SLURM_PROCID"])']
+
+
+def test_loops_carry_bindings_around_and_out():
+    index = index_of("""
+        total = 0
+        for x in loader:
+            show(total)
+            total = total + x
+        final(total)
+    """)
+    assert reaching_values(index, "total", 0) == ["0", "total + x"]
+    assert reaching_values(index, "total", -1) == ["0", "total + x"]
+
+
+def test_continue_skips_the_rest_of_the_iteration_and_break_leaves():
+    index = index_of("""
+        acc = 0.0
+        for i, xb in enumerate(loader):
+            acc = acc + xb
+            if i % k:
+                continue
+            acc = 0.0
+        report(acc)
+    """)
+    assert reaching_values(index, "acc") == ["0.0", "0.0", "acc + xb"]  # the start and the reset
+
+
+def test_while_true_leaves_only_through_break():
+    index = index_of("""
+        state = "start"
+        while True:
+            state = step()
+            if state is None:
+                break
+        done(state)
+    """)
+    assert reaching_values(index, "state") == ["step()"]
+
+
+def test_return_ends_a_path():
+    index = index_of("""
+        def f(flag):
+            device = "cuda:0"
+            if flag:
+                device = "cpu"
+                return device
+            return use(device)
+    """)
+    assert reaching_values(index, "device") == ['"cuda:0"']
+
+
+def test_handlers_see_every_state_of_the_try_body():
+    index = index_of("""
+        ckpt = None
+        try:
+            ckpt = load(path)
+            ckpt = fix(ckpt)
+        except OSError:
+            warn(ckpt)
+    """)
+    assert reaching_values(index, "ckpt") == ["None", "fix(ckpt)", "load(path)"]
+
+
+def test_parameters_reach_the_function_body_until_rebound():
+    index = index_of("""
+        def fit(rank, args):
+            probe(rank)
+            if args.slurm:
+                rank = int(os.environ["SLURM_PROCID"])
+            torch.cuda.set_device(rank)
+    """)
+    assert reaching_values(index, "rank", 0) == ["param"]
+    assert reaching_values(index, "rank", -1) == ['int(os.environ["SLURM_PROCID"])', "param"]
+
+
+def test_a_function_reads_the_module_bindings_that_reach_the_end_of_the_module():
+    index = index_of("""
+        model = Net()
+        model = DDP(model)
+        def evaluate():
+            return model(x)
+    """)
+    assert reaching_values(index, "model") == ["DDP(model)"]
+
+
+def test_comprehension_variables_stay_in_their_comprehension():
+    index = index_of("""
+        x = torch.zeros(3)
+        ys = [f(x) for x in items]
+        g(x)
+    """)
+    assert reaching_values(index, "x", -1) == ["torch.zeros(3)"]
+    assert [b.kind for b in index.reaching("x", use(index, "x", 0))] == ["loop"]
+
+
+def test_tuple_assignment_binds_each_element_to_its_value():
+    index = index_of("""
+        net, cfg = self.net, self.cfg
+        run(net)
+    """)
+    assert reaching_values(index, "net") == ["self.net"]
+
+
+# ---------------------------------------------------------------------- wrapped models
+DDP_IMPORT = "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+
+
+@pytest.mark.parametrize("source", [
+    DDP_IMPORT + "if ddp:\n    net = DDP(net)\nelse:\n    net = net.cuda()\nnet(x)\n",
+    DDP_IMPORT + "net = DDP(net) if cuda else net\nnet(x)\n",
+    DDP_IMPORT + "model = DDP(model)\nmodel = model.to(device)\nmodel(x)\n",
+    DDP_IMPORT + "class T:\n    def __init__(self, m):\n        self.net = DDP(m)\n"
+                 "    def step(self, x):\n        net, cfg = self.net, self.cfg\n        net(x)\n",
+    "import torch\nWrapper = torch.nn.parallel.DistributedDataParallel\nmodel = Wrapper(model)\nmodel(x)\n",
+    "from mmcv.parallel import MMDistributedDataParallel\nmodel = MMDistributedDataParallel(model)\nmodel(x)\n",
+])
+def test_wrapped_models_are_seen_through_branches_aliases_and_pass_throughs(source):
+    index = index_of(source)
+    site = index.calls[-1]
+    assert is_ddp_model(index, site.node.func)
+
+
+@pytest.mark.parametrize("source", [
+    DDP_IMPORT + "model = DDP(model)\nraw = model.module if hasattr(model, 'module') else model\nraw(x)\n",
+    DDP_IMPORT + "model = DDP(model)\nmodel = Net()\nmodel(x)\n",
+    DDP_IMPORT + "def f(model):\n    model(x)\n",
+])
+def test_unwrapped_and_rebound_models_are_not_wrapped(source):
+    index = index_of(source)
+    assert not is_ddp_model(index, index.calls[-1].node.func)
+
+
+# ---------------------------------------------------------------------- ranks
+@pytest.mark.parametrize("source,expected", [
+    ("rank = dist.get_rank()\ndev(rank)\n", True),
+    ("local_rank = dist.get_rank()\ndev(local_rank)\n", True),
+    ("rank = int(os.environ['LOCAL_RANK'])\ndev(rank)\n", False),
+    ("rank = dist.get_rank() % torch.cuda.device_count()\ndev(rank)\n", False),
+    ("env = {k: os.environ[k] for k in ('RANK', 'WORLD_SIZE')}\nrank = int(env['RANK'])\ndev(rank)\n", True),
+    ("env = dict(os.environ)\ndev(int(env.get('RANK', 0)))\n", True),
+    ("rank = args.gpu\nif slurm:\n    rank = int(os.environ['SLURM_PROCID'])\ndev(rank)\n", True),
+    ("rank = int(os.environ['LOCAL_RANK'])\nif slurm:\n    rank = int(os.environ['SLURM_PROCID'])\ndev(rank)\n",
+     False),
+    ("rank = args.rank\ndev(rank)\n", False),
+])
+def test_the_global_rank_is_decided_by_the_reaching_bindings(source, expected):
+    index = index_of("import os\nimport torch\nimport torch.distributed as dist\n" + source)
+    argument = index.calls_by_method["dev"][0].node.args[0].value
+    assert is_global_rank(index, argument) is expected
+
+
+def test_rank_sources_name_every_origin():
+    index = index_of("""
+        import os
+        import torch.distributed as dist
+        r = dist.get_rank() if dist.is_initialized() else int(os.environ["LOCAL_RANK"])
+        dev(r)
+    """)
+    assert {GLOBAL, LOCAL} <= rank_sources(index, index.calls[-1].node.args[0].value)
+
+
+# ---------------------------------------------------------------------- process roles
+def test_launcher_parent_worker_and_single_process_code():
+    index = index_of("""
+        import torch
+        import torch.multiprocessing as mp
+
+        def worker(gpu, args):
+            a = torch.device("cuda:0")
+
+        def main():
+            b = torch.device("cuda:0")
+            if args.distributed:
+                mp.spawn(worker, nprocs=4, args=(args,))
+            else:
+                c = torch.device("cuda:0")
+                worker(0, args)
+    """)
+    devices = index.calls_to(names.TORCH_DEVICE)
+    assert [process_role(index, site.node) for site in devices] == [WORKER, LAUNCHER, SINGLE_PROCESS]
+
+
+@pytest.mark.parametrize("test,arm,role", [
+    ("world > 1", "else", SINGLE_PROCESS),
+    ("args.nprocs == 1", "body", SINGLE_PROCESS),
+    ("1 < num_processes", "else", SINGLE_PROCESS),
+    ("not use_ddp", "body", SINGLE_PROCESS),
+    ("args.local_rank == -1", "body", SINGLE_PROCESS),
+    ("args.local_rank == -1", "else", WORKER),
+    ("epoch > 1", "else", WORKER),
+])
+def test_single_process_branches(test, arm, role):
+    body, orelse = ("x = f()", "y = 1") if arm == "body" else ("y = 1", "x = f()")
+    index = index_of(f"if {test}:\n    {body}\nelse:\n    {orelse}\n")
+    assert process_role(index, index.calls_to("f")[0].node if index.calls_to("f") else index.calls[0].node) == role
+
+
+# ---------------------------------------------------------------------- names
+def test_star_imports_and_submodule_imports_resolve_conventional_names():
+    index = index_of("from utils import *\ndist.barrier()\ntorch.save(m, p)\n")
+    assert {s.qualified_name for s in index.calls} == {"torch.distributed.barrier", "torch.save"}
+    index = index_of("import torch.distributed as dist\ntorch.save(m, p)\n")
+    assert index.calls[0].qualified_name == "torch.save"
+
+
+def test_a_local_name_is_never_mistaken_for_a_star_imported_one():
+    index = index_of("from utils import *\ndef dist():\n    pass\ndist.barrier()\n")
+    assert index.calls[-1].qualified_name is None
+
+
+def test_accelerator_api_is_set_device():
+    index = index_of("import torch\ntorch.accelerator.set_device_index(rank)\n")
+    assert index.calls[0].qualified_name == names.SET_DEVICE
+
+
+# ---------------------------------------------------------------------- values across calls
+def test_a_global_rank_passed_as_an_argument_is_a_global_rank_inside(tmp_path):
+    from ddplint.engine import Linter
+    from ddplint.config import Settings
+    from ddplint.screen.facts import summarize
+    from ddplint.screen.project import Project
+
+    source = textwrap.dedent("""
+        import os
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+
+        def fit(proc):
+            torch.cuda.set_device(proc)
+
+        def worker(gpu, args):
+            torch.cuda.set_device(gpu)
+
+        if __name__ == "__main__":
+            fit(int(os.environ["RANK"]))
+            mp.spawn(worker, nprocs=4, args=(None,))
+    """).lstrip()
+    linter = Linter(Settings(select=("DDP017",), root=tmp_path))
+    linter.project = Project([summarize(source, "train.py")])
+    found = [(d.code, d.line) for d in linter.lint_source(source, "train.py").diagnostics]
+    assert found == [("DDP017", 7)]  # ``fit(RANK)``; the spawn index in worker() stays exempt
+
+
+def test_node_rank_arithmetic_is_a_global_rank():
+    index = index_of("rank = args.node_rank * ngpus_per_node + gpu\ndev(rank)\n")
+    assert is_global_rank(index, index.calls_by_method["dev"][0].node.args[0].value)
