@@ -172,8 +172,9 @@ def test_script_that_spawns_its_own_ranks_is_instrumented():
 
 
 @slow
-def test_module_run_wraps_the_users_own_comm_hook(tmp_path):
-    """`-m pkg.train`: a user comm hook registered after the wrap still runs, under the counter."""
+def test_module_run_of_a_nccl_script_on_cpu_wraps_the_users_own_comm_hook(tmp_path):
+    """`-m pkg.train`: --device cpu runs a script written for NCCL on gloo (and says so), and
+    a comm hook the script registers after the wrap still runs, under the counting hook."""
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -188,7 +189,7 @@ def test_module_run_wraps_the_users_own_comm_hook(tmp_path):
             state["calls"] += 1
             return default_hooks.allreduce_hook(None, bucket)
 
-        dist.init_process_group("gloo")
+        dist.init_process_group("nccl")
         try:
             model = DDP(torch.nn.Linear(8, 2))
             state = {"calls": 0}
@@ -207,6 +208,8 @@ def test_module_run_wraps_the_users_own_comm_hook(tmp_path):
                  "-m", "pkg.train", cwd=tmp_path, env={"HOOK_LOG": str(tmp_path / "hook-calls-")})
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
+    assert doc["backend"] == "gloo"
+    assert all(r["backend_requested"] == "nccl" and r["backend"] == "gloo" for r in doc["per_rank"])
     assert all(r["allreduce"]["rounds"] == [1] * 4 for r in doc["per_rank"])
     # The user's hook ran once per step on each rank (the log is written after each step: 3 of 4).
     assert [(tmp_path / f"hook-calls-{rank}").read_text() for rank in (0, 1)] == ["3", "3"]

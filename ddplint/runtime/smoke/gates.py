@@ -293,8 +293,7 @@ def _stalled(ranks: list[RankRun], facts: RunFacts, rules) -> Check:
                      + (f"#{last['seq']} {last['op']} at {_site_text(last['site'])}" if last else "none"))
     return Check("hang", FAIL, facts.stalled_s, "s",
                  f"no rank made progress for {facts.stalled_s:.0f} s and ddplint stopped the run "
-                 f"(not inside a collective it could time out): {'; '.join(parts)}", rules,
-                 f"the run stalled for {facts.stalled_s:.0f} s")
+                 f"(not inside a collective it could time out): {'; '.join(parts)}", rules)
 
 
 # ------------------------------------------------------------------ exception
@@ -315,14 +314,14 @@ def exception(ranks: list[RankRun], hung: bool = False) -> Check:
         return Check("exception", PASS, None, "s", "no rank raised an error of its own")
     first = raised[0]
     t0 = first.error["t"]
-    others = [r for r in ranks if r is not first]
-    stopped_after = max(((r.ended_t or r.last_t) - t0 for r in others), default=0.0)
+    others = [r for r in ranks if r is not first and (r.ended_t or r.last_t)]  # silent ranks: no times
+    stopped_after = max(0.0, *((r.ended_t or r.last_t) - t0 for r in others)) if others else None
     where = _site_text(first.error.get("site"))
     also = f"; ranks {[r.rank for r in raised[1:]]} raised too" if len(raised) > 1 else ""
     message = (f"rank {first.rank} raised {first.error['type']}: {first.error['message']}"
                f"{' at ' + where if where else ''} (step {first.error.get('steps', 0) + 1})"
-               + (f"; the other ranks stopped {max(stopped_after, 0.0):.1f} s later" if others else "") + also)
-    return Check("exception", FAIL, round(max(stopped_after, 0.0), 3), "s", message, (), "",
+               + (f"; the other ranks stopped {stopped_after:.1f} s later" if others else "") + also)
+    return Check("exception", FAIL, None if stopped_after is None else round(stopped_after, 3), "s", message, (), "",
                  _location(first.error.get("site"), f"rank {first.rank} raised {first.error['type']} here"))
 
 

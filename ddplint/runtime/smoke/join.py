@@ -44,10 +44,12 @@ class LintError(Exception):
 
 
 def lint_script(script: Path) -> list[Finding]:
-    """Diagnostics of ``script`` through ddplint's public lint path (as ``ddplint check``)."""
+    """Diagnostics of ``script`` through ddplint's public lint path, as ``ddplint SCRIPT``
+    gives them: its configuration, the facts of its whole project, the result cache."""
+    from ddplint.cache import CACHE_DIR_NAME
     from ddplint.config import ConfigError, load_settings
     from ddplint.discovery import PathError, discover, relative_display
-    from ddplint.engine import lint_files
+    from ddplint.engine import default_jobs, lint_paths
 
     try:
         settings = load_settings(start=script.parent)
@@ -55,10 +57,10 @@ def lint_script(script: Path) -> list[Finding]:
     except (ConfigError, PathError) as error:
         raise LintError(str(error)) from error
     shown = {path: relative_display(path, settings.root) for path in found.files}
-    findings = []
-    for result in lint_files(found.files, settings, jobs=1, display=shown):
-        for d in result.diagnostics:
-            findings.append(Finding(d.code, d.name, d.severity, result.path, d.line, d.column, d.message))
+    results = lint_paths(found.files, settings, default_jobs(), cache_dir=settings.root / CACHE_DIR_NAME,
+                         display=shown)
+    findings = [Finding(d.code, d.name, d.severity, result.path, d.line, d.column, d.message)
+                for result in results for d in result.diagnostics]
     return sorted(findings, key=lambda f: (f.path, f.line, f.column, f.code))
 
 

@@ -100,7 +100,7 @@ def run(cmd: list[str], env: dict, reader: EventReader, stall_limit_s: float, qu
         _note_ended(reader)
         stalled = _stall(reader, t0, stall_limit_s)
         if stalled is not None:
-            _kill_group(proc)
+            _kill(proc, [r.pid for r in reader.runs.values() if r.ended_t is None])
             break
     proc.wait()
     pump.join(timeout=5)
@@ -151,17 +151,21 @@ def _alive(pid: int) -> bool:
             return False
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+def _kill(proc: subprocess.Popen, rank_pids: list[int]) -> None:
+    """Stop the launcher's process group and the ranks: torchrun starts each worker in a
+    session of its own, out of reach of a signal to the launcher's group."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for target, send in ((proc.pid, os.killpg), *((pid, os.kill) for pid in rank_pids)):
+            try:
+                send(target, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace)
-            return
+            proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
             continue
+        if not any(_alive(pid) for pid in rank_pids):
+            return
 
 
 # ------------------------------------------------------------------ which launcher

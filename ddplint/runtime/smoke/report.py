@@ -125,7 +125,7 @@ def render_text(doc: dict, header: Header, findings: list[Finding], stream: IO[s
     console = Console(file=stream, width=max(100, _width(stream)), soft_wrap=False, highlight=False)
     plain = not console.is_terminal
     console.print(f"[bold]ddplint smoke[/] — {escape(header.target)}: {doc['ranks']} ranks ({header.launcher}), "
-                  f"{doc['device']}/{doc['backend']}, {doc['steps']} optimizer steps on every rank, "
+                  f"{doc['device']}/{doc['backend'] or '?'}, {doc['steps']} optimizer steps on every rank, "
                   f"{header.wall_s:.1f} s")
     if header.backend_note:
         console.print(escape(header.backend_note))

@@ -74,6 +74,7 @@ def _run(opts: SmokeOptions, stream: IO[str]) -> int:
         ranks = reader.ranks()
     if not ranks:
         raise RunError(_no_ranks(done))
+    ranks = with_silent_ranks(ranks, opts.nproc or 2 if launcher == "torchrun" else 0)
     facts = gates.RunFacts(opts.steps, opts.max_comm_fraction, opts.timeout, done.stalled_s)
     checks = gates.evaluate(ranks, facts)
     join(findings, checks)
@@ -136,12 +137,21 @@ def choose_launcher(opts: SmokeOptions, target: launch.Target) -> str:
 
 
 def _no_ranks(done: launch.Launch) -> str:
-    tail = "\n".join(done.output_tail[-20:])
+    banner = ("*****", "Setting OMP_NUM_THREADS")  # torchrun's own notice
+    tail = "\n".join([line for line in done.output_tail if line.strip() and not line.startswith(banner)][-20:])
     if done.returncode == 0:
         return ("the script ran but no process initialised a torch.distributed process group, "
                 "so there was nothing to measure" + (f"; its last output:\n{tail}" if tail else ""))
     return (f"no rank started (the launcher exited with code {done.returncode})"
             + (f"; its last output:\n{tail}" if tail else ""))
+
+
+def with_silent_ranks(ranks: list[RankRun], launched: int) -> list[RankRun]:
+    """Add the ranks that never wrote a word (killed before their process group came up)."""
+    expected = max([launched, *(r.init.get("world_size", 0) for r in ranks)])
+    known = {r.rank for r in ranks}
+    silent = [RankRun(rank=rank, pid=0) for rank in range(expected) if rank not in known]
+    return sorted(ranks + silent, key=lambda r: r.rank if r.rank is not None else 1 << 30)
 
 
 def _display(target: launch.Target) -> str:
@@ -153,8 +163,8 @@ def _display(target: launch.Target) -> str:
         return str(target.script)
 
 
-def _backend(ranks: list[RankRun]) -> str:
-    return next((r.init["backend"] for r in ranks if r.init), "none")
+def _backend(ranks: list[RankRun]) -> str | None:
+    return next((r.init["backend"] for r in ranks if r.init), None)
 
 
 def _backend_note(ranks: list[RankRun]) -> str:

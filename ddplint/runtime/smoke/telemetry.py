@@ -36,7 +36,7 @@ class RankRun:
             return "collective-failed" if self.error.get("failure") else "raised"
         if self.exit is not None:
             return "finished"
-        return "killed"
+        return "killed"  # no last word: a signal, an abort, or it never got to write one
 
     def collective(self, group: str, seq: int) -> dict | None:
         for entry in self.collectives:
