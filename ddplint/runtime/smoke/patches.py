@@ -2,8 +2,8 @@
 
 What is patched, and why each one:
 
-- ``init_process_group``: the collective timeout becomes ``--timeout``, ``--device cpu``
-  forces gloo, and the rank's ``Recorder`` starts (only ranks record anything).
+- ``init_process_group`` (and ``new_group``): the collective timeout becomes ``--timeout``,
+  ``--device cpu`` forces gloo, and the rank's ``Recorder`` starts (only ranks record anything).
 - ``destroy_process_group``: a no-op once the recorder destroyed the group at ``--steps``,
   so that the script's own ``finally: destroy_process_group()`` does not fail.
 - the global optimizer step hooks (``register_optimizer_step_pre/post_hook``): step
@@ -97,7 +97,7 @@ def _patch_init_and_destroy() -> None:
         timeout_s = float(os.environ.get(ENV_TIMEOUT, "60"))
         bound.arguments["timeout"] = datetime.timedelta(seconds=timeout_s)
         result = real_init(*bound.args, **bound.kwargs)
-        if _outermost() and rec_module.current() is None:
+        if rec_module.current() is None:
             _start_recorder(requested_backend, requested_timeout, timeout_s, real_destroy)
         return result
 
@@ -108,8 +108,18 @@ def _patch_init_and_destroy() -> None:
             return None  # ddplint smoke stopped the run and destroyed it already
         return real_destroy(group)
 
+    real_new_group = c10d.new_group
+
+    @functools.wraps(real_new_group)
+    def new_group(*args, **kwargs):
+        # Subgroups get the same bounded timeout: a hang in one must end in a diagnosis too.
+        bound = inspect.signature(real_new_group).bind(*args, **kwargs)
+        bound.arguments["timeout"] = datetime.timedelta(seconds=float(os.environ.get(ENV_TIMEOUT, "60")))
+        return real_new_group(*bound.args, **bound.kwargs)
+
     _set_everywhere("init_process_group", init_process_group)
     _set_everywhere("destroy_process_group", destroy_process_group)
+    _set_everywhere("new_group", new_group)
 
 
 def _start_recorder(requested_backend, requested_timeout, timeout_s: float, real_destroy) -> None:
@@ -163,8 +173,9 @@ class _HookState:
     """State of the counting comm hook: the hook it runs after counting (the user's, or
     None for the default all-reduce) and that hook's own state."""
 
-    def __init__(self, process_group, hook=None, state=None) -> None:
+    def __init__(self, process_group, model: int, hook=None, state=None) -> None:
         self.process_group = process_group
+        self.model = model  # which DDP model of this rank
         self.hook = hook
         self.state = state
 
@@ -174,12 +185,12 @@ def _counting_comm_hook(state, bucket):
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
     recorder = rec_module.current()
-    if recorder is None:
+    if recorder is None:  # a hook state of another process group's life
         return _run_inner(state, bucket, default_hooks)
     buffer = bucket.buffer()
     entry = recorder.enter("DDP gradient all_reduce", _group_name(state.process_group),
                            buffer.numel() * buffer.element_size(), recorder.backward_site or user_site(),
-                           bucket=bucket.index(), last=bucket.is_last())
+                           bucket=bucket.index(), last=bucket.is_last(), model=state.model)
     future = _run_inner(state, bucket, default_hooks)
 
     def finished(fut):
@@ -218,12 +229,11 @@ def _patch_ddp() -> None:
         recorder = rec_module.current()
         if recorder is None or getattr(self, "reducer", None) is None:
             return
-        state = _HookState(self.process_group)
+        state = _HookState(self.process_group, recorder.new_model(self.parameters()))
         if constructing.hook is not None:  # DDP registered one itself (mixed precision)
             state.state, state.hook = constructing.hook
         real_register(self, state, _counting_comm_hook)
         self._ddplint_smoke_hook = state
-        recorder.memory.ignore(p for p in self.parameters())
 
     @functools.wraps(real_register)
     def register_comm_hook(self, state, hook):

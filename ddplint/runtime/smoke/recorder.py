@@ -40,7 +40,7 @@ class _Step:
     phases: dict = field(default_factory=lambda: {"data": 0.0, "forward": 0.0, "backward": 0.0,
                                                    "optimizer": 0.0})
     comm: list = field(default_factory=list)  # (start, end) of each finished collective
-    rounds: int = 0  # DDP gradient all-reduce rounds (one per synced backward)
+    rounds: dict = field(default_factory=dict)  # DDP model -> all-reduce rounds (one per synced backward)
     buckets: int = 0
     bucket_bytes: int = 0
     collectives: dict = field(default_factory=dict)  # op -> count (user collectives)
@@ -69,6 +69,13 @@ class Recorder:
         self._next_id = 0
         self.memory = MemorySampler(device)
         self.flops = FlopWindow()
+        self.models = 0  # DDP models built on this rank
+
+    def new_model(self, parameters) -> int:
+        """A DDP model was built: its index, and its parameters are not autograd's memory."""
+        self.memory.ignore(parameters)
+        self.models += 1
+        return self.models - 1
 
     # ---------------------------------------------------------------- activity
 
@@ -91,8 +98,9 @@ class Recorder:
     # ---------------------------------------------------------------- collectives
 
     def enter(self, op: str, group: str, nbytes: int, site, bucket: int | None = None,
-              last: bool = False) -> dict:
-        """A collective is issued; returns the entry to pass to ``leave``."""
+              last: bool = False, model: int = 0) -> dict:
+        """A collective is issued; returns the entry to pass to ``leave``.  ``bucket`` and
+        ``last`` describe a DDP gradient bucket of the ``model``-th DDP model."""
         with self._lock:
             seq = self.seq[group] = self.seq.get(group, 0) + 1
             self._next_id += 1
@@ -103,7 +111,8 @@ class Recorder:
             if bucket is not None:
                 self.step.buckets += 1
                 self.step.bucket_bytes += nbytes
-                self.step.rounds += bool(last)
+                if last:
+                    self.step.rounds[model] = self.step.rounds.get(model, 0) + 1
             else:
                 self.step.collectives[op] = self.step.collectives.get(op, 0) + 1
                 self.step.coll_bytes += nbytes
@@ -144,7 +153,10 @@ class Recorder:
             issued = sum(self.seq.values())
         record = {
             "n": self.steps, "wall_s": now - t0, "comm_s": comm, **{f"{k}_s": v for k, v in step.phases.items()},
-            "rounds": step.rounds, "buckets": step.buckets, "bucket_bytes": step.bucket_bytes,
+            # Rounds of the model that synced most: two models (GAN, teacher and student)
+            # that each sync once are fine; one model that syncs twice is accumulation.
+            "rounds": max(step.rounds.values(), default=0), "rounds_by_model": step.rounds,
+            "buckets": step.buckets, "bucket_bytes": step.bucket_bytes,
             "collectives": step.collectives, "coll_bytes": step.coll_bytes, "batches": step.batches,
             "samples": step.samples, "issued": issued, **self.memory.sample(),
         }
