@@ -282,3 +282,31 @@ def test_backend_failures_are_told_from_the_users_own_errors():
                                          "10000ms for recv operation to complete")) == "timeout"
     assert classify_failure(IndexError("Target 12 is out of bounds.")) is None
     assert classify_failure(RuntimeError("mat1 and mat2 shapes cannot be multiplied (4x8 and 9x2)")) is None
+
+
+def test_a_rank_killed_in_a_collective_is_diagnosed_from_its_log():
+    """NCCL's watchdog aborts a hung rank: no Python error, only its event log. The hang is
+    read from the collectives it logged that its peer never issued."""
+    from ddplint.runtime.smoke.gates import RunFacts, evaluate
+    from ddplint.runtime.smoke.telemetry import RankRun, _apply
+
+    def rank_run(rank, collectives, last):
+        run = RankRun(rank=rank, pid=100 + rank)
+        _apply(run, {"ev": "init", "t": 0.0, "rank": rank, "world_size": 2, "memory_kind": "cuda-allocated"})
+        for seq in range(1, collectives + 1):
+            _apply(run, {"ev": "coll", "t": float(seq), "seq": seq, "group": "world", "op": "DDP gradient all_reduce",
+                         "bytes": 4096, "site": ["/job/train.py", 70], "step": seq, "bucket": 0})
+        _apply(run, last)
+        return run
+
+    hung = rank_run(0, 8, {"ev": "step", "t": 7.5, "n": 7, "wall_s": 0.1, "comm_s": 0.01, "rounds": 1,
+                           "buckets": 1, "bucket_bytes": 4096, "collectives": {}, "batches": {}, "samples": 8,
+                           "mem": 1, "rss": 1})
+    hung.ended_t = 68.0  # aborted 60 s after it entered collective #8
+    finished = rank_run(1, 7, {"ev": "exit", "t": 7.6, "steps": 7, "issued": 7})
+    checks = {c.name: c for c in evaluate([hung, finished], RunFacts(10, 0.5, 60.0))}
+    assert checks["hang"].verdict == "fail" and checks["hang"].value == 60.0
+    assert checks["hang"].message.startswith("rank 0 waited 60.0 s in collective #8 DDP gradient all_reduce "
+                                             "(train.py:70, step 8) and was killed while waiting; rank 1 never "
+                                             "arrived: it finished the script after 7 collectives")
+    assert checks["exception"].verdict == "pass"  # the abort is the hang's, not a crash of its own

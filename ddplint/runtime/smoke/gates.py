@@ -217,19 +217,22 @@ _OUTCOMES = {"timeout": "timed out", "peer-lost": "failed when a peer left", "ba
 def _waits(ranks: list[RankRun]) -> list[_Wait]:
     """Ranks that were waiting in a collective when the run ended, first by rank.
 
-    A rank whose collective failed says so in its error event.  A rank killed from outside
-    (NCCL's watchdog aborts the process; torchrun or ddplint sends SIGTERM) says nothing:
-    its last logged collective counts when some peer never issued it."""
+    A rank whose collective failed while in flight says so in its error event.  Otherwise
+    (NCCL's futures complete when the work is queued; NCCL's watchdog aborts the process;
+    torchrun or ddplint sends SIGTERM) the rank's last logged collective counts when some
+    peer never issued it."""
     found = []
     for r in ranks:
-        if r.error is not None and r.error.get("failure") and r.error.get("in_flight"):
+        failure = (r.error or {}).get("failure")
+        if failure and r.error.get("in_flight"):
             entry = min(r.error["in_flight"], key=lambda e: e["seq"])
-            found.append(_Wait(r, entry, entry["waited_s"], _OUTCOMES[r.error["failure"]]))
-        elif r.outcome == "killed" and r.collectives:
+            found.append(_Wait(r, entry, entry["waited_s"], _OUTCOMES[failure]))
+        elif (failure or r.outcome == "killed") and r.collectives:
             entry = r.collectives[-1]
             if any(_differs(peer.collective(entry["group"], entry["seq"]), entry) for peer in ranks if peer is not r):
-                end = r.ended_t or r.last_t
-                found.append(_Wait(r, entry, max(0.0, end - entry["t"]), "was killed while waiting"))
+                end = r.error["t"] if failure else (r.ended_t or r.last_t)
+                outcome = _OUTCOMES[failure] if failure else "was killed while waiting"
+                found.append(_Wait(r, entry, max(0.0, end - entry["t"]), outcome))
     return sorted(found, key=lambda w: w.run.rank)
 
 

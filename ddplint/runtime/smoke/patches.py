@@ -191,14 +191,23 @@ def _counting_comm_hook(state, bucket):
     entry = recorder.enter("DDP gradient all_reduce", _group_name(state.process_group),
                            buffer.numel() * buffer.element_size(), recorder.backward_site or user_site(),
                            bucket=bucket.index(), last=bucket.is_last(), model=state.model)
+    start = _cuda_event() if buffer.is_cuda else None
     future = _run_inner(state, bucket, default_hooks)
 
     def finished(fut):
         value = fut.value()  # raises when the all-reduce failed: the entry stays in flight
-        recorder.leave(entry)
+        # This callback runs on a stream that waits for the NCCL work: an event recorded here
+        # marks the end of the all-reduce on the device.
+        recorder.leave(entry, (start, _cuda_event()) if start is not None else None)
         return value
 
     return future.then(finished)
+
+
+def _cuda_event():
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
 
 
 def _run_inner(state, bucket, default_hooks):

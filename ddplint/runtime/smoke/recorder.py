@@ -40,6 +40,7 @@ class _Step:
     phases: dict = field(default_factory=lambda: {"data": 0.0, "forward": 0.0, "backward": 0.0,
                                                    "optimizer": 0.0})
     comm: list = field(default_factory=list)  # (start, end) of each finished collective
+    cuda_comm: list = field(default_factory=list)  # (start, end) CUDA events of bucket all-reduces
     rounds: dict = field(default_factory=dict)  # DDP model -> all-reduce rounds (one per synced backward)
     buckets: int = 0
     bucket_bytes: int = 0
@@ -119,10 +120,14 @@ class Recorder:
         self.events.emit("coll", **{k: v for k, v in entry.items() if k not in ("id", "start")})
         return entry
 
-    def leave(self, entry: dict) -> None:
+    def leave(self, entry: dict, cuda_events=None) -> None:
+        """The collective finished.  ``cuda_events``: (start, end) recorded on the device, for
+        NCCL, whose futures complete when the work is queued rather than done."""
         with self._lock:
             self.in_flight.pop(entry["id"], None)
             self.step.comm.append((entry["start"], time.perf_counter()))
+            if cuda_events is not None:
+                self.step.cuda_comm.append(cuda_events)
 
     # ---------------------------------------------------------------- optimizer steps
 
@@ -144,12 +149,16 @@ class Recorder:
             self.stop()
 
     def _end_step(self) -> None:
+        if self.memory.cuda:
+            import torch
+
+            torch.cuda.synchronize()  # the step's kernels belong to the step's wall time
         now = time.perf_counter()
         step = self.step
         self.steps += 1
         t0 = step.t0 if step.t0 is not None else now
         with self._lock:
-            comm = union_seconds(step.comm, t0, now)
+            comm = _cuda_union_seconds(step.cuda_comm) if step.cuda_comm else union_seconds(step.comm, t0, now)
             issued = sum(self.seq.values())
         record = {
             "n": self.steps, "wall_s": now - t0, "comm_s": comm, **{f"{k}_s": v for k, v in step.phases.items()},
@@ -217,6 +226,13 @@ def union_seconds(intervals, lo: float, hi: float) -> float:
             total += end - start
             reach = end
     return total
+
+
+def _cuda_union_seconds(pairs) -> float:
+    """``union_seconds`` of intervals given as CUDA events (already synchronised)."""
+    base = pairs[0][0]
+    intervals = [(base.elapsed_time(start) / 1e3, base.elapsed_time(end) / 1e3) for start, end in pairs]
+    return union_seconds(intervals, float("-inf"), float("inf"))
 
 
 def flight_recorder_tail(n: int = 4) -> list:
