@@ -34,7 +34,6 @@ class Check:
 class RunFacts:
     """What the parent knows besides the event files."""
 
-    steps_requested: int
     max_comm_fraction: float
     timeout_s: float
     stalled_s: float | None = None  # the parent killed a run that made no progress this long
@@ -62,7 +61,7 @@ def memory_growth(ranks: list[RankRun]) -> Check:
         return Check("memory-growth", SKIP, None, "bytes/step",
                      f"{steps} optimizer steps recorded; at least 4 are needed to call growth linear", rules)
     growing = {rank: found for rank, s in series.items()
-               if (found := linear_growth(s, min(window, len(s)))) is not None}
+               if len(s) >= 3 and (found := linear_growth(s, min(window, len(s)))) is not None}
     if growing:
         rank, (slope, r2) = max(growing.items(), key=lambda item: item[1][0])
         tail = series[rank][-window:]

@@ -62,6 +62,16 @@ def _run(opts: SmokeOptions, stream: IO[str]) -> int:
     except LintError as error:
         raise RunError(f"cannot lint {target.source}: {error}") from error
     launcher = choose_launcher(opts, target)
+    ranks, done = _launch(opts, target, device, launcher)
+    checks = gates.evaluate(ranks, gates.RunFacts(opts.max_comm_fraction, opts.timeout, done.stalled_s))
+    join(findings, checks)
+    header = Header(_display(target), launcher, device, _backend(ranks), _backend_note(ranks), done.wall_s)
+    render(checks, findings, ranks, header, opts.fmt, stream, Path.cwd())
+    return EXIT_FAIL if any(c.verdict == gates.FAIL for c in checks) else EXIT_PASS
+
+
+def _launch(opts: SmokeOptions, target: launch.Target, device: str, launcher: str):
+    """Run the script on its instrumented ranks; returns what each rank recorded."""
     with tempfile.TemporaryDirectory(prefix="ddplint-smoke-") as tmp:
         run_dir = Path(tmp)
         boot = write_bootstrap(run_dir / "boot")
@@ -74,13 +84,7 @@ def _run(opts: SmokeOptions, stream: IO[str]) -> int:
         ranks = reader.ranks()
     if not ranks:
         raise RunError(_no_ranks(done))
-    ranks = with_silent_ranks(ranks, opts.nproc or 2 if launcher == "torchrun" else 0)
-    facts = gates.RunFacts(opts.steps, opts.max_comm_fraction, opts.timeout, done.stalled_s)
-    checks = gates.evaluate(ranks, facts)
-    join(findings, checks)
-    header = Header(_display(target), launcher, device, _backend(ranks), _backend_note(ranks), done.wall_s)
-    render(checks, findings, ranks, header, opts.fmt, stream, Path.cwd())
-    return EXIT_FAIL if any(c.verdict == gates.FAIL for c in checks) else EXIT_PASS
+    return with_silent_ranks(ranks, opts.nproc or 2 if launcher == "torchrun" else 0), done
 
 
 # ------------------------------------------------------------------ inputs
@@ -171,5 +175,5 @@ def _backend_note(ranks: list[RankRun]) -> str:
     init = next((r.init for r in ranks if r.init), {})
     asked, used = init.get("backend_requested"), init.get("backend")
     if asked and used and asked != used:
-        return f"note: the script asked for the {asked} backend; --device cpu runs it on {used}"
+        return f"note: the script asked for the {asked} backend; on CPU (--device cpu) it runs on {used}"
     return ""

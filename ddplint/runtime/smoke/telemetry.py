@@ -83,10 +83,6 @@ class EventReader:
         found = [r for r in self.runs.values() if r.is_rank or (r.error is not None and r.rank is not None)]
         return sorted(found, key=lambda r: (r.rank if r.rank is not None else 1 << 30, r.pid))
 
-    def launcher_errors(self) -> list[RankRun]:
-        """Processes that are not ranks but raised (the parent of an mp.spawn script)."""
-        return [r for r in self.runs.values() if not r.is_rank and r.error is not None and r.rank is None]
-
 
 def _apply(run: RankRun, event: dict) -> None:
     kind = event["ev"]
