@@ -240,7 +240,7 @@ def confirm(rule_ids: tuple[str, ...], run_all: bool, device: str, world_size: i
               help="torchrun, or the script as one process that spawns its ranks (auto: mp.spawn seen).")
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="Do not pass the script's own output through (to stderr).")
-@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[--] SCRIPT [ARGS]...")
 def smoke(module: Optional[str], nproc: Optional[int], steps: int, timeout: float, device: str,
           max_comm_fraction: float, launcher: str, output_format: str, quiet: bool,
           command: tuple[str, ...]) -> None:
