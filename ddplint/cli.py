@@ -457,6 +457,43 @@ def confirm(rule_ids: tuple[str, ...], run_all: bool, device: str, world_size: i
     sys.exit(code)
 
 
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("-m", "module", metavar="MODULE", help="Run a module (as `python -m MODULE`) instead of a script.")
+@click.option("--nproc-per-node", "nproc", type=click.IntRange(min=1), default=None,
+              help="Ranks to launch through torchrun [default: 2].")
+@click.option("--steps", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Stop after this many optimizer steps on every rank.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              help="Collective timeout in seconds: a hang ends in a diagnosis after this long.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="cpu runs gloo (and hides GPUs) whatever backend the script asks for.")
+@click.option("--max-comm-fraction", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+              help="Fail when communication takes a larger share of the step.")
+@click.option("--launcher", type=click.Choice(["auto", "torchrun", "script"]), default="auto", show_default=True,
+              help="torchrun, or the script as one process that spawns its ranks (auto: mp.spawn seen).")
+@click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-q", "--quiet", is_flag=True, help="Do not pass the script's own output through (to stderr).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[--] SCRIPT [ARGS]...")
+def smoke(module: Optional[str], nproc: Optional[int], steps: int, timeout: float, device: str,
+          max_comm_fraction: float, launcher: str, output_format: str, quiet: bool,
+          command: tuple[str, ...]) -> None:
+    """Run a training script for a few steps on a few ranks and gate on what it does.
+
+    `ddplint smoke [OPTIONS] -- SCRIPT [ARGS...]` or `ddplint smoke [OPTIONS] -m MODULE [ARGS...]`.
+    Exit 0 every gate passed, 1 a gate failed, 2 the run could not be made (needs torch).
+    """
+    if importlib.util.find_spec("torch") is None:
+        raise _fail("`ddplint smoke` needs PyTorch: install the runtime extra with "
+                    "`pip install 'ddplint[runtime]'` (or install torch yourself)")
+    from ddplint.runtime.smoke.runner import SmokeOptions, run_smoke
+
+    script, args = (None, list(command)) if module else (command[0] if command else None, list(command[1:]))
+    options = SmokeOptions(script=script, module=module, args=args, nproc=nproc, steps=steps, timeout=timeout,
+                           device=device, max_comm_fraction=max_comm_fraction, fmt=output_format,
+                           launcher=launcher, quiet=quiet)
+    sys.exit(run_smoke(options, stream=sys.stdout))
+
+
 @cli.command()
 def server() -> None:
     """Run the language server over stdio (needs the lsp extra)."""
