@@ -23,9 +23,10 @@ DEFAULT_EXCLUDE = (
     "node_modules", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache",
     ".ddplint_cache", ".eggs", "*.egg-info", "site-packages",
 )
+DEFAULT_INCLUDE = ("*.py", "*.ipynb")
 CONFIG_KEYS = (
     "select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude",
-    "severity", "fail-on", "max-file-size",
+    "include", "extend-include", "severity", "fail-on", "max-file-size",
 )
 YAML_NAMES = (".ddplint.yaml", ".ddplint.yml")
 
@@ -42,6 +43,9 @@ class Settings:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     extend_exclude: tuple[str, ...] = ()
+    include: tuple[str, ...] = DEFAULT_INCLUDE
+    extend_include: tuple[str, ...] = ()
+    notebooks: bool = True  # --no-notebooks: no .ipynb file is linted
     severity: tuple[tuple[str, str], ...] = ()
     fail_on: str = "info"
     max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes; 0: no limit (ddplint.budget)
@@ -66,6 +70,16 @@ class Settings:
             if code in _expand((selector,), f"severity.{selector}"):
                 return level
         return default
+
+    def includes(self, relative_path: str) -> bool:
+        """Whether discovery lints this file found below a folder: a pattern with a
+        slash matches the relative path, one without matches the file name."""
+        relative_path = relative_path.replace("\\", "/")
+        if not self.notebooks and relative_path.lower().endswith(".ipynb"):
+            return False
+        name = relative_path.rsplit("/", 1)[-1]
+        return any(fnmatch.fnmatch(relative_path if "/" in pattern else name, pattern)
+                   for pattern in self.include + self.extend_include)
 
     def all_excludes(self) -> tuple[str, ...]:
         return self.exclude + self.extend_exclude
@@ -202,7 +216,7 @@ def settings_from_table(table: dict[str, Any], where: str) -> Settings:
                 hint = f" (did you mean '{key.replace('_', '-')}'?)"
             raise ConfigError(f"{where}: unknown key '{key}'{hint}")
     values: dict[str, Any] = {}
-    for key in ("select", "ignore", "extend-select", "exclude", "extend-exclude"):
+    for key in ("select", "ignore", "extend-select", "exclude", "extend-exclude", "include", "extend-include"):
         if key in table:
             values[key.replace("-", "_")] = _string_list(table[key], f"{where}: '{key}'")
     if "per-file-ignores" in table:

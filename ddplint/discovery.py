@@ -144,6 +144,7 @@ class Discovery:
     errors: list[str]
     # why paths were left out: "extend-exclude in pyproject.toml" -> how many files and folders
     skipped: Counter = field(default_factory=Counter)
+    included: tuple[str, ...] = ()  # the include patterns, for the message
 
     def why_no_files(self, paths: Iterable[str]) -> str:
         """One line saying why a run found nothing to lint."""
@@ -154,7 +155,7 @@ class Discovery:
             parts = ", ".join(f"{count} by {reason}" for reason, count in sorted(self.skipped.items()))
             return f"0 files: every path was excluded ({parts})"
         named = ", ".join(paths)
-        return f"0 files: no Python (.py) files in {named}"
+        return f"0 files: no file matching include ({', '.join(self.included)}) in {named}"
 
 
 class _Excludes:
@@ -184,7 +185,7 @@ class _Excludes:
 
 
 def discover(paths: Iterable[str], settings: Settings, force_exclude: bool = False) -> Discovery:
-    """Expand CLI paths into the sorted list of .py files to lint.
+    """Expand CLI paths into the sorted list of files to lint (``include``: .py and .ipynb).
 
     Paths named on the command line, files and folders alike, are linted even
     when an exclude pattern or a .gitignore matches them; excludes apply to what
@@ -193,7 +194,7 @@ def discover(paths: Iterable[str], settings: Settings, force_exclude: bool = Fal
     """
     paths = list(paths)
     all_excludes = _Excludes.of(settings)
-    result = Discovery([], [])
+    result = Discovery([], [], included=settings.include + settings.extend_include)
     found: set[Path] = set()
 
     for raw in paths:
@@ -205,6 +206,9 @@ def discover(paths: Iterable[str], settings: Settings, force_exclude: bool = Fal
             # Relative to the project root, or to the folder given when it lies
             # outside the root, so that folders above it never match a pattern.
             return _relative_to(candidate, settings.root) or _relative_to(candidate, top)
+
+        def included(candidate: Path, relative=relative) -> bool:  # *.py and *.ipynb by default
+            return settings.includes(relative(candidate))
 
         if force_exclude:
             reason = all_excludes.origin_of_match(relative(path))
@@ -222,7 +226,7 @@ def discover(paths: Iterable[str], settings: Settings, force_exclude: bool = Fal
         def excluded(candidate: Path, excludes: _Excludes = excludes, relative=relative) -> Optional[str]:
             return excludes.origin_of_match(relative(candidate))
 
-        _walk(path, excluded, _gitignores_above(path.resolve()), found, result)
+        _walk(path, excluded, included, _gitignores_above(path.resolve()), found, result)
     result.files = sorted(found, key=lambda p: p.as_posix())
     return result
 
@@ -241,7 +245,8 @@ def _check_named_path(path: Path, raw: str) -> None:
         raise PathError(f"not a file or folder: {raw}")
 
 
-def _walk(folder: Path, excluded, ignores: list[_GitIgnore], found: set[Path], result: Discovery) -> None:
+def _walk(folder: Path, excluded, included, ignores: list[_GitIgnore], found: set[Path],
+          result: Discovery) -> None:
     try:
         entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
     except OSError as error:
@@ -258,7 +263,7 @@ def _walk(folder: Path, excluded, ignores: list[_GitIgnore], found: set[Path], r
             is_file = not is_dir and entry.is_file()
         except OSError:
             continue
-        if not (is_dir or (is_file and entry.name.endswith(".py"))):
+        if not (is_dir or (is_file and included(path))):
             continue
         reason = excluded(path)
         if reason is None and _ignored(path.resolve(), is_dir, ignores):
@@ -266,7 +271,7 @@ def _walk(folder: Path, excluded, ignores: list[_GitIgnore], found: set[Path], r
         if reason is not None:
             result.skipped[reason] += 1
         elif is_dir:
-            _walk(path, excluded, ignores, found, result)
+            _walk(path, excluded, included, ignores, found, result)
         else:
             found.add(path)
 

@@ -13,7 +13,7 @@ import re
 import sys
 import threading
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple, Optional, Sequence, Union
 
@@ -22,6 +22,7 @@ import libcst as cst
 from ddplint import budget
 from ddplint.config import Settings
 from ddplint.diagnostics import INTERNAL_ERROR, Diagnostic, FileResult
+from ddplint.notebooks import is_notebook, lint_notebook, python_source
 from ddplint.registry import all_rules
 from ddplint.rule import Report, Rule
 from ddplint.analysis.semantic import SemanticIndex, may_be_in_ddp_context
@@ -29,6 +30,7 @@ from ddplint.source import decode_source
 from ddplint.suppressions import parse_suppressions
 
 SYNTAX_ERROR = "DDP000"
+UNUSED_SUPPRESSION = "DDP100"  # judged after the other rules (rules/ddp100_unused_suppression.py)
 
 
 @dataclass
@@ -58,11 +60,14 @@ class Linter:
         self.settings = settings
         selected = settings.selected_codes()
         self.rules: list[Rule] = [rule() for rule in all_rules()
-                                  if rule.code in selected and rule.code != SYNTAX_ERROR]
+                                  if rule.code in selected and rule.code not in (SYNTAX_ERROR, UNUSED_SUPPRESSION)]
         self.report_syntax_errors = SYNTAX_ERROR in selected
         self.max_file_size = settings.max_file_size
         # What a file over the size budget is scanned for (the text prefilter's words).
         self.trigger_words = frozenset(trigger.encode("utf-8") for rule in self.rules for trigger in rule.triggers)
+        self.unused_suppression = next((rule() for rule in all_rules()
+                                        if rule.code == UNUSED_SUPPRESSION and rule.code in selected), None)
+        self._all_codes = frozenset(rule.code for rule in all_rules()) - {UNUSED_SUPPRESSION}
         # The joined facts of the project root (ddplint.screen.project), set by
         # lint_paths / lint_document; None: a file alone is its own project.
         self.project = None
@@ -71,7 +76,7 @@ class Linter:
     def lint_file(self, path: Path, display: Optional[str] = None, module: Optional[str] = None) -> FileResult:
         display = display or path.as_posix()
         try:
-            data = budget.read_within_budget(path, self.max_file_size, self.trigger_words)
+            data = budget.read_within_budget(path, _read_limit(path, self.max_file_size), self.trigger_words)
         except OSError as error:
             # One line in the report; the run goes on and exits 2 (like a rule that crashed).
             result = FileResult(display, internal_errors=1)
@@ -83,9 +88,16 @@ class Linter:
 
     def lint_source(self, data: Union[str, bytes], display: str = "<stdin>",
                     module: Optional[str] = None) -> FileResult:
-        """Lint one file's text. ``display`` names it in the result; ``module`` is
-        its name in ``self.project`` (``ddplint.discovery.module_key``; default:
-        ``display``), which the semantic index carries as its path."""
+        """Lint one file's text. ``display`` names it in the result (and says
+        whether it is a notebook); ``module`` is its name in ``self.project``
+        (``ddplint.discovery.module_key``; default: ``display``)."""
+        if is_notebook(display):
+            return lint_notebook(self, data, display, module)
+        return self.lint_python(data, display, module)
+
+    def lint_python(self, data: Union[str, bytes], display: str = "<stdin>",
+                    module: Optional[str] = None) -> FileResult:
+        """Lint Python text; the semantic index carries ``module`` as its path."""
         module = module or display
         raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
         if budget.over_budget(raw, self.max_file_size):
@@ -109,8 +121,15 @@ class Linter:
         if not rules and not (syntax_wanted and self._always_parse):
             return result
         result.parsed = True
-        on_deep_stack(self._analyse, source, module, rules, syntax_wanted, result)
-        _apply_suppressions(result, source)
+        ran: set[str] = set()
+        on_deep_stack(self._analyse, source, module, rules, syntax_wanted, result, ran)
+        judge = None
+        if self.unused_suppression is not None and UNUSED_SUPPRESSION not in ignored:
+            # A bare suppression can be judged when every rule either ran or cannot fire on this text.
+            cannot_fire = {rule.code for rule in self.rules if rule.code not in ignored and not _has_trigger(rule, source)}
+            judge = (self.unused_suppression, frozenset(ran), self._all_codes <= ran | cannot_fire,
+                     self.settings.severity_of(UNUSED_SUPPRESSION, self.unused_suppression.severity))
+        _apply_suppressions(result, source, judge)
         return result
 
     def too_large(self, display: str, file: budget.TooLarge) -> FileResult:
@@ -135,13 +154,16 @@ class Linter:
         return self.settings.ignored_for(relative)
 
     def _analyse(self, source: str, module_name: str, rules: list[Rule], syntax_wanted: bool,
-                 result: FileResult) -> None:
-        """Parse, index, run the rules and position the findings (on a deep stack)."""
+                 result: FileResult, ran: set[str]) -> None:
+        """Parse, index, run the rules and position the findings (on a deep stack).
+        ``ran`` receives the codes of the rules that ran to the end on the file."""
         module, error_diagnostic = parse_module(source)
         if module is None:
             if syntax_wanted:
                 result.diagnostics.append(error_diagnostic)
             return
+        if syntax_wanted:
+            ran.add(SYNTAX_ERROR)
         try:
             index = SemanticIndex.build(module, source, module_name)
         except RecursionError:
@@ -155,6 +177,7 @@ class Linter:
                 continue
             try:
                 reports.extend(rule.check(index))
+                ran.add(rule.code)
             except RecursionError:
                 result.diagnostics.append(_internal(rule, "the file is too deeply nested to analyse"))
                 result.internal_errors += 1
@@ -174,17 +197,22 @@ class Linter:
     def _positioned(self, index: SemanticIndex, reports: list[Report]) -> list[Diagnostic]:
         from ddplint.analysis.positions import locate
 
+        from ddplint.fixes import resolve
+
         by_code = {rule.code: rule for rule in self.rules}
-        positions = locate(index, (report.node for report in reports))
+        # The nodes that fixes edit are located in the same pass as the findings.
+        fix_nodes = [node for report in reports if report.fix is not None for node in report.fix.nodes()]
+        positions = locate(index, [*(report.node for report in reports), *fix_nodes])
         diagnostics = []
         for report in reports:
             where = positions.get(report.node)
             if where is None:
                 continue
             severity = self.settings.severity_of(report.code, report.severity)
+            fix = resolve(report.fix, positions, index.source) if report.fix is not None else None
             diagnostics.append(Diagnostic(
                 where.start.line, where.start.column + 1, where.end.line, where.end.column + 1,
-                report.code, by_code[report.code].name, severity, report.message,
+                report.code, by_code[report.code].name, severity, report.message, fix,
             ))
         return diagnostics
 
@@ -312,19 +340,40 @@ def _internal(rule: Rule, detail: str) -> Diagnostic:
                       "please report it")
 
 
-def _apply_suppressions(result: FileResult, source: str) -> None:
-    if not result.diagnostics:
+def _apply_suppressions(result: FileResult, source: str, judge=None) -> None:
+    """Move suppressed findings to ``result.suppressed``; with ``judge`` (the
+    DDP100 rule, the codes that ran, whether a bare suppression can be judged,
+    DDP100's severity) report the suppressions that silenced nothing."""
+    if not result.diagnostics and judge is None:
         return
+    from ddplint.fixes import split_lines
+
     suppressions = parse_suppressions(source)
-    lines = source.splitlines()
+    lines = [line.rstrip("\r\n") for line in split_lines(source)]  # not str.splitlines: see split_lines
     kept = []
+    used: dict = {}
     for diagnostic in result.diagnostics:
-        if diagnostic.code != INTERNAL_ERROR and suppressions.suppresses(diagnostic.code, diagnostic.line):
-            continue
-        kept.append(diagnostic)
+        silencers = suppressions.silencers(diagnostic.code, diagnostic.line) \
+            if diagnostic.code != INTERNAL_ERROR else []
+        for directive in silencers:
+            used.setdefault(directive, set()).add(diagnostic.code)
+        (result.suppressed if silencers else kept).append(diagnostic)
+    if judge is not None and suppressions.directives:
+        rule, ran, judge_all, severity = judge
+        for diagnostic in rule.judge(source, suppressions, used, ran, judge_all):
+            diagnostic = replace(diagnostic, severity=severity)
+            # A suppression silences the finding about itself only by naming DDP100
+            # (a bare "# noqa" would otherwise hide its own staleness).
+            if any((d.line, d.column) != (diagnostic.line, diagnostic.column) or UNUSED_SUPPRESSION in d.codes
+                   for d in suppressions.silencers(UNUSED_SUPPRESSION, diagnostic.line)):
+                result.suppressed.append(diagnostic)
+            else:
+                kept.append(diagnostic)
+    for diagnostic in [*kept, *result.suppressed]:
         if 0 < diagnostic.line <= len(lines):
             result.source_lines[diagnostic.line] = lines[diagnostic.line - 1]
     result.diagnostics = kept
+    result.suppressed.sort()
     result.sort()
 
 
@@ -362,7 +411,8 @@ def _lint_in_worker(job: _Job) -> FileResult:
     if cache is None:
         return linter.lint_file(Path(job.path), job.display, job.module)
     try:
-        data = budget.read_within_budget(Path(job.path), linter.max_file_size, linter.trigger_words)
+        data = budget.read_within_budget(Path(job.path), _read_limit(job.path, linter.max_file_size),
+                                         linter.trigger_words)
     except OSError:
         return linter.lint_file(Path(job.path), job.display, job.module)  # reports the read error
     if isinstance(data, budget.TooLarge):
@@ -383,7 +433,7 @@ def _summarize_job(job: tuple[str, str, Optional[str], int]):
 
     path, module, cache_dir, max_file_size = job
     try:
-        data = budget.read_within_budget(Path(path), max_file_size)
+        data = budget.read_within_budget(Path(path), _read_limit(path, max_file_size))
     except OSError:
         return None, "unreadable"
     if isinstance(data, budget.TooLarge):
@@ -399,6 +449,12 @@ def _summarize_job(job: tuple[str, str, Optional[str], int]):
     return facts, key
 
 
+def _read_limit(path: Union[str, Path], max_file_size: int) -> int:
+    """How much of a file to read before calling it too large: a notebook is read
+    whole (its JSON carries outputs and images); the budget applies to its code."""
+    return 0 if is_notebook(str(path)) else max_file_size
+
+
 # The facts key of a file over the size budget (ddplint.budget): no facts.
 TOO_LARGE_FACTS = "too-large"
 
@@ -406,11 +462,10 @@ TOO_LARGE_FACTS = "too-large"
 def _summarize_bytes(data: bytes, module: str, max_file_size: int = budget.DEFAULT_MAX_FILE_SIZE):
     from ddplint.screen.facts import summarize
 
-    if budget.over_budget(data, max_file_size):
+    source = python_source(data) if is_notebook(module) else decode_source(data)[0]
+    if source is None or budget.over_budget(source.encode("utf-8", "surrogatepass"), max_file_size):
         return None
-
-    source, _ = decode_source(data)
-    return summarize(source, module) if source is not None else None
+    return summarize(source, module)
 
 
 def _needs_project(settings: Settings) -> bool:
@@ -531,7 +586,7 @@ def _all_cached(jobs_list: Sequence[_Job], pairs: Sequence[tuple[str, str]], set
     contents: dict[str, Union[str, budget.TooLarge]] = {}
     for path in {job.path for job in jobs_list} | {path for path, _ in pairs}:
         try:
-            data = budget.read_within_budget(Path(path), settings.max_file_size)
+            data = budget.read_within_budget(Path(path), _read_limit(path, settings.max_file_size))
         except OSError:
             return None
         contents[path] = data if isinstance(data, budget.TooLarge) else Cache.content_digest(data)

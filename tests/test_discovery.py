@@ -77,7 +77,7 @@ def test_zero_files_in_a_folder_without_python_says_so(tmp_path):
     write(tmp_path / "docs" / "index.md", "# docs\n")
     result = run_cli("docs", cwd=tmp_path)
     assert result.returncode == 0
-    assert result.stderr.strip() == "ddplint: 0 files: no Python (.py) files in docs"
+    assert result.stderr.strip() == "ddplint: 0 files: no file matching include (*.py, *.ipynb) in docs"
 
 
 def test_stdin_excluded_with_force_exclude_says_so(repo):

@@ -114,7 +114,7 @@ def generated_programs():
 def lint_everything(tmp_path: Path, files: dict[str, bytes]) -> None:
     """Write ``files`` into a fresh folder, lint it as the CLI does, render every
     format and check the properties."""
-    from ddplint.cli import exit_code
+    from ddplint.cli import run_exit_code
     from ddplint.config import Settings
     from ddplint.discovery import discover, relative_display
     from ddplint.engine import RunResult, lint_paths
@@ -134,7 +134,7 @@ def lint_everything(tmp_path: Path, files: dict[str, bytes]) -> None:
 
     assert len(result.files) == len(files)
     assert result.internal_errors == 0, [d.message for f in result.files for d in f.diagnostics]
-    assert exit_code(result, settings_.fail_on) in (0, 1)
+    assert run_exit_code(result, settings_.fail_on) in (0, 1)
     by_name = {Path(f.path).name: f for f in result.files}
     for name, data in files.items():
         _check_ddp000(by_name[name], data)
