@@ -144,6 +144,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--max-file-size", default=None, help="passed to ddplint (default: ddplint's)")
+    parser.add_argument("--sizes", default="half,full", help="which runs: half, full or both (default)")
     args = parser.parse_args()
     package, files = torch_files()
     import torch  # noqa: F401  (only for the version line)
@@ -151,6 +152,8 @@ def main() -> None:
     print(f"torch {sys.modules['torch'].__version__}: {len(files)} .py files under {package}")
     with tempfile.TemporaryDirectory(prefix="ddplint-torch-") as temporary:
         for label, subset in (("half", files[::2]), ("full", files)):
+            if label not in args.sizes.split(","):
+                continue
             folder = Path(temporary) / label
             copy_tree(package, subset, folder)
             outcome = run(folder, args.jobs, args.max_file_size)
