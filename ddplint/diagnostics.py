@@ -49,6 +49,8 @@ class FileResult:
     internal_errors: int = 0
     # Notebooks only: reported lines of the joined code -> their cell and line.
     cells: dict[int, CellLine] = field(default_factory=dict)
+    # Findings silenced by a suppression comment (shown by ``--ignore-noqa``).
+    suppressed: list[Diagnostic] = field(default_factory=list)
 
     def sort(self) -> None:
         self.diagnostics.sort()

@@ -1,42 +1,78 @@
-"""Stable identities of findings, for baselines and SARIF ``partialFingerprints``.
+"""Stable fingerprints of findings: the same finding keeps its fingerprint when
+code moves around (lines inserted above it, the function moved to another place
+in the file), and two identical findings in one file stay distinct.
 
-A finding keeps its fingerprint when lines are inserted or removed above it, when
-its line is re-indented, and across machines: it hashes the rule, the file's path,
-the reported source line with its whitespace normalised, and the occurrence index
-(the n-th finding of the same rule on an identical line in the same file). It
-changes when the reported line itself changes, which is when a reviewer should
-look again.
+A fingerprint digests the rule code, the file's path, the reported line's text
+normalised (whitespace collapsed, a trailing comment dropped) and the finding's
+occurrence index among the file's findings with the same code and normalised
+line. Line numbers are not part of it.
+
+Used by the baseline (``--baseline``/``--write-baseline``) and meant for SARIF
+``partialFingerprints`` too: ``fingerprint(code, path, line_text, occurrence)``
+for one finding, ``file_fingerprints(path, diagnostics, source_lines)`` for all
+the findings of one file at once (it computes the occurrence indices).
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable
+from typing import Mapping, Sequence
 
-VERSION = "v1"
+from ddplint.diagnostics import Diagnostic
 
-
-def normalise_line(line_text: str) -> str:
-    """The line with leading/trailing whitespace dropped and inner runs collapsed."""
-    return " ".join(line_text.split())
+VERSION = "1"  # part of every fingerprint: change it when the recipe changes
 
 
-def fingerprint(code: str, path: str, line_text: str, occurrence: int) -> str:
-    """A hex digest naming one finding: rule ``code`` reported on ``line_text`` of
-    ``path`` (slash-separated, as reported), the ``occurrence``-th (0-based) such
-    finding in the file."""
-    key = "\0".join((VERSION, code, path.replace("\\", "/"), normalise_line(line_text), str(occurrence)))
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+def normalise_line(text: str) -> str:
+    """The line without its trailing comment, with runs of whitespace collapsed."""
+    return " ".join(_without_comment(text).split())
 
 
-def fingerprints(path: str, findings: Iterable[tuple[str, str]]) -> list[str]:
-    """Fingerprints of a file's findings, given as (code, line_text) in report
-    order; occurrence indexes are counted here."""
+def fingerprint(code: str, path: str, line_text: str, occurrence: int = 0) -> str:
+    """A 32-hex-digit fingerprint of one finding. ``path`` is used as given
+    (slashes normalised): pass it relative to a fixed folder (the project root,
+    the baseline's folder) so that it does not depend on the working directory."""
+    parts = (VERSION, code.upper(), path.replace("\\", "/"), normalise_line(line_text), str(occurrence))
+    return hashlib.sha256("\0".join(parts).encode("utf-8")).hexdigest()[:32]
+
+
+def file_fingerprints(path: str, diagnostics: Sequence[Diagnostic], source_lines: Mapping[int, str]) -> list[str]:
+    """One fingerprint per diagnostic (same order). The occurrence index counts,
+    in position order, the earlier findings of the same code on lines with the
+    same normalised text. ``source_lines`` maps 1-based line numbers to their
+    text (``FileResult.source_lines`` holds every reported line)."""
+    order = sorted(range(len(diagnostics)), key=lambda i: (diagnostics[i].line, diagnostics[i].column, i))
     seen: dict[tuple[str, str], int] = {}
-    result = []
-    for code, line_text in findings:
-        key = (code, normalise_line(line_text))
-        occurrence = seen.get(key, 0)
-        seen[key] = occurrence + 1
-        result.append(fingerprint(code, path, line_text, occurrence))
+    result = [""] * len(diagnostics)
+    for i in order:
+        diagnostic = diagnostics[i]
+        text = normalise_line(source_lines.get(diagnostic.line, ""))
+        occurrence = seen.get((diagnostic.code, text), 0)
+        seen[(diagnostic.code, text)] = occurrence + 1
+        result[i] = fingerprint(diagnostic.code, path, text, occurrence)
     return result
+
+
+def _without_comment(line: str) -> str:
+    """``line`` up to a '#' that is outside string quotes (a single-line scan: the
+    same line always gives the same answer, which is what a fingerprint needs)."""
+    quote = ""
+    i = 0
+    while i < len(line):
+        char = line[i]
+        if quote:
+            if char == "\\":
+                i += 2
+                continue
+            if line.startswith(quote, i):
+                i += len(quote)
+                quote = ""
+                continue
+        elif char in "'\"":
+            quote = char * 3 if line.startswith(char * 3, i) else char
+            i += len(quote)
+            continue
+        elif char == "#":
+            return line[:i]
+        i += 1
+    return line

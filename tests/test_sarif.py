@@ -14,7 +14,7 @@ import pytest
 
 from ddplint.diagnostics import Diagnostic, FileResult
 from ddplint.engine import RunResult
-from ddplint.fingerprints import fingerprint, fingerprints
+from ddplint.fingerprints import file_fingerprints, fingerprint
 from ddplint.fixes import SAFE, Edit, Fix
 from tests.helpers import BAD_SCRIPT, FIRST_RULES, run_cli, write
 
@@ -91,7 +91,9 @@ def test_fingerprints_survive_lines_inserted_above(tmp_path):
 
 
 def test_fingerprints_tell_identical_lines_apart_and_change_with_the_line():
-    keys = fingerprints("train.py", [("DDP007", 'model.to("cuda:0")'), ("DDP007", '  model.to("cuda:0")  ')])
+    found = [Diagnostic(3, 10, 3, 18, "DDP007", "hardcoded-device", "warning", "m"),
+             Diagnostic(7, 12, 7, 20, "DDP007", "hardcoded-device", "warning", "m")]
+    keys = file_fingerprints("train.py", found, {3: 'model.to("cuda:0")', 7: '  model.to("cuda:0")  '})
     assert keys[0] != keys[1]  # same normalised line: occurrence 0 and 1
     assert keys[1] == fingerprint("DDP007", "train.py", 'model.to("cuda:0")', 1)
     assert fingerprint("DDP007", "train.py", 'model.to("cuda:1")', 0) != keys[0]

@@ -27,14 +27,14 @@ from ddplint import __version__
 from ddplint.diagnostics import INTERNAL_ERROR, Diagnostic, FileResult
 from ddplint.engine import RunResult
 from ddplint.fingerprints import VERSION as FINGERPRINT_VERSION
-from ddplint.fingerprints import fingerprints
+from ddplint.fingerprints import file_fingerprints
 from ddplint.fixes import Fix
 from ddplint.registry import all_rules
 
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SRCROOT = "%SRCROOT%"
-FINGERPRINT_KEY = f"ddplint/{FINGERPRINT_VERSION}"
+FINGERPRINT_KEY = f"ddplint/v{FINGERPRINT_VERSION}"
 
 
 def rule_descriptor(rule) -> dict:
@@ -130,7 +130,7 @@ def document(result: RunResult, exit_code: Optional[int] = None) -> dict:
     for file in result.files:
         findings = [d for d in file.diagnostics if d.code != INTERNAL_ERROR]
         notifications.extend(_notification(file, d) for d in file.diagnostics if d.code == INTERNAL_ERROR)
-        keys = fingerprints(file.path, [(d.code, _line_text(file, d)) for d in findings])
+        keys = file_fingerprints(file.path, findings, file.source_lines)
         results.extend(_result(file, d, index_of.get(d.code), key) for d, key in zip(findings, keys))
     notifications.extend({"level": "error", "message": {"text": problem}} for problem in result.errors)
     invocation = {"executionSuccessful": exit_code in (0, 1) if exit_code is not None
@@ -160,10 +160,6 @@ def document(result: RunResult, exit_code: Optional[int] = None) -> dict:
 def _folder_uri(folder: Path) -> str:
     uri = folder.resolve().as_uri()
     return uri if uri.endswith("/") else uri + "/"
-
-
-def _line_text(file: FileResult, d: Diagnostic) -> str:
-    return file.source_lines.get(d.line, "")
 
 
 def report(result: RunResult, stream: TextIO, exit_code: Optional[int] = None, **_: object) -> None:

@@ -12,6 +12,7 @@ from typing import TextIO
 from ddplint.diagnostics import Diagnostic, FileResult
 from ddplint.engine import RunResult
 from ddplint.reporters import summary
+from ddplint.source import printable  # control characters in names and code shown literally
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 
@@ -44,11 +45,29 @@ def code_frame(file: FileResult, d: Diagnostic) -> list[str]:
     gutter = " " * width
     # Keep tabs in the padding so the carets line up under tabbed code.
     padding = "".join("\t" if char == "\t" else " " for char in source[: d.column - 1])
-    return [f"{gutter} |", f"{shown_line} | {source.rstrip()}", f"{gutter} | {padding}{carets}"]
+    return [f"{gutter} |", f"{shown_line} | {printable(source.rstrip())}", f"{gutter} | {padding}{carets}"]
 
 
 def _headline(file: FileResult, d: Diagnostic) -> str:
-    return f"{file.path}:{position(file, d)}: {d.code} {d.message}"
+    return f"{printable(file.path)}:{position(file, d)}: {d.code} {printable(d.message)}"
+
+
+def fix_line(d: Diagnostic) -> str:
+    assert d.fix is not None
+    return f"  = fix ({d.fix.applicability}): {d.fix.description}"
+
+
+def fixable_line(result: RunResult) -> str:
+    """How many findings ``--fix`` (and ``--unsafe-fixes``) would fix; "" when none."""
+    fixes = [d.fix for f in result.files for d in f.diagnostics if d.fix is not None]
+    safe = sum(1 for fix in fixes if fix.is_safe)
+    unsafe = len(fixes) - safe
+    if not fixes:
+        return ""
+    if not safe:
+        return f"{unsafe} fixable with --fix --unsafe-fixes (review them first: `--diff --unsafe-fixes`)."
+    more = f" ({unsafe} more with --unsafe-fixes)" if unsafe else ""
+    return f"{safe} fixable with --fix{more}."
 
 
 def _totals_line(result: RunResult) -> str:
@@ -79,9 +98,10 @@ def statistics_lines(result: RunResult) -> list[str]:
 
 
 def report(result: RunResult, stream: TextIO, show_source: bool = True,
-           statistics: bool = False, colour: bool | None = None, **_: object) -> None:
+           statistics: bool = False, colour: bool | None = None, show_fixes: bool = False,
+           **_: object) -> None:
     if use_colour(stream, colour):
-        _report_rich(result, stream, show_source, statistics)
+        _report_rich(result, stream, show_source, statistics, show_fixes)
         return
     for file in result.files:
         for d in file.diagnostics:
@@ -89,13 +109,18 @@ def report(result: RunResult, stream: TextIO, show_source: bool = True,
             if show_source:
                 for line in code_frame(file, d):
                     stream.write(line + "\n")
+            if show_fixes and d.fix is not None:
+                stream.write(fix_line(d) + "\n")
     if statistics:
         for line in statistics_lines(result):
             stream.write(line + "\n")
     stream.write(_totals_line(result) + "\n")
+    if fixable_line(result):
+        stream.write(fixable_line(result) + "\n")
 
 
-def _report_rich(result: RunResult, stream: TextIO, show_source: bool, statistics: bool) -> None:
+def _report_rich(result: RunResult, stream: TextIO, show_source: bool, statistics: bool,
+                 show_fixes: bool = False) -> None:
     from rich.console import Console
     from rich.text import Text
 
@@ -105,10 +130,10 @@ def _report_rich(result: RunResult, stream: TextIO, show_source: bool, statistic
     for file in result.files:
         for d in file.diagnostics:
             line = Text()
-            line.append(f"{file.path}:{position(file, d)}:", style="bold")
+            line.append(f"{printable(file.path)}:{position(file, d)}:", style="bold")
             line.append(" ")
             line.append(d.code, style=STYLE[d.severity])
-            line.append(f" {d.message}")
+            line.append(f" {printable(d.message)}")
             console.print(line)
             if show_source:
                 frame = code_frame(file, d)
@@ -116,7 +141,11 @@ def _report_rich(result: RunResult, stream: TextIO, show_source: bool, statistic
                     console.print(Text(frame[0], style="blue"))
                     console.print(Text(frame[1]))
                     console.print(Text(frame[2], style=STYLE[d.severity]))
+            if show_fixes and d.fix is not None:
+                console.print(Text(fix_line(d), style="green"))
     if statistics:
         for text in statistics_lines(result):
             console.print(text)
     console.print(Text(_totals_line(result), style="bold"))
+    if fixable_line(result):
+        console.print(Text(fixable_line(result), style="green"))
