@@ -523,6 +523,24 @@ def train_one_epoch(model, loader, optimizer, criterion, update_freq):
 
 train_one_epoch(DDP(net), loader, optimizer, criterion, 8)
 """, line=11, column=9),
+        # The forward runs in a local function handed to a helper (a diffusion loss).
+        Invalid(DDP + """\
+import functools
+
+def main(net, loader, optimizer, diffusion, accumulation_steps):
+    model = DDP(net)
+
+    def denoise_fn(input_ids, timestep):
+        return model(input_ids, timestep)
+
+    for i, batch in enumerate(loader):
+        metrics = diffusion.compute_kl(batch["input_ids"],
+                                       denoise_fn=functools.partial(denoise_fn, timestep=0))
+        loss = metrics["loss"] / accumulation_steps
+        loss.backward()
+        if i % accumulation_steps == accumulation_steps - 1:
+            optimizer.step()
+""", line=16, column=9),
         # FSDP: an inner micro-step loop, one step after it.
         Invalid(DDP + """\
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
@@ -732,9 +750,26 @@ def _on_wrapped_model(index: SemanticIndex, loop: flow.Loop) -> bool:
                 return False
         if flow.wrapped_model(index, func, event.site.order):
             wrapped = True
-        elif not event.inlined and _hands_wrapped_model(index, event.site):
+        elif not event.inlined and (_hands_wrapped_model(index, event.site)
+                                    or _hands_forward_function(index, event.site)):
             wrapped = True  # ``loss = train_batch(model, x, y)``: the helper runs its forward
     return wrapped
+
+
+def _hands_forward_function(index: SemanticIndex, site) -> bool:
+    """A function of this module handed to a call (``denoise_fn=partial(
+    denoise_fn, ...)``) whose body runs the wrapped model's forward."""
+    for arg in site.node.args:
+        value = arg.value
+        if isinstance(value, cst.Call) and (dotted_name(value.func) or "").endswith("partial") and value.args:
+            value = value.args[0].value
+        if not isinstance(value, cst.Name) or index.qualified_name(value) is not None:
+            continue
+        for function in index.functions_named(value.value):
+            for inner in flow.calls_in_function(index, function):
+                if flow.wrapped_model(index, flow.model_of_forward(inner.node), inner.order):
+                    return True
+    return False
 
 
 def _hands_wrapped_model(index: SemanticIndex, site) -> bool:

@@ -231,6 +231,18 @@ def step(self, batch):
         out["loss"].backward()
         op["optimizer"].step()
 """),
+        # The norm of gradients DDP already averaged is the same on every rank.
+        Valid(DIST + """\
+for batch in loader:
+    loss = model(batch).mean()
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    if not torch.isfinite(grad_norm):
+        optimizer.zero_grad()
+        continue
+    dist.barrier()
+    optimizer.step()
+"""),
         # An epoch loop whose break every rank takes (a counter).
         Valid(DIST + """\
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -491,6 +503,8 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
         return False
     if any(isinstance(node, cst.Call) and flow.returns_agreed_call(index, node) for node in _calls_in(test)):
         return False  # ``if any_rank_nan(loss): continue`` with a helper that all-reduces
+    if any(_is_gradient_norm(index, name, test) for name in read if "." not in name):
+        return False  # DDP's backward made the gradients, hence their norm, equal on every rank
     if any(_depends_on_agreed(index, name, order, test) for name in read if "." not in name):
         return False
     if _has_non_finite_check(test):
@@ -532,6 +546,18 @@ def _reads_data(expr: cst.BaseExpression, data: set[str]) -> bool:
         if isinstance(func, cst.Name) and func.value == "len" and expr.args:
             return _reads_data(expr.args[0].value, data)
     return False
+
+
+GRAD_NORM_CALLS = ("clip_grad_norm_", "clip_grad_norm", "get_grad_norm", "grad_norm", "get_global_grad_norm")
+
+
+def _is_gradient_norm(index: SemanticIndex, name: str, at: cst.CSTNode) -> bool:
+    """``grad_norm = clip_grad_norm_(model.parameters(), c)``: computed from
+    gradients DDP already averaged, so every rank gets the same value."""
+    bindings = index.reaching(name, at)
+    return bool(bindings) and all(
+        b.kind in ("assign", "annassign") and isinstance(b.value, cst.Call)
+        and (flow.dotted_name(b.value.func) or "").split(".")[-1] in GRAD_NORM_CALLS for b in bindings)
 
 
 def _calls_in(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
