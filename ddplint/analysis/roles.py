@@ -11,18 +11,31 @@ A DDP script's code runs in one of three roles (RULES.md, Clarifications):
   ``if world_size == 1:``, ``if args.local_rank == -1:``);
 - a **DDP worker**: everything else.
 
+In unit-test modules the role is decided per test function, not per module
+(``test_function_role``): a test that launches or joins a multi-process run
+(``init_process_group``, a DDP/FSDP wrap, ``fabric.launch()``, ``devices=2``, a
+``ddp``/``fsdp`` strategy, a multi-GPU marker such as ``min_cuda_gpus=2``) is a
+worker (a launcher parent when it calls ``mp.spawn`` itself); any other test
+function runs in one process, even when other tests of the module are
+distributed.
+
+``runs_on_rank_zero_only`` says when code runs on rank 0 alone (``if rank == 0:``,
+``if is_main_process():``, after ``if rank != 0: return``).
+
 Worker rules (DDP007, DDP009, DDP011, DDP017, DDP018, DDP019) report only in
 worker code. The role is decided once per node here, not per rule.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
 
+from ddplint import names
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
-from ddplint.analysis.values import literal_int
+from ddplint.analysis.values import is_test_module, literal_int, literal_str
 
 LAUNCHER, WORKER, SINGLE_PROCESS = "launcher", "worker", "single-process"
 
@@ -33,6 +46,9 @@ def process_role(index: SemanticIndex, node: cst.CSTNode) -> str:
     """LAUNCHER, SINGLE_PROCESS or WORKER for the code at ``node``."""
     if in_single_process_branch(index, node):
         return SINGLE_PROCESS
+    in_test = test_function_role(index, node)
+    if in_test is not None:
+        return in_test
     if index.enclosing_scope(node) in launcher_scopes(index):
         return LAUNCHER
     return WORKER
@@ -141,3 +157,161 @@ def in_single_process_branch(index: SemanticIndex, node: cst.CSTNode) -> bool:
                     return True
         child = ancestor
     return False
+
+
+# ---------------------------------------------------------------------- unit tests
+# Keywords that give the number of processes / devices of a run.
+_DEVICE_COUNT_KEYWORDS = ("devices", "gpus", "num_processes", "nprocs", "nproc_per_node", "world_size",
+                          "num_gpus", "n_gpus", "num_devices")
+_DISTRIBUTED_STRATEGY = re.compile(r"ddp|fsdp|deepspeed|horovod|model_?parallel|megatron|xla", re.IGNORECASE)
+# Decorators / markers that say a test needs several GPUs or processes.
+_MULTI_DEVICE_MARKERS = re.compile(
+    r"multi_?gpu|multi_?device|multi_?process|multi_?node|distributed|require_(torch_)?multi|skip_if_lt_x_gpu",
+    re.IGNORECASE)
+_GPU_COUNT_KEYWORD = re.compile(r"(min|num|n)_?(cuda_)?(gpus|devices|processes|world_size)$")
+
+
+def test_function_role(index: SemanticIndex, node: cst.CSTNode) -> Optional[str]:
+    """In a unit-test module, the role of code written directly in a test
+    function (``def test_*``), decided from that function alone: LAUNCHER when it
+    spawns workers itself, WORKER when it sets up or joins a multi-process run,
+    SINGLE_PROCESS otherwise. None outside test modules and test functions
+    (helpers and nested worker functions keep the ordinary roles)."""
+    if not is_test_module(index.path):
+        return None
+    function = index.enclosing_scope(node)
+    if not isinstance(function, cst.FunctionDef) or not function.name.value.startswith("test"):
+        return None
+    key = ("roles.test", id(function))
+    if key not in index.cache:
+        index.cache[key] = _test_role(index, function)
+    return index.cache[key]
+
+
+def _test_role(index: SemanticIndex, function: cst.FunctionDef) -> str:
+    sites = [site for site in index.calls if site.scope is function]
+    if any(is_spawn_call(index, site) for site in sites):
+        return LAUNCHER
+    if any(_marks_multi_device(index, d.decorator) for d in function.decorators):
+        return WORKER
+    distributed = (names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD)
+    for site in sites:
+        if site.qualified_name in distributed or site.method == "launch":
+            return WORKER
+        if _configures_several_processes(site):
+            return WORKER
+    return SINGLE_PROCESS
+
+
+def _marks_multi_device(index: SemanticIndex, decorator: cst.BaseExpression) -> bool:
+    """``@require_multi_gpu``, ``@pytest.mark.distributed``, ``@skip_if_lt_x_gpu(2)``,
+    ``@RunIf(min_cuda_gpus=2)``."""
+    call = decorator if isinstance(decorator, cst.Call) else None
+    name = dotted_name(call.func if call is not None else decorator) or ""
+    if _MULTI_DEVICE_MARKERS.search(name.split(".")[-1]):
+        if call is None or not call.args:
+            return True
+        count = literal_int(call.args[0].value)
+        return count is None or count > 1
+    if call is not None:
+        for arg in call.args:
+            if arg.keyword is not None and _GPU_COUNT_KEYWORD.search(arg.keyword.value):
+                count = literal_int(arg.value)
+                if count is not None and count > 1:
+                    return True
+    return False
+
+
+def _configures_several_processes(site: CallSite) -> bool:
+    """``Fabric(devices=2)``, ``Trainer(strategy="ddp")``, ``Accelerator(num_processes=4)``,
+    ``FSDPStrategy(...)`` / ``DDPStrategy(...)``."""
+    callee = (dotted_name(site.node.func) or "").split(".")[-1]
+    if callee.endswith(("Strategy", "Plugin")) and _DISTRIBUTED_STRATEGY.search(callee):
+        return True
+    for arg in site.node.args:
+        if arg.keyword is None:
+            continue
+        keyword, value = arg.keyword.value, arg.value
+        if keyword in _DEVICE_COUNT_KEYWORDS:
+            count = literal_int(value)
+            if count is not None and count > 1:
+                return True
+            if isinstance(value, (cst.List, cst.Tuple)) and len(value.elements) > 1:
+                return True
+            text = literal_str(value)
+            if text is not None and ("," in text or (text.strip().isdigit() and int(text) > 1)):
+                return True
+        if keyword == "strategy":
+            text = literal_str(value)
+            if text is not None and _DISTRIBUTED_STRATEGY.search(text):
+                return True
+    return False
+
+
+# ---------------------------------------------------------------------- rank zero
+def runs_on_rank_zero_only(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """Does ``node`` run on rank 0 alone (local or global rank 0: the process
+    that owns device 0)? ``if rank == 0:``, ``if is_main_process():``,
+    ``if fabric.global_rank == 0:``, the ``else`` of ``if rank != 0:``, the
+    statements after ``if rank > 0: return``, a ``@rank_zero_only`` function."""
+    from ddplint.analysis import ranks
+
+    for guard in ranks.rank_guards(index, node, lenient=True):
+        side = zero_side(index, guard.node.test)
+        if side is True and guard.branch == "body" or side is False and guard.branch != "body":
+            return True
+    function = ranks.enclosing_function(index, node)
+    return function is not None and ranks.has_rank_zero_decorator(function)
+
+
+def zero_side(index: SemanticIndex, test: cst.BaseExpression, depth: int = 0) -> Optional[bool]:
+    """True when ``test`` holds on rank 0 only, False when it holds on every
+    rank but 0, None when it says neither."""
+    from ddplint.analysis import ranks
+
+    if depth > 4:
+        return None
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = zero_side(index, test.expression, depth + 1)
+        if inner is None and ranks.is_rank_value(index, test.expression, lenient=True):
+            return True  # ``if not rank:``
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation):
+        sides = [zero_side(index, o, depth + 1) for o in (test.left, test.right)]
+        if isinstance(test.operator, cst.And):
+            return True if True in sides else None  # ``rank == 0 and save``
+        return False if False in sides else None  # ``rank != 0 or skip``
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        left, right, operator = test.left, target.comparator, type(target.operator)
+        if literal_int(left) == 0:
+            left, right = right, left
+            operator = _MIRRORED.get(operator, operator)
+        if not ranks.is_rank_value(index, left, lenient=True):
+            return None
+        if literal_int(right) == 0:
+            if operator is cst.Equal or operator is cst.LessThanEqual:
+                return True
+            if operator in (cst.NotEqual, cst.GreaterThan):
+                return False
+            return None
+        if operator is cst.In and isinstance(right, (cst.List, cst.Tuple, cst.Set)):
+            values = {_signed_int(e.value) for e in right.elements}
+            return True if values and values <= {0, -1} and 0 in values else None
+        return None
+    if isinstance(test, cst.Call):
+        return True if ranks.is_rank_predicate_call(index, test) else None
+    name = dotted_name(test)
+    if name is not None:
+        last = name.split(".")[-1]
+        if last in names.RANK_PREDICATES or last in ("is_global_zero", "is_local_zero"):
+            return True
+        values = index.reaching_values(test) if isinstance(test, cst.Name) else None
+        if values:
+            sides = {zero_side(index, v, depth + 1) for v in values if not _is_bool(v)}
+            return True if sides == {True} else False if sides == {False} else None
+    return None
+
+
+def _is_bool(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in ("True", "False")
