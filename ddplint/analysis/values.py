@@ -263,6 +263,64 @@ def device_arguments(site: CallSite) -> Iterator[tuple[cst.BaseExpression, int]]
             yield arg.value, 1
 
 
+BARE_CUDA, CPU = "bare-cuda", "cpu"
+
+
+def device_kind(index: SemanticIndex, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[str]:
+    """BARE_CUDA for a CUDA device without an index (``"cuda"``,
+    ``torch.device("cuda")``, ``torch.device("cuda" if ok else "cpu")``, a name
+    or attribute bound only to such values, a parameter that every call site of
+    the project fills with one), CPU for the CPU, None for anything else (an
+    indexed or per-rank device, a value ddplint cannot trace). A choice between
+    a bare CUDA device and the CPU is BARE_CUDA: on a GPU run it is "cuda"."""
+    if expr is None or depth > 5:
+        return None
+    if isinstance(expr, cst.SimpleString):
+        text = literal_str(expr)
+        return BARE_CUDA if text == "cuda" else CPU if text == "cpu" else None
+    if isinstance(expr, cst.IfExp):
+        return _either(device_kind(index, expr.body, depth + 1), device_kind(index, expr.orelse, depth + 1))
+    if isinstance(expr, cst.Call):
+        if index.qualified_name(expr.func) != names.TORCH_DEVICE:
+            return None
+        site = index.call_site(expr)
+        kind = site.argument("type") if site is not None else None
+        if site is None or kind is None or site.argument("index") is not None or len(expr.args) != 1:
+            return None
+        return device_kind(index, kind.value, depth + 1)
+    name = dotted_name(expr)
+    if name is None:
+        return None
+    found: Optional[str] = "none"
+    for binding in index.reaching(name, expr):
+        if binding.kind in ("assign", "annassign") and binding.value is not None:
+            kind = device_kind(index, binding.value, depth + 1)
+        elif binding.kind == "param":
+            kind = _param_device_kind(index, binding)
+        else:
+            kind = None
+        if kind is None:
+            return None
+        found = kind if found == "none" else _either(found, kind)
+        if found is None:
+            return None
+    return None if found == "none" else found
+
+
+def _either(a: Optional[str], b: Optional[str]) -> Optional[str]:
+    if a is None or b is None:
+        return None
+    return CPU if a == b == CPU else BARE_CUDA
+
+
+def _param_device_kind(index: SemanticIndex, binding) -> Optional[str]:
+    from ddplint.analysis.models import parameter_values
+    from ddplint.screen.facts import CUDA_DEVICE
+
+    tags = parameter_values(index, binding)
+    return BARE_CUDA if tags == frozenset({CUDA_DEVICE}) else None
+
+
 # ---------------------------------------------------------------------- modules
 def is_test_module(path: str) -> bool:
     """Unit tests pin devices and ranks on purpose (and never run multi-node):
