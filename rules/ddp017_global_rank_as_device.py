@@ -48,7 +48,8 @@ class GlobalRankAsDevice(Rule):
     code, name, severity = "DDP017", "global-rank-as-device", "error"
     message = ("the global rank is used as a CUDA device index: it exceeds the GPU count on the "
                "second node; use LOCAL_RANK")
-    triggers = ("rank", "RANK", "SLURM_PROCID")
+    # Device sinks too: a global rank may arrive as a parameter named anything (``warm_up(gpu)``).
+    triggers = ("rank", "RANK", "SLURM_PROCID", "cuda", "device", ".to(")
     needs_ddp_context = True
 
     valid = [

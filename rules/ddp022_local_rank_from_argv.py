@@ -1,8 +1,16 @@
 """## What it does
 Flags `parser.add_argument("--local_rank")` (or `--local-rank`) when the parsed
 value is used as the device (`set_device`, `device_ids`, `torch.device`,
-`.cuda(...)`, `.to(...)`, `CUDA_VISIBLE_DEVICES`) and nothing reads
-`os.environ["LOCAL_RANK"]` (in this module or, with project analysis, anywhere).
+`.cuda(...)`, `.to(...)`, `CUDA_VISIBLE_DEVICES`), also after being passed on
+into a parameter that becomes the device (`setup(lrank=args.local_rank)` with
+`torch.cuda.set_device(lrank)` inside, in this module or another), and nothing
+reads `os.environ["LOCAL_RANK"]` in this module or anywhere the entry script
+reaches (its imports and calls: an independent script of the same folder does
+not count).
+
+Not flagged: scripts that read `LOCAL_RANK` from the environment (as a fallback,
+a default, or behind a version check); a parsed `--local_rank` that is never
+used as a device.
 
 ## Why is this bad?
 `torch.distributed.launch` passed `--local_rank=N` on the command line;
@@ -36,6 +44,7 @@ from ddplint import names
 from ddplint.analysis.values import literal_str
 from ddplint.analysis.models import project_of
 from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.screen.facts import ARGV_LOCAL_RANK
 from ddplint.analysis.semantic import SemanticIndex
 
 HEAD = ("import argparse\nimport torch\nimport torch.distributed as dist\n"
@@ -72,6 +81,14 @@ class LocalRankFromArgv(Rule):
                      "model.cuda(args.local_rank)\n"),
         Valid(HEAD + "parser.add_argument('--local_rank', type=int)\nargs = parser.parse_args()\n"
                      "init_distributed(args)\n"),  # the device use lives elsewhere
+        # passed on, but the parameter is not a device
+        Valid(HEAD + "def log_rank(lrank):\n    print('rank', lrank)\n"
+                     "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                     "log_rank(args.local_rank)\n"),
+        # passed on, but another caller fills it from LOCAL_RANK: the script reads the environment
+        Valid(HEAD + "import os\ndef setup(lrank):\n    torch.cuda.set_device(lrank)\n"
+                     "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                     "setup(args.local_rank if args.local_rank >= 0 else int(os.environ['LOCAL_RANK']))\n"),
     ]
     invalid = [
         Invalid(HEAD + "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
@@ -94,6 +111,14 @@ class LocalRankFromArgv(Rule):
         Invalid(HEAD + "import os\nparser.add_argument('--local_rank', type=int, default=0)\n"
                        "args = parser.parse_args()\nos.environ['CUDA_VISIBLE_DEVICES'] = str(args.local_rank)\n",
                 line=6, column=1),
+        # the parsed flag passed on into a parameter that becomes the device
+        Invalid(HEAD + "def setup(lrank):\n    torch.cuda.set_device(lrank)\n    dist.init_process_group('nccl')\n"
+                       "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                       "setup(lrank=args.local_rank)\n", line=8, column=1),
+        Invalid(HEAD + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                       "def build(cfg, gpu):\n    return DDP(Net().cuda(gpu), device_ids=[gpu])\n"
+                       "parser.add_argument('--local-rank', type=int, default=0)\nopts = parser.parse_args()\n"
+                       "model = build(opts, opts.local_rank)\n", line=8, column=1),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
@@ -105,9 +130,40 @@ class LocalRankFromArgv(Rule):
         if not flags:
             return
         if _used_as_device(index) or (
-                project.complete and project.in_scope(index.path, lambda m: m.local_rank_attr_as_device)):
+                project.complete and project.in_scope(index.path, lambda m: m.local_rank_attr_as_device)) \
+                or _passed_into_a_device_parameter(project, index.path):
             for site in flags:
-                yield self.report(site.node)
+                yield self.report(site.node, _message(site))
+
+
+def _message(site) -> str:
+    default = site.keyword("default")
+    value = default.value if default is not None else None
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus) \
+            and isinstance(value.expression, cst.Integer):
+        shown = "-" + value.expression.value
+    elif isinstance(value, cst.Integer):
+        shown = value.value
+    else:
+        shown = "None" if value is None else None
+    if shown is None:
+        return LocalRankFromArgv.message
+    return ("--local_rank is used as the device but LOCAL_RANK is never read: torchrun passes no --local_rank, "
+            f"so every rank gets the default {shown} and they share one device")
+
+
+def _passed_into_a_device_parameter(project, path: str) -> bool:
+    """``setup(lrank=args.local_rank)`` where ``setup`` uses ``lrank`` as the
+    device (values across calls: the parameter receives the parsed flag), in
+    any module the entry script reaches."""
+    for other in project.scope(path):
+        module = project.modules[other]
+        for name, function in module.functions.items():
+            for param in function.device_params:
+                tags = project.param_values(other, name, param)
+                if tags and ARGV_LOCAL_RANK in tags:
+                    return True
+    return False
 
 
 def _mentions_local_rank(index: SemanticIndex, expr: cst.CSTNode, depth: int = 0) -> bool:
