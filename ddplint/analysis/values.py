@@ -321,6 +321,47 @@ def _param_device_kind(index: SemanticIndex, binding) -> Optional[str]:
     return BARE_CUDA if tags == frozenset({CUDA_DEVICE}) else None
 
 
+# ---------------------------------------------------------------------- reads
+def name_reads(index: SemanticIndex, name: str) -> list[cst.Name]:
+    """Every ``Name`` node that reads ``name`` in the module (binding targets,
+    parameters, definitions and attribute names excluded), in no particular
+    order. Built once per module from the index's parent map (no tree walk)."""
+    table = index.cache.get("values.name_reads")
+    if table is None:
+        table = {}
+        for node, parent in index._parents.items():
+            if isinstance(node, cst.Name) and _is_read(node, parent):
+                table.setdefault(node.value, []).append(node)
+        index.cache["values.name_reads"] = table
+    return table.get(name, [])
+
+
+def _is_read(node: cst.Name, parent: cst.CSTNode) -> bool:
+    if isinstance(parent, (cst.AssignTarget, cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias,
+                           cst.AsName, cst.Arg, cst.Global, cst.Nonlocal)):
+        if isinstance(parent, cst.Arg):
+            return parent.keyword is not node
+        return False
+    if isinstance(parent, cst.Attribute):
+        return parent.value is node
+    if isinstance(parent, (cst.AugAssign, cst.AnnAssign)):
+        return parent.target is not node or isinstance(parent, cst.AugAssign)
+    if isinstance(parent, (cst.For, cst.CompFor)):
+        return parent.target is not node
+    if isinstance(parent, cst.NamedExpr):
+        return parent.target is not node
+    return True
+
+
+def binding_is_read(index: SemanticIndex, binding) -> bool:
+    """Does some read of the binding's name see this binding (reaching
+    definitions)? Dotted names (``self.device``) count as read."""
+    if "." in binding.name:
+        return True
+    return any(any(b is binding for b in index.reaching(binding.name, use))
+               for use in name_reads(index, binding.name))
+
+
 # ---------------------------------------------------------------------- modules
 def is_test_module(path: str) -> bool:
     """Unit tests pin devices and ranks on purpose (and never run multi-node):
