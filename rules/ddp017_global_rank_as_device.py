@@ -64,6 +64,21 @@ class GlobalRankAsDevice(Rule):
         Valid("import os\nimport torch\nrank = int(os.environ['RANK'])\ntorch.cuda.set_device(rank)\n"),
         Valid(DIST + "gpu = args.gpu\nrank = dist.get_rank()\ndevice = torch.device(f'cuda:{gpu}')\n"),
         Valid(DIST + "torch.cuda.set_device(dist.get_rank())\n", filename="tests/unit/test_comm.py"),
+        # the spawn index of a real mp.spawn target (single-node launch)
+        Valid(DIST + "import torch.multiprocessing as mp\ndef worker(rank, world_size):\n"
+              "    dist.init_process_group('nccl', rank=rank, world_size=world_size)\n"
+              "    torch.cuda.set_device(rank)\nif __name__ == '__main__':\n"
+              "    mp.spawn(worker, nprocs=4, args=(4,))\n"),
+        # a helper whose callers pass the local rank
+        Valid(DIST + "def fit(proc):\n    torch.cuda.set_device(proc)\nfit(int(os.environ['LOCAL_RANK']))\n"),
+        # callers that disagree: not a global rank
+        Valid(DIST + "def fit(proc):\n    torch.cuda.set_device(proc)\n"
+              "fit(int(os.environ['LOCAL_RANK']))\nfit(dist.get_rank())\n"),
+        # the setup helper returns the local rank
+        Valid(DIST + "def setup_ddp():\n    return int(os.environ['LOCAL_RANK']), dist.get_world_size()\n"
+              "lrank, world = setup_ddp()\ntorch.cuda.set_device(lrank)\n"),
+        # several devices listed (a GPU inventory), and a subgroup rank
+        Valid(DIST + "torch.cuda.set_device(dist.get_rank(group=tp_group))\n"),
     ]
     invalid = [
         Invalid(DIST + "rank = dist.get_rank()\ntorch.cuda.set_device(rank)\n", line=5, column=23),
@@ -81,6 +96,34 @@ class GlobalRankAsDevice(Rule):
         Invalid(DIST + "rank = int(os.getenv('RANK', '0'))\nx = torch.zeros(3, device=rank)\n",
                 line=5, column=27),
         Invalid(DIST + "rank = dist.get_rank()\nbatch = batch.to(f'cuda:{rank}')\n", line=5, column=18),
+        # a global rank passed as an argument: ``fit(int(os.environ["RANK"]))``, then set_device(proc) inside
+        Invalid(DIST + "def fit(proc):\n    torch.cuda.set_device(proc)\nif __name__ == '__main__':\n"
+                "    fit(int(os.environ['RANK']))\n", line=5, column=27),
+        # RANK read through a dict built from os.environ
+        Invalid(DIST + "env = {k: os.environ[k] for k in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR')}\n"
+                "rank = int(env['RANK'])\ntorch.cuda.set_device(rank)\n", line=6, column=23),
+        # a parameter rebound from SLURM_PROCID on a branch
+        Invalid(DIST + "def setup(rank, world_size):\n    if 'SLURM_PROCID' in os.environ:\n"
+                "        rank = int(os.environ['SLURM_PROCID'])\n"
+                "    dist.init_process_group('nccl', rank=rank, world_size=world_size)\n"
+                "    torch.cuda.set_device(rank)\n", line=8, column=27),
+        # the torch >= 2.6 device-agnostic API
+        Invalid(DIST + "rank = dist.get_rank()\ntorch.accelerator.set_device_index(rank)\n", line=5, column=36),
+        # multi-node arithmetic in a spawn target: node_rank * ngpus + gpu is a global rank
+        Invalid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, args):\n"
+                "    rank = args.node_rank * args.ngpus + gpu\n"
+                "    dist.init_process_group('nccl', rank=rank, world_size=args.world_size)\n"
+                "    torch.cuda.set_device(rank)\nmp.spawn(worker, nprocs=8, args=(args,))\n",
+                line=8, column=27),
+        # a function that is not a spawn target, whatever its parameter is called
+        Invalid(DIST + "def worker(gpu, args):\n    torch.cuda.set_device(gpu)\n"
+                "worker(dist.get_rank(), args)\n", line=5, column=27),
+        # a rank returned by a setup helper (values out of calls), in a device choice
+        Invalid(DIST + "def setup_ddp():\n    if 'RANK' in os.environ:\n        dist.init_process_group('nccl')\n"
+                "        return dist.get_rank(), dist.get_world_size(), True\n    return 0, 1, False\n"
+                "rank, world, use_ddp = setup_ddp() if args.ddp else (0, 1, False)\n"
+                "device = torch.device(f'cuda:{rank}' if torch.cuda.is_available() else 'cpu')\n",
+                line=10, column=23),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:

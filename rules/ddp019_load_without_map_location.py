@@ -44,6 +44,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
+from ddplint.analysis.models import project_of
 from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name, iter_literal_strings
 from ddplint.analysis.values import literal_str
@@ -83,6 +84,8 @@ class LoadWithoutMapLocation(Rule):
         # only rank 0 loads: rank 0 owns device 0 (RULES.md, Clarifications: this was an invalid example)
         Valid(DIST + "torch.cuda.set_device(local_rank)\nif rank == 0:\n"
                      "    pretrained = torch.load(args.pretrained)\n"),
+        Valid(DIST + "model.cuda()\nif rank in [-1, 0]:\n"
+                     "    run_id = torch.load(weights).get('wandb_id')\n"),
         Valid(DIST + "def export(fabric, path):\n    torch.cuda.set_device(fabric.local_rank)\n"
                      "    if fabric.global_rank != 0:\n        return\n    weights = torch.load(path)\n"),
         # launcher-parent code: runs once, in the parent, before the workers start
@@ -350,6 +353,8 @@ def _is_cpu_value(index: SemanticIndex, expr: cst.BaseExpression, scope: cst.CST
         device = next((a for a in expr.args if a.keyword is not None and a.keyword.value == "device"), None)
         if device is not None and literal_str(device.value) == "cpu":
             return True
+        if _made_by_cpu_only_module(index, expr):
+            return True
         return _offloads_to_cpu(index, scope) and _gathers_state(expr)
     if isinstance(expr, cst.Dict):
         values = [e.value for e in expr.elements if isinstance(e, cst.DictElement)]
@@ -363,6 +368,20 @@ def _is_cpu_value(index: SemanticIndex, expr: cst.BaseExpression, scope: cst.CST
         values = index.reaching_values(expr)
         return bool(values) and all(_is_cpu_value(index, v, scope, depth + 1) for v in values)
     return False
+
+
+def _made_by_cpu_only_module(index: SemanticIndex, call: cst.Call) -> bool:
+    """``data = generate_samples(n)`` where the project function lives in a
+    module that never puts anything on a GPU (project facts): CPU tensors."""
+    callee = dotted_name(call.func)
+    if callee is None:
+        return False
+    project = project_of(index)
+    key = project.resolve_function(index.path, callee, index.imports)
+    if key is None or key[0] == index.path:
+        return False
+    module = project.modules.get(key[0])
+    return module is not None and not module.moves_to_cuda
 
 
 def _gathers_state(call: cst.Call) -> bool:

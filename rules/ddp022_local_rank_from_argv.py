@@ -72,6 +72,8 @@ class LocalRankFromArgv(Rule):
                      "local_rank = int(os.getenv('LOCAL_RANK', args.local_rank))\ntorch.cuda.set_device(local_rank)\n"),
         Valid(HEAD + "parser.add_argument('--rank', type=int, default=0)\nargs = parser.parse_args()\n"
                      "torch.cuda.set_device(args.rank)\n"),
+        Valid(HEAD + "parser.add_argument('--rank', '--local_rank', type=int, default=0)\n"
+                     "args = parser.parse_args()\nprint(args.rank)\ntorch.cuda.set_device(args.gpu)\n"),
         Valid("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
               "parser.add_argument('--local_rank', type=int)\nargs = parser.parse_args()\n"
               "torch.cuda.set_device(args.local_rank)\n"),  # not DDP code
@@ -111,6 +113,9 @@ class LocalRankFromArgv(Rule):
         Invalid(HEAD + "import os\nparser.add_argument('--local_rank', type=int, default=0)\n"
                        "args = parser.parse_args()\nos.environ['CUDA_VISIBLE_DEVICES'] = str(args.local_rank)\n",
                 line=6, column=1),
+        # an alias option: argparse stores --local_rank in args.rank
+        Invalid(HEAD + "parser.add_argument(\n    '--rank',\n    '--local_rank',\n    default=0,\n    type=int,\n)\n"
+                       "args = parser.parse_args()\ntorch.cuda.set_device(args.rank)\n", line=5, column=1),
         # the parsed flag passed on into a parameter that becomes the device
         Invalid(HEAD + "def setup(lrank):\n    torch.cuda.set_device(lrank)\n    dist.init_process_group('nccl')\n"
                        "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
@@ -129,7 +134,8 @@ class LocalRankFromArgv(Rule):
                  if any(literal_str(a.value) in ("--local_rank", "--local-rank") for a in site.node.args)]
         if not flags:
             return
-        if _used_as_device(index) or (
+        attributes = {"local_rank"} | {_destination(site) for site in flags}
+        if _used_as_device(index, attributes) or (
                 project.complete and project.in_scope(index.path, lambda m: m.local_rank_attr_as_device)) \
                 or _passed_into_a_device_parameter(project, index.path):
             for site in flags:
@@ -166,30 +172,44 @@ def _passed_into_a_device_parameter(project, path: str) -> bool:
     return False
 
 
-def _mentions_local_rank(index: SemanticIndex, expr: cst.CSTNode, depth: int = 0) -> bool:
-    """Does the expression read ``X.local_rank`` (or a name bound from it)?"""
+def _destination(site) -> str:
+    """The attribute argparse stores the flag in: ``dest=``, else the first long
+    option (``add_argument("--rank", "--local_rank")`` stores ``args.rank``)."""
+    dest = site.keyword("dest")
+    if dest is not None and literal_str(dest.value):
+        return literal_str(dest.value)
+    for arg in site.node.args:
+        text = literal_str(arg.value) if arg.keyword is None else None
+        if text and text.startswith("--"):
+            return text[2:].replace("-", "_")
+    return "local_rank"
+
+
+def _mentions_local_rank(index: SemanticIndex, expr: cst.CSTNode, attributes: set[str], depth: int = 0) -> bool:
+    """Does the expression read ``X.local_rank`` (or the flag's other
+    destination, or a name bound from it)?"""
     stack = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Attribute) and node.attr.value == "local_rank":
+        if isinstance(node, cst.Attribute) and node.attr.value in attributes:
             return True
         if isinstance(node, cst.Name) and depth < 2:
             values = index.reaching_values(node) or []
-            if any(_mentions_local_rank(index, v, depth + 1) for v in values):
+            if any(_mentions_local_rank(index, v, attributes, depth + 1) for v in values):
                 return True
         stack.extend(node.children)
     return False
 
 
-def _used_as_device(index: SemanticIndex) -> bool:
+def _used_as_device(index: SemanticIndex, attributes: set[str]) -> bool:
     sinks = index.calls_to(*_DEVICE_SINKS) + index.method_calls(*_DEVICE_METHODS, "set_device")
     for site in sinks:
         args = site.node.args
         if site.qualified_name == names.DDP:
             args = [a for a in args if a.keyword is not None and a.keyword.value in ("device_ids", "output_device")]
-        if any(_mentions_local_rank(index, a.value) for a in args):
+        if any(_mentions_local_rank(index, a.value, attributes) for a in args):
             return True
     for target, value in index.subscript_assignments:
-        if index.qualified_name(target.value) == "os.environ" and _mentions_local_rank(index, value):
+        if index.qualified_name(target.value) == "os.environ" and _mentions_local_rank(index, value, attributes):
             return True
     return False

@@ -141,9 +141,55 @@ def rank_sources(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0)
             sources |= rank_sources(index, binding.value, depth + 1)
         elif binding.kind == "param":
             sources |= _param_rank_sources(index, binding)
+        elif binding.kind == "unpack":
+            sources |= _unpacked_rank_sources(index, binding, depth)
         else:
             sources.add(UNKNOWN)
     return frozenset(sources or {UNKNOWN})
+
+
+def _unpacked_rank_sources(index: SemanticIndex, binding, depth: int) -> frozenset[str]:
+    """``rank, world, ok = setup_ddp()`` (or ``... = setup_ddp() if args.ddp else
+    (0, 1, False)``): the element at the name's position in what the value
+    holds; a call of a function of this module gives the elements of its
+    ``return`` tuples (values out of calls)."""
+    node = binding.node
+    if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+        return frozenset({UNKNOWN})
+    target = node.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)) or any(
+            isinstance(e, cst.StarredElement) for e in target.elements):
+        return frozenset({UNKNOWN})
+    position = next((i for i, e in enumerate(target.elements) if dotted_name(e.value) == binding.name), None)
+    if position is None:
+        return frozenset({UNKNOWN})
+    return _element_sources(index, node.value, position, len(target.elements), depth + 1)
+
+
+def _element_sources(index: SemanticIndex, value: cst.BaseExpression, position: int, size: int,
+                     depth: int) -> frozenset[str]:
+    if depth > 6:
+        return frozenset({UNKNOWN})
+    if isinstance(value, cst.IfExp):
+        return (_element_sources(index, value.body, position, size, depth + 1)
+                | _element_sources(index, value.orelse, position, size, depth + 1))
+    if isinstance(value, (cst.Tuple, cst.List)):
+        if len(value.elements) != size or any(isinstance(e, cst.StarredElement) for e in value.elements):
+            return frozenset({UNKNOWN})
+        return rank_sources(index, value.elements[position].value, depth + 1)
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+        functions = index.functions_named(value.func.value)
+        if len(functions) != 1 or index.qualified_name(value.func) is not None:
+            return frozenset({UNKNOWN})
+        function = functions[0]
+        returns = [e for e in index.exits if isinstance(e, cst.Return) and index.enclosing_scope(e) is function]
+        if not returns or any(r.value is None for r in returns):
+            return frozenset({UNKNOWN})
+        sources: set[str] = set()
+        for ret in returns:
+            sources |= _element_sources(index, ret.value, position, size, depth + 1)
+        return frozenset(sources)
+    return frozenset({UNKNOWN})
 
 
 _NODE_WORDS = ("node_rank", "noderank", "nr", "node_id", "node_idx", "machine_rank", "node")
