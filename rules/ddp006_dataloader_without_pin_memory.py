@@ -30,7 +30,8 @@ DGL) count as `DataLoader`s.
 Not flagged: any explicit `pin_memory=` (also `pin_memory=False`: a deliberate
 choice); `**kwargs` that may carry it; `num_workers=0` or no `num_workers`;
 CPU-only code; a dataset that already holds CUDA tensors (cached latents on the
-GPU: there is nothing to copy, and `pin_memory=True` would raise).
+GPU: there is nothing to copy, and `pin_memory=True` would raise); unit tests
+(`test_*.py`, `tests/`), whose loaders test behaviour, not throughput.
 
 ## References
 - https://pytorch.org/docs/stable/data.html#memory-pinning
@@ -44,8 +45,8 @@ import libcst as cst
 from ddplint import names
 from ddplint.analysis.models import project_of
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
-from ddplint.analysis.values import (GLOBAL, LOCAL, fstring_prefix, is_literal_zero, literal_int, literal_str,
-                                     rank_sources)
+from ddplint.analysis.values import (GLOBAL, LOCAL, fstring_prefix, is_literal_zero, is_test_module, literal_int,
+                                     literal_str, rank_sources)
 from ddplint.rule import Invalid, Rule, Valid
 
 LOADER = "from torch.utils.data import DataLoader\n"
@@ -112,6 +113,8 @@ class DataLoaderWithoutPinMemory(Rule):
               "latents = torch.load('latents.pt').to(device)\n"
               "cached = TensorDataset(latents, labels.cuda())\n"
               "loader = DataLoader(cached, batch_size=64, num_workers=2)\n"),
+        Valid(LOADER + "loader = DataLoader(range(8), num_workers=2)\nassert len(list(loader)) == 8\n"
+              "x = torch.ones(1).cuda()\n", filename="tests/test_loader_workers.py"),
         Valid(LOADER + "class GpuCache(Dataset):\n    pass\n"
               "loader = DataLoader(GpuCache(feats.to('cuda', non_blocking=True)), num_workers=4)\n"),
         # CPU-only code: gloo, .to(dtype), no GPU anywhere
@@ -155,6 +158,8 @@ class DataLoaderWithoutPinMemory(Rule):
     ]
 
     def check(self, index):
+        if is_test_module(index.path):
+            return  # a unit test's loader checks behaviour, not input-pipeline throughput
         calls = [call for call in index.calls_to(names.DATALOADER) if not call.may_pass("pin_memory")]
         calls = [call for call in calls if _uses_workers(call)]
         if not calls or not batches_go_to_cuda(index):
