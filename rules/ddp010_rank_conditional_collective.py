@@ -35,7 +35,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ddplint.analysis.models import project_of, wrapped_kind, wrapped_slots
+from ddplint.analysis.models import project_callee, project_of, wrapped_kind, wrapped_slots
 from ddplint.screen.facts import COLLECTIVE_STATE_DICT, COLLECTIVES
 from ddplint.analysis.ranks import Guard, guard_restricts, rank_guards
 from ddplint.rule import Invalid, Report, Rule, Valid
@@ -148,7 +148,8 @@ class RankConditionalCollective(Rule):
         callee = dotted_name(site.node.func)
         if callee is None:
             return None
-        reached = project_of(index).call_reaches(index.path, callee, index.imports, wrapped_slots(index, site))
+        reached = project_of(index).call_reaches(index.path, project_callee(index, site.node) or callee,
+                                                 index.imports, wrapped_slots(index, site))
         if reached == "collective":
             return f"call of {callee}(), which issues a collective,"
         if reached == "forward":

@@ -35,7 +35,7 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.models import project_of
+from ddplint.analysis.models import function_key, project_of
 from ddplint.analysis.ranks import enclosing_function, runs_on_rank_subset
 from ddplint.analysis.roles import is_worker_code
 from ddplint.rule import Invalid, Report, Rule, Valid
@@ -116,7 +116,8 @@ class CheckpointSavedOnEveryRank(Rule):
             function = enclosing_function(index, site.node)
             if function is not None and _class_level_unknown(index, function):
                 continue
-            if function is None or project_of(index).callers_guarded(index.path, function.name.value) is False:
+            if function is None or \
+                    project_of(index).callers_guarded(index.path, function_key(index, function)) is False:
                 yield self.report(site.node)
 
 

@@ -17,6 +17,10 @@ ranks silently keep a second CUDA context there.
     # or map_location=f"cuda:{local_rank}"
     model.load_state_dict(state["model"])
 
+Fix (unsafe): adds `map_location="cpu"` (or replaces `map_location=None`).
+Unsafe: tensors that the code uses directly after loading (rather than copying
+them into a model that is already on its GPU) now start on the CPU.
+
 Not flagged: a `map_location` (or `**kwargs` that may carry one); code that
 is not a DDP worker (launcher-parent code before `mp.spawn`, the single-process
 branch of a script, single-process or CPU-only test functions: in unit tests the
@@ -48,6 +52,7 @@ from ddplint.analysis.models import project_of
 from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name, iter_literal_strings
 from ddplint.analysis.values import literal_str
+from ddplint.fixes import UNSAFE, add_keyword, node_fix, replace, string_literal
 from ddplint.rule import Invalid, Report, Rule, Valid
 
 DIST = "import torch\nimport torch.distributed as dist\n"
@@ -129,35 +134,62 @@ class LoadWithoutMapLocation(Rule):
                      "    checkpoint = torch.load(path, weights_only=True)\n", filename="tests/test_fsdp.py"),
     ]
     invalid = [
-        Invalid(DIST + "model.cuda()\nstate = torch.load('checkpoint.pt')\n", line=4, column=9),
+        Invalid(DIST + "model.cuda()\nstate = torch.load('checkpoint.pt')\n", line=4, column=9,
+                fixed=DIST + "model.cuda()\nstate = torch.load('checkpoint.pt', map_location='cpu')\n"),
         Invalid(DIST + "device = torch.device('cuda', rank)\nmodel.load_state_dict(torch.load(args.resume))\n",
-                line=4, column=23),
-        Invalid(DIST + "model.cuda()\nsd = torch.hub.load_state_dict_from_url(url)\n", line=4, column=6),
+                line=4, column=23,
+                fixed=DIST + "device = torch.device('cuda', rank)\n"
+                "model.load_state_dict(torch.load(args.resume, map_location='cpu'))\n"),
+        Invalid(DIST + "model.cuda()\nsd = torch.hub.load_state_dict_from_url(url)\n", line=4, column=6,
+                fixed=DIST + "model.cuda()\nsd = torch.hub.load_state_dict_from_url(url, map_location=\"cpu\")\n"),
         Invalid("from torch import load\nimport torch.distributed as dist\nnet.cuda()\nckpt = load(path)\n",
-                line=4, column=8),
+                line=4, column=8,
+                fixed="from torch import load\nimport torch.distributed as dist\nnet.cuda()\n"
+                "ckpt = load(path, map_location=\"cpu\")\n"),
         Invalid(DIST + "def resume(model, path):\n    ckpt = torch.load(path, weights_only=True)\n"
-                       "    model.load_state_dict(ckpt['model'])\nmodel.cuda()\n", line=4, column=12),
-        Invalid(DIST + "model.to('cuda')\nstate = torch.load(path, map_location=None)\n", line=4, column=9),
+                       "    model.load_state_dict(ckpt['model'])\nmodel.cuda()\n", line=4, column=12,
+                fixed=DIST + "def resume(model, path):\n    ckpt = torch.load(path, weights_only=True, "
+                "map_location='cpu')\n    model.load_state_dict(ckpt['model'])\nmodel.cuda()\n"),
+        Invalid(DIST + "model.to('cuda')\nstate = torch.load(path, map_location=None)\n", line=4, column=9,
+                fixed=DIST + "model.to('cuda')\nstate = torch.load(path, map_location='cpu')\n"),
         Invalid(DIST + "class Trainer:\n    def load(self, path):\n        self.model.cuda()\n"
-                       "        return torch.load(path)\n", line=6, column=16),
+                       "        return torch.load(path)\n", line=6, column=16,
+                fixed=DIST + "class Trainer:\n    def load(self, path):\n        self.model.cuda()\n"
+                       "        return torch.load(path, map_location=\"cpu\")\n"),
+        # Arguments one per line: the new one follows their layout.
+        Invalid(DIST + "torch.cuda.set_device(local_rank)\nstate = torch.load(\n    os.path.join(run_dir, 'last.pt'),\n"
+                       "    weights_only=False,\n)\n", line=4, column=9,
+                fixed=DIST + "torch.cuda.set_device(local_rank)\nstate = torch.load(\n    os.path.join(run_dir, 'last.pt'),\n"
+                       "    weights_only=False,\n    map_location='cpu',\n)\n"),
         # every rank but 0 loads (replaces the rank-0 example, now valid)
         Invalid(DIST + "torch.cuda.set_device(local_rank)\nif rank != 0:\n"
-                       "    pretrained = torch.load(args.pretrained)\n", line=5, column=18),
+                       "    pretrained = torch.load(args.pretrained)\n", line=5, column=18,
+                fixed=DIST + "torch.cuda.set_device(local_rank)\nif rank != 0:\n"
+                       "    pretrained = torch.load(args.pretrained, map_location=\"cpu\")\n"),
         # the GPU arm of a conditional load is unmapped
         Invalid(DIST + "model.cuda()\n"
                        "ckpt = torch.load(p) if use_gpu else torch.load(p, map_location='cpu')\n",
-                line=4, column=8),
+                line=4, column=8,
+                fixed=DIST + "model.cuda()\n"
+                "ckpt = torch.load(p, map_location='cpu') if use_gpu else torch.load(p, map_location='cpu')\n"),
         # an unrelated enclosing ``if`` with a mapped load elsewhere excuses nothing
         Invalid(DIST + "model.cuda()\nif args.resume:\n    ckpt = torch.load(args.resume)\n"
-                       "    stats = torch.load(args.stats, map_location='cpu')\n", line=5, column=12),
+                       "    stats = torch.load(args.stats, map_location='cpu')\n", line=5, column=12,
+                fixed=DIST + "model.cuda()\nif args.resume:\n    ckpt = torch.load(args.resume, map_location='cpu')\n"
+                       "    stats = torch.load(args.stats, map_location='cpu')\n"),
         # a distributed test function of a unit-test module
         Invalid(DIST + "def test_resume_two_gpus(tmp_path):\n"
                        "    fabric = Fabric(accelerator='cuda', devices=2, strategy='ddp')\n    fabric.launch()\n"
                        "    state = torch.load(tmp_path / 'last.ckpt')\n", line=6, column=13,
-                filename="tests/test_resume.py"),
+                filename="tests/test_resume.py",
+                fixed=DIST + "def test_resume_two_gpus(tmp_path):\n"
+                       "    fabric = Fabric(accelerator='cuda', devices=2, strategy='ddp')\n    fabric.launch()\n"
+                       "    state = torch.load(tmp_path / 'last.ckpt', map_location='cpu')\n"),
         # a GPU tensor saved and reloaded on every rank
         Invalid(DIST + "model.cuda()\nbank = torch.zeros(4096, 128, device='cuda')\ntorch.save(bank, 'bank.pt')\n"
-                       "bank = torch.load('bank.pt')\n", line=6, column=8),
+                       "bank = torch.load('bank.pt')\n", line=6, column=8,
+                fixed=DIST + "model.cuda()\nbank = torch.zeros(4096, 128, device='cuda')\n"
+                       "torch.save(bank, 'bank.pt')\nbank = torch.load('bank.pt', map_location='cpu')\n"),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
@@ -171,7 +203,28 @@ class LoadWithoutMapLocation(Rule):
                 continue
             if runs_on_rank_zero_only(index, site.node) or _cpu_payload(index, site):
                 continue
-            yield self.report(site.node)
+            yield self.report(site.node, fix=_fix(index, site))
+
+
+def _fix(index: SemanticIndex, site: CallSite):
+    """``map_location="cpu"``, in the quote style of the call's (else the module's) strings."""
+    strings = [node for node in _call_strings(site.node)] + [node for node, _ in index.strings]
+    cpu = string_literal("cpu", strings)
+    given = site.argument("map_location")
+    if given is not None:  # map_location=None
+        return node_fix(f"Replace map_location=None by map_location={cpu}", UNSAFE, replace(given.value, cpu))
+    return node_fix(f"Add map_location={cpu}", UNSAFE, add_keyword(site.node, "map_location", cpu))
+
+
+def _call_strings(call: cst.Call) -> list:
+    found = []
+    for arg in call.args:
+        value = arg.value
+        if isinstance(value, cst.SimpleString):
+            found.append(value)
+        elif isinstance(value, cst.Call):
+            found.extend(_call_strings(value))
+    return found
 
 
 def _maps(site: CallSite) -> bool:

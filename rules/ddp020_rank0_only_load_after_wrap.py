@@ -29,11 +29,11 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ddplint.analysis.models import project_of, wrapped_root, wrapped_slots
+from ddplint.analysis.models import project_callee, project_of, wrapped_root, wrapped_slots
 from ddplint.screen.facts import COLLECTIVES
 from ddplint.analysis.ranks import guard_restricts, rank_guards
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
+from ddplint.analysis.semantic import CallSite, SemanticIndex
 
 IMPORTS = ("import torch\nimport torch.distributed as dist\n"
            "from torch.nn.parallel import DistributedDataParallel as DDP\n")
@@ -90,7 +90,7 @@ class Rank0OnlyLoadAfterWrap(Rule):
                 if wrapped_root(index, site.receiver, site.order) is None:
                     continue
             else:
-                callee = dotted_name(site.node.func)
+                callee = project_callee(index, site.node)
                 key = project.loading_function(index.path, callee, index.imports) if callee else None
                 if key is None or not any(kind == "ddp" and project.call_loads_into(key, callee, slot)
                                           for slot, kind in wrapped_slots(index, site).items()):

@@ -16,6 +16,10 @@ then fails with "Missing key(s) ... Unexpected key(s) module.", or worse, with
 ## Use instead
     torch.save(model.module.state_dict(), "ckpt.pt")
 
+Fix (unsafe): `ddp_model.state_dict()` becomes `ddp_model.module.state_dict()`.
+Unsafe: the checkpoint's keys change, and code that loads it back into the DDP
+wrapper must then load into `ddp_model.module`.
+
 Not flagged: `ddp_model.module.state_dict()`; `torch.save(ddp_model)` (the whole
 object); modules that strip the `module.` prefix when loading
 (`consume_prefix_in_state_dict_if_present`, `k.replace("module.", "")`, `k[7:]`).
@@ -33,6 +37,7 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.values import is_ddp_model
+from ddplint.fixes import UNSAFE, insert_after, node_fix
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex
 
@@ -62,22 +67,37 @@ class DDPWrapperStateDict(Rule):
               "def save(model, path):\n    torch.save(model.state_dict(), path)\n"),
     ]
     invalid = [
-        Invalid(DDP_SCRIPT + "torch.save(model.state_dict(), 'ckpt.pt')\n", line=4, column=12),
+        Invalid(DDP_SCRIPT + "torch.save(model.state_dict(), 'ckpt.pt')\n", line=4, column=12,
+                fixed=DDP_SCRIPT + "torch.save(model.module.state_dict(), 'ckpt.pt')\n"),
         Invalid(DDP_SCRIPT + "torch.save({'epoch': epoch, 'model': model.state_dict(),\n"
-                "            'optimizer': optimizer.state_dict()}, path)\n", line=4, column=38),
+                "            'optimizer': optimizer.state_dict()}, path)\n", line=4, column=38,
+                fixed=DDP_SCRIPT + "torch.save({'epoch': epoch, 'model': model.module.state_dict(),\n"
+                "            'optimizer': optimizer.state_dict()}, path)\n"),
         Invalid(DDP_SCRIPT + "checkpoint = {'model': model.state_dict(), 'step': step}\n"
-                "torch.save(checkpoint, path)\n", line=4, column=24),
+                "torch.save(checkpoint, path)\n", line=4, column=24,
+                fixed=DDP_SCRIPT + "checkpoint = {'model': model.module.state_dict(), 'step': step}\n"
+                "torch.save(checkpoint, path)\n"),
         Invalid("import torch\nimport torch.nn as nn\nnet = nn.parallel.DistributedDataParallel(net)\n"
-                "if rank == 0:\n    torch.save(net.state_dict(), f'{out}/net.pt')\n", line=5, column=16),
+                "if rank == 0:\n    torch.save(net.state_dict(), f'{out}/net.pt')\n", line=5, column=16,
+                fixed="import torch\nimport torch.nn as nn\nnet = nn.parallel.DistributedDataParallel(net)\n"
+                "if rank == 0:\n    torch.save(net.module.state_dict(), f'{out}/net.pt')\n"),
         Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel\n"
                 "class Trainer:\n    def __init__(self, model):\n"
                 "        self.model = DistributedDataParallel(model)\n"
                 "    def save(self, path):\n        torch.save(self.model.state_dict(), path)\n",
-                line=7, column=20),
+                line=7, column=20,
+                fixed="import torch\nfrom torch.nn.parallel import DistributedDataParallel\n"
+                "class Trainer:\n    def __init__(self, model):\n"
+                "        self.model = DistributedDataParallel(model)\n"
+                "    def save(self, path):\n        torch.save(self.model.module.state_dict(), path)\n"),
         Invalid(DDP_SCRIPT + "for epoch in range(10):\n    train(model)\n"
-                "    torch.save(model.state_dict(), f'epoch{epoch}.pt')\n", line=6, column=16),
+                "    torch.save(model.state_dict(), f'epoch{epoch}.pt')\n", line=6, column=16,
+                fixed=DDP_SCRIPT + "for epoch in range(10):\n    train(model)\n"
+                "    torch.save(model.module.state_dict(), f'epoch{epoch}.pt')\n"),
         Invalid("from torch import save\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
-                "ddp = DDP(net)\nsave(ddp.state_dict(), 'x.pt')\n", line=4, column=6),
+                "ddp = DDP(net)\nsave(ddp.state_dict(), 'x.pt')\n", line=4, column=6,
+                fixed="from torch import save\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "ddp = DDP(net)\nsave(ddp.module.state_dict(), 'x.pt')\n"),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
@@ -89,7 +109,9 @@ class DDPWrapperStateDict(Rule):
                 continue
             for call in _state_dict_calls(index, obj.value, save.order):
                 if call.receiver is not None and is_ddp_model(index, call.receiver, save.order):
-                    yield self.report(call.node)
+                    yield self.report(call.node, fix=node_fix(
+                        "Save the wrapped module's state_dict (.module.state_dict())", UNSAFE,
+                        insert_after(call.receiver, ".module")))
 
 
 def _state_dict_calls(index: SemanticIndex, expr: cst.BaseExpression, order: int,
