@@ -1,8 +1,16 @@
 """## What it does
 Flags the global rank used as a CUDA device index: `torch.device(f"cuda:{rank}")`,
-`torch.device("cuda", rank)`, `torch.cuda.set_device(rank)`, `.to(rank)`,
-`.cuda(rank)`, `device_ids=[rank]`, `device=rank`, where `rank` holds
-`dist.get_rank()` or the `RANK` environment variable (also `SLURM_PROCID`).
+`torch.device("cuda", rank)`, `torch.cuda.set_device(rank)`,
+`torch.accelerator.set_device_index(rank)`, `.to(rank)`, `.cuda(rank)`,
+`device_ids=[rank]`, `device=rank`, where `rank` holds `dist.get_rank()` or the
+`RANK` environment variable (also `SLURM_PROCID`, `OMPI_COMM_WORLD_RANK`, ...),
+or the global rank of a multi-node launch (`node_rank * ngpus_per_node + gpu`).
+The value is followed through every binding that may reach the use (a name
+rebound from `SLURM_PROCID` on one branch), copies of the environment
+(`env = {k: os.environ[k] for k in keys}`), the arguments of the project's
+calls (`fit(int(os.environ["RANK"]))` then `set_device(proc)` inside `fit`,
+also in another module) and the tuples a setup helper returns
+(`rank, world = setup_ddp()`).
 
 ## Why is this bad?
 The global rank counts processes across all nodes; the device index counts GPUs
@@ -22,8 +30,12 @@ doubles up ranks on some GPUs).
 The binding decides, not the name: `local_rank = dist.get_rank()` is flagged,
 and a value read from `LOCAL_RANK` is fine whatever it is called. Not flagged:
 `rank % torch.cuda.device_count()`; the process index that `mp.spawn` passes to
-its worker (a single-node launch); unit tests (`test_*.py`, `tests/`), which run
-on one node; values ddplint cannot trace.
+its target (a local index on every node), only when the function really is the
+target of a spawn call (a function named `worker(gpu, ...)` that is called with
+`dist.get_rank()` is flagged); a parameter whose callers disagree (one passes
+the local rank); `get_rank(group)` (a subgroup rank); code that is not a DDP
+worker (launcher-parent code, single-process branches); unit tests (`test_*.py`,
+`tests/`), which run on one node; values ddplint cannot trace.
 
 Fix (unsafe): when a variable holding the local rank (read from `LOCAL_RANK`,
 `SLURM_LOCALID` or `OMPI_COMM_WORLD_LOCAL_RANK`) is bound earlier in scope, the
