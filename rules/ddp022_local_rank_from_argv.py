@@ -57,7 +57,10 @@ class LocalRankFromArgv(Rule):
     code, name, severity = "DDP022", "local-rank-from-argv", "warning"
     message = "--local_rank is used as the device but LOCAL_RANK is never read: under torchrun every rank gets the default"
     triggers = ("local_rank", "local-rank")
-    needs_ddp_context = True
+    # A script without torch.distributed of its own that hands --local_rank to a
+    # DDP module's setup (``init_distributed_mode(params)``) is still a DDP
+    # launcher script: the check asks the project for context itself.
+    needs_ddp_context = False
     uses_project = True
 
     valid = [
@@ -128,6 +131,8 @@ class LocalRankFromArgv(Rule):
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
+        if not index.in_ddp_context and not project.in_scope(index.path, lambda m: m.own_ddp_context):
+            return
         if "LOCAL_RANK" in index.source or project.in_scope(index.path, lambda m: m.reads_local_rank_env):
             return
         flags = [site for site in index.method_calls("add_argument")

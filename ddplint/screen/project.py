@@ -478,22 +478,7 @@ class Project:
             return True
         if path in self._receives_wrapped:
             return True
-        return path in self._imported_by_ddp_modules or path in self._passes_to_ddp_modules
-
-    @property
-    def _passes_to_ddp_modules(self) -> set[str]:
-        """Modules that call a function of a module in DDP context (RULES.md:
-        "passes objects to such a module"): ``train.py`` calling
-        ``slurm.init_distributed_mode(params)`` is a DDP script."""
-        if not hasattr(self, "_passes_cache"):
-            found = set()
-            for (callee_path, _), calls in self.callers.items():
-                callee = self.modules.get(callee_path)
-                if callee is None or not callee.own_ddp_context:
-                    continue
-                found.update(caller for caller, _ in calls if caller != callee_path)
-            self._passes_cache = found
-        return self._passes_cache
+        return path in self._imported_by_ddp_modules
 
     @property
     def _receives_wrapped(self) -> set[str]:
