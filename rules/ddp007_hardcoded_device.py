@@ -49,7 +49,7 @@ from ddplint import names
 from ddplint.analysis.values import (CUDA_INDEX, binding_is_read, device_arguments, in_device_list,
                                      is_test_module, literal_int, literal_str, module_masks_visible_devices)
 from ddplint.analysis.models import project_of
-from ddplint.analysis.roles import is_worker_code
+from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex
 
@@ -97,6 +97,15 @@ class HardcodedDevice(Rule):
                      "else:\n    model = model.cuda(0)\n"),
         Valid(DIST + "if num_processes == 1:\n    device = torch.device('cuda', 0)\n"
                      "else:\n    device = torch.device('cuda', local_rank)\n"),
+        # code that runs on rank 0 only (rank 0 owns GPU 0), here or in every caller
+        Valid(DIST + "torch.cuda.set_device(rank)\nif rank == 0:\n    probe = torch.zeros(1, device='cuda:0')\n"),
+        Valid(DIST + "def evaluate(net, loader):\n    for x in loader:\n        net(x.cuda(0))\n"
+                     "def train(rank, net, loader):\n    torch.cuda.set_device(rank)\n    if rank == 0:\n"
+                     "        evaluate(net, loader)\n"),
+        # the else of ``distributed and not <opt-out option>``: single process, or devices masked by the user
+        Valid(DIST + "if args.distributed and not args.no_set_device_rank:\n"
+                     "    device = 'cuda:%d' % args.local_rank\nelse:\n    device = 'cuda:0'\n"
+                     "torch.cuda.set_device(device)\n"),
         # a round trip through the GPU whose result stays on the CPU
         Valid(DIST + "w = Int8Params(value).to(0).to('cpu')\nscales = w.SCB.cuda(0).cpu()\n"),
     ]
@@ -121,6 +130,13 @@ class HardcodedDevice(Rule):
         Invalid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, args):\n"
                        "    model = Net().to('cuda:0')\ndef main():\n    mp.spawn(worker, nprocs=4, args=(None,))\n",
                 line=5, column=22),
+        # a helper some caller runs on every rank
+        Invalid(DIST + "def evaluate(net, loader):\n    for x in loader:\n        net(x.cuda(0))\n"
+                       "def train(rank, net, loader):\n    torch.cuda.set_device(rank)\n    evaluate(net, loader)\n",
+                line=5, column=20),
+        # the else of ``distributed and rank == 0`` runs on every other rank
+        Invalid(DIST + "if args.distributed and args.rank == 0:\n    log_device = 'cpu'\nelse:\n"
+                       "    torch.cuda.set_device(0)\n", line=6, column=27),
         # the distributed arm of a world-size test is a worker
         Invalid(DIST + "if num_processes > 1:\n    torch.cuda.set_device(0)\n", line=4, column=27),
     ]
@@ -129,7 +145,8 @@ class HardcodedDevice(Rule):
         if module_masks_visible_devices(index) or is_test_module(index.path):
             return
         for node in _hardcoded_device_literals(index):
-            if is_worker_code(index, node) and not in_device_list(index, node) and not _left_at_once(index, node):
+            if is_worker_code(index, node) and not in_device_list(index, node) and not _left_at_once(index, node) \
+                    and not runs_on_rank_zero_only(index, node):
                 yield self.report(node, _message(index, node))
 
 

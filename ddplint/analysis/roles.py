@@ -104,6 +104,15 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
         if callee in ("torch.distributed.is_initialized", "torch.distributed.is_available"):
             return True
         return None
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        # ``args.distributed and not args.no_set_device_rank``: holds only in a
+        # distributed run; its ``else`` is the single-process run or a plain
+        # opt-out option (never a rank test, which would make the else per-rank).
+        operands = (test.left, test.right)
+        sides = [flag_polarity(index, operand) for operand in operands]
+        if True in sides and all(side is True or _plain_option(operand) for side, operand in zip(sides, operands)):
+            return True
+        return None
     name = dotted_name(test)
     if name is not None:
         last = name.split(".")[-1].lower()
@@ -111,6 +120,19 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         return _comparison_polarity(test)
     return None
+
+
+def _plain_option(test: cst.BaseExpression) -> bool:
+    """``args.flag`` / ``not args.flag`` naming neither a rank nor a rank predicate."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    name = dotted_name(test)
+    if name is None:
+        return False
+    last = name.split(".")[-1]
+    lowered = last.lower()
+    return not names.RANK_NAME.match(last) and last not in names.RANK_PREDICATES \
+        and not any(word in lowered for word in ("master", "main", "leader", "chief", "zero"))
 
 
 def _comparison_polarity(test: cst.Comparison) -> Optional[bool]:
@@ -253,7 +275,9 @@ def runs_on_rank_zero_only(index: SemanticIndex, node: cst.CSTNode) -> bool:
     """Does ``node`` run on rank 0 alone (local or global rank 0: the process
     that owns device 0)? ``if rank == 0:``, ``if is_main_process():``,
     ``if fabric.global_rank == 0:``, the ``else`` of ``if rank != 0:``, the
-    statements after ``if rank > 0: return``, a ``@rank_zero_only`` function."""
+    statements after ``if rank > 0: return``, a ``@rank_zero_only`` function,
+    a function whose every call in the project runs under a rank guard
+    (``Project.callers_guarded``: the guard's polarity is not checked there)."""
     from ddplint.analysis import ranks
 
     for guard in ranks.rank_guards(index, node, lenient=True):
@@ -261,7 +285,15 @@ def runs_on_rank_zero_only(index: SemanticIndex, node: cst.CSTNode) -> bool:
         if side is True and guard.branch == "body" or side is False and guard.branch != "body":
             return True
     function = ranks.enclosing_function(index, node)
-    return function is not None and ranks.has_rank_zero_decorator(function)
+    if function is None:
+        return False
+    if ranks.has_rank_zero_decorator(function):
+        return True
+    # Every call of the enclosing function (project-wide) runs under a rank guard:
+    # ``if rank == 0: evaluate(...)`` with the literal inside ``evaluate``.
+    from ddplint.analysis.models import function_key, project_of
+
+    return project_of(index).callers_guarded(index.path, function_key(index, function)) is True
 
 
 def zero_side(index: SemanticIndex, test: cst.BaseExpression, depth: int = 0) -> Optional[bool]:
