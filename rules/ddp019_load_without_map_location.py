@@ -28,7 +28,7 @@ role is decided per test function); loads that run on rank 0 only (`if rank == 0
 rank 0 owns device 0); files known to hold CPU tensors (written in this module
 from `.cpu()` values, tensors allocated with `device="cpu"`, full state dicts saved
 with CPU offload, `GradScaler.state_dict()`, metadata-only files such as
-`meta.pt`, files saved by a CPU-only Fabric/Trainer); a CPU-only module
+`meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer); a CPU-only module
 (`gloo`, no CUDA use); `if gpu is None: torch.load(p) else: torch.load(p,
 map_location=f"cuda:{gpu}")` (the unmapped arm is the configuration without a
 per-rank GPU). The GPU arm of `torch.load(p) if use_gpu else torch.load(p,
@@ -112,6 +112,8 @@ class LoadWithoutMapLocation(Rule):
         Valid(DIST + "model.cuda()\nscaler = torch.amp.GradScaler()\n"
                      "scaler.load_state_dict(torch.load(os.path.join(ckpt_dir, SCALER_NAME)))\n"),
         Valid(DIST + "model.cuda()\nmeta = torch.load(ckpt_dir / 'meta.pt', weights_only=True)\n"),
+        Valid(DIST + "model.cuda()\nif params.sampler_state_dict_path:\n"
+                     "    sampler_state = torch.load(params.sampler_state_dict_path)\n"),
         Valid(DIST + "from lightning.fabric import Fabric\ndef test_reload_on_cpu(tmp_path):\n"
                      "    fabric = Fabric(accelerator='cpu', devices=2, strategy='ddp')\n    fabric.launch()\n"
                      "    fabric.save(tmp_path / 'ckpt.pt', {'model': model})\n"
@@ -294,6 +296,8 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
         return False
     if any(_METADATA_FILE.search(text) for text in _strings_in(path.value)):
         return True
+    if _names_sampler_state(index, site, path.value):
+        return True
     if _feeds_a_scaler(index, site):
         return True
     function = index.enclosing_scope(site.node)
@@ -307,6 +311,16 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
         elif _framework_save_offloads(index, save):
             return True
     return False
+
+
+def _names_sampler_state(index: SemanticIndex, site: CallSite, path: cst.BaseExpression) -> bool:
+    """``torch.load(params.sampler_state_dict_path)``, ``sampler_state = torch.load(p)``:
+    a sampler's state is indices and counters (a CPU generator state at most)."""
+    named = [dotted_name(path) or ""]
+    parent = index.parent(site.node)
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        named.append(dotted_name(parent.targets[0].target) or "")
+    return any("sampler" in name.split(".")[-1].lower() for name in named)
 
 
 def _strings_in(expr: cst.CSTNode) -> list[str]:
