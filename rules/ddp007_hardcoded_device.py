@@ -25,7 +25,10 @@ remaps; scripts that give each process one visible GPU (`CUDA_VISIBLE_DEVICES`
 set from the rank) so that `cuda:0` is the right device; multi-GPU lists such as
 `"0,1,2,3"` and lists of several devices (`[torch.device("cuda", 0),
 torch.device("cuda", 1)]` enumerates GPUs); a `"cuda:N"` constant that nothing
-reads (or that a per-rank device replaces before any read); a round trip
+reads (or that a per-rank device replaces before any read); code that runs on
+rank 0 only (`if rank == 0:`, or a function every caller runs under a rank
+guard: rank 0 owns GPU 0); the self-test block (`if __name__ == "__main__":`)
+of a module that is in DDP context only because a DDP script imports it; a round trip
 through the GPU whose result stays on the CPU (`.to(0).to("cpu")`); code that is
 not a DDP worker: launcher-parent code before `mp.spawn`, the single-process
 branch of a script (`if args.local_rank == -1:`, the `else` of
@@ -106,6 +109,10 @@ class HardcodedDevice(Rule):
         Valid(DIST + "if args.distributed and not args.no_set_device_rank:\n"
                      "    device = 'cuda:%d' % args.local_rank\nelse:\n    device = 'cuda:0'\n"
                      "torch.cuda.set_device(device)\n"),
+        # the self-test block of a layer module that a DDP script imports (runs on its own, single-process)
+        Valid("import torch\nclass FrameReducer(torch.nn.Module):\n    pass\n"
+              "if __name__ == '__main__':\n    x = torch.randn(8, 4, device='cuda:0')\n    FrameReducer()(x)\n",
+              filename="frame_reducer.py"),
         # a round trip through the GPU whose result stays on the CPU
         Valid(DIST + "w = Int8Params(value).to(0).to('cpu')\nscales = w.SCB.cuda(0).cpu()\n"),
     ]
@@ -137,6 +144,9 @@ class HardcodedDevice(Rule):
         # the else of ``distributed and rank == 0`` runs on every other rank
         Invalid(DIST + "if args.distributed and args.rank == 0:\n    log_device = 'cpu'\nelse:\n"
                        "    torch.cuda.set_device(0)\n", line=6, column=27),
+        # the main block of a DDP script is worker code
+        Invalid(DIST + "if __name__ == '__main__':\n    dist.init_process_group('nccl')\n"
+                       "    model = Net().to('cuda:0')\n", line=5, column=22),
         # the distributed arm of a world-size test is a worker
         Invalid(DIST + "if num_processes > 1:\n    torch.cuda.set_device(0)\n", line=4, column=27),
     ]

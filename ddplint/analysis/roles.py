@@ -11,6 +11,9 @@ A DDP script's code runs in one of three roles (RULES.md, Clarifications):
   ``if world_size == 1:``, ``if args.local_rank == -1:``);
 - a **DDP worker**: everything else.
 
+The ``if __name__ == "__main__":`` block of a module that is in DDP context
+only because a DDP module imports it (a layer's self-test) is single-process.
+
 In unit-test modules the role is decided per test function, not per module
 (``test_function_role``): a test that launches or joins a multi-process run
 (``init_process_group``, a DDP/FSDP wrap, ``fabric.launch()``, ``devices=2``, a
@@ -44,7 +47,7 @@ _SPAWN_MODULES = ("torch.multiprocessing", "multiprocessing", "torch.distributed
 
 def process_role(index: SemanticIndex, node: cst.CSTNode) -> str:
     """LAUNCHER, SINGLE_PROCESS or WORKER for the code at ``node``."""
-    if in_single_process_branch(index, node):
+    if in_single_process_branch(index, node) or in_standalone_main_block(index, node):
         return SINGLE_PROCESS
     in_test = test_function_role(index, node)
     if in_test is not None:
@@ -179,6 +182,32 @@ def in_single_process_branch(index: SemanticIndex, node: cst.CSTNode) -> bool:
                     return True
         child = ancestor
     return False
+
+
+# ---------------------------------------------------------------------- self-test blocks
+def in_standalone_main_block(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """Code under ``if __name__ == "__main__":`` of a module that is in DDP
+    context only because a DDP module imports it (a layer's self-test or
+    benchmark): it runs when the file is executed on its own, never inside the
+    DDP job that imports it."""
+    block = next((a for a in index.ancestors(node) if isinstance(a, cst.If) and _is_main_test(a.test)), None)
+    if block is None or index.parent(block) is not index.module:
+        return False
+    return not _own_ddp_context(index)
+
+
+def _is_main_test(test: cst.BaseExpression) -> bool:
+    return isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value == "__name__" \
+        and len(test.comparisons) == 1 and literal_str(test.comparisons[0].comparator) == "__main__"
+
+
+def _own_ddp_context(index: SemanticIndex) -> bool:
+    """The module's own DDP context (its imports and calls), without the project's."""
+    for target in (*index.imports.values(), *index.imported_modules):
+        canonical = names.canonical(target)
+        if canonical.startswith("torch.distributed") or canonical in (names.DDP, names.FSDP):
+            return True
+    return bool(index.calls_to(names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD))
 
 
 # ---------------------------------------------------------------------- unit tests
