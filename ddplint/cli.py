@@ -40,7 +40,9 @@ def cli() -> None:
 
 
 def _fail(message: str) -> "click.exceptions.Exit":
-    click.echo(f"ddplint: error: {message}", err=True)
+    from ddplint.source import printable
+
+    click.echo(f"ddplint: error: {printable(message)}", err=True)
     return click.exceptions.Exit(EXIT_ERROR)
 
 
@@ -70,6 +72,9 @@ def _fail(message: str) -> "click.exceptions.Exit":
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Cache folder [default: .ddplint_cache at the project root].")
+@click.option("--max-file-size", metavar="SIZE", default=None,
+              help="Files larger than this are not analysed (a DDP000 notice says so): 0.4 or 400KB "
+                   "or 2MB; 0 for no limit [default: 0.4 MB, or the config's max-file-size].")
 @click.option("--color", "colour", type=click.Choice(["auto", "always", "never"]), default="auto",
               help="Colour the text output [default: auto: only on a terminal, never with NO_COLOR].")
 @click.option("--fix", is_flag=True, help="Apply safe fixes to the files, then report what is left.")
@@ -91,20 +96,27 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
           fail_on: Optional[str], exit_zero: bool, statistics: bool, show_source: bool,
           stdin_filename: Optional[str], config_file: Optional[Path], isolated: bool,
           force_exclude: bool, no_notebooks: bool, jobs: Optional[int], output_file: Optional[str],
-          no_cache: bool, cache_dir: Optional[Path], colour: str, fix: bool, unsafe_fixes: bool,
+          no_cache: bool, cache_dir: Optional[Path], max_file_size: Optional[str], colour: str, fix: bool,
+          unsafe_fixes: bool,
           show_diff: bool, show_fixes: bool, baseline_file: Optional[Path],
           write_baseline_file: Optional[Path], diff_base: Optional[str], add_noqa: bool,
           reason: Optional[str], ignore_noqa: bool) -> None:
     """Lint PATHS (files and folders; '-' reads stdin). Default: the current folder."""
+    import os
     from dataclasses import replace
+
+    from ddplint.source import printable
+
+    # Worker processes start as `python -c ...`, which puts the working directory
+    # first on sys.path: the linted code (a signal.py, a torch checkout's signal/)
+    # would shadow the standard library they import. Python >= 3.11 honours this.
+    os.environ.setdefault("PYTHONSAFEPATH", "1")
 
     from ddplint.config import ConfigError, load_settings, split_selectors
     from ddplint.discovery import PathError, discover, relative_display
     from ddplint.cache import CACHE_DIR_NAME
     from ddplint.engine import RunResult, default_jobs, lint_paths
     from ddplint.reporters import get_reporter
-    from ddplint.rule import SEVERITY_RANK
-
     paths = paths or (".",)
     reads_stdin = "-" in paths
     if reads_stdin and len(paths) > 1:
@@ -127,6 +139,8 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
             overrides["fail_on"] = fail_on
         if no_notebooks:
             overrides["notebooks"] = False
+        if max_file_size is not None:
+            overrides["max_file_size"] = _size_option(max_file_size)
         settings = replace(settings, **overrides)
         settings.validate()
     except ConfigError as error:
@@ -143,8 +157,10 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
             from ddplint.config import path_matches
 
             skip = any(path_matches(stdin_filename, p) for p in settings.all_excludes())
-        if not skip:
-            stdin_data = sys.stdin.buffer.read()
+        if skip:
+            click.echo(f"ddplint: 0 files: {printable(stdin_filename)} is excluded (--force-exclude)", err=True)
+        else:
+            stdin_data = _read_stdin()
             result.files.append(_lint_text(stdin_data, stdin_filename, display, settings, cache))
     else:
         try:
@@ -152,6 +168,8 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
         except PathError as error:
             raise _fail(str(error))
         result.errors.extend(found.errors)
+        if not found.files:
+            click.echo(f"ddplint: {printable(found.why_no_files(paths))}", err=True)
         shown = {path: relative_display(path, settings.root) for path in found.files}
         files = {display: path for path, display in shown.items()}
         result.files = lint_paths(found.files, settings, jobs or default_jobs(), cache_dir=cache, display=shown)
@@ -164,7 +182,7 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
             if stdin_data is not None:
                 _fix_stdin(result, stdin_data, settings, stdin_filename, cache, diff=show_diff, unsafe=unsafe_fixes)
             elif not show_diff:  # excluded: an editor piping its buffer gets it back unchanged
-                sys.stdout.buffer.write(sys.stdin.buffer.read())
+                sys.stdout.buffer.write(_read_stdin())
             return
         outcomes = _fix_files(result, files, settings, cache, unsafe=unsafe_fixes,
                               add_noqa=add_noqa, reason=reason, write=not show_diff)
@@ -184,12 +202,7 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
     if diff_base is not None:
         _keep_changed_lines(result, files, diff_base)
 
-    if result.internal_errors or result.errors:
-        exit_code = EXIT_ERROR
-    else:
-        threshold = SEVERITY_RANK[settings.fail_on]
-        failing = any(SEVERITY_RANK[d.severity] >= threshold for f in result.files for d in f.diagnostics)
-        exit_code = EXIT_FINDINGS if failing and not exit_zero else EXIT_OK
+    exit_code = run_exit_code(result, settings.fail_on, exit_zero)
 
     stream = open(output_file, "w", encoding="utf-8") if output_file else sys.stdout
     try:
@@ -201,8 +214,38 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
             stream.close()
 
     for problem in result.errors:
-        click.echo(f"ddplint: error: {problem}", err=True)
+        click.echo(f"ddplint: error: {printable(problem)}", err=True)
     sys.exit(exit_code)
+
+
+def run_exit_code(result, fail_on: str, exit_zero: bool = False) -> int:
+    """DESIGN.md's exit codes for a finished run (a RunResult)."""
+    from ddplint.rule import SEVERITY_RANK
+
+    if result.internal_errors or result.errors:
+        return EXIT_ERROR
+    threshold = SEVERITY_RANK[fail_on]
+    failing = any(SEVERITY_RANK[d.severity] >= threshold for f in result.files for d in f.diagnostics)
+    return EXIT_FINDINGS if failing and not exit_zero else EXIT_OK
+
+
+def _read_stdin() -> bytes:
+    if sys.stdin is None:  # the process was started with standard input closed
+        raise _fail("cannot read '-': standard input is closed")
+    try:
+        return sys.stdin.buffer.read()
+    except (OSError, ValueError) as error:
+        raise _fail(f"cannot read '-' (standard input): {error}")
+
+
+def _size_option(value: str) -> int:
+    from ddplint.budget import SizeError, parse_size
+    from ddplint.config import ConfigError
+
+    try:
+        return parse_size(value)
+    except SizeError as error:
+        raise ConfigError(f"--max-file-size: {error}") from None
 
 
 def _check_flag_combinations(reads_stdin: bool, *, fix: bool, diff: bool, add_noqa: bool,

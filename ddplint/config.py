@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from ddplint.budget import DEFAULT_MAX_FILE_SIZE, SizeError, parse_size
 from ddplint.rule import SEVERITIES
 
 DEFAULT_EXCLUDE = (
@@ -25,7 +26,7 @@ DEFAULT_EXCLUDE = (
 DEFAULT_INCLUDE = ("*.py", "*.ipynb")
 CONFIG_KEYS = (
     "select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude",
-    "include", "extend-include", "severity", "fail-on",
+    "include", "extend-include", "severity", "fail-on", "max-file-size",
 )
 YAML_NAMES = (".ddplint.yaml", ".ddplint.yml")
 
@@ -47,6 +48,7 @@ class Settings:
     notebooks: bool = True  # --no-notebooks: no .ipynb file is linted
     severity: tuple[tuple[str, str], ...] = ()
     fail_on: str = "info"
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE  # bytes; 0: no limit (ddplint.budget)
     root: Path = field(default_factory=Path.cwd)
     config_path: Optional[Path] = None
 
@@ -84,7 +86,7 @@ class Settings:
 
     def fingerprint(self) -> str:
         """A stable text of everything that changes results (for the cache key)."""
-        return repr((sorted(self.selected_codes()), self.per_file_ignores, self.severity))
+        return repr((sorted(self.selected_codes()), self.per_file_ignores, self.severity, self.max_file_size))
 
     def validate(self) -> None:
         self.selected_codes()
@@ -151,7 +153,8 @@ def _pyproject_table(path: Path) -> Optional[dict]:
         raise ConfigError(f"{path}: cannot read: {error}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
-    table = data.get("tool", {}).get("ddplint")
+    tool = data.get("tool", {})
+    table = tool.get("ddplint") if isinstance(tool, dict) else None
     if table is not None and not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.ddplint] must be a table")
     return table
@@ -165,13 +168,20 @@ def _yaml_table(path: Path) -> dict:
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path}: cannot read: {error}") from None
     except yaml.YAMLError as error:
-        problem = str(error).splitlines()[0] if str(error) else "invalid YAML"
-        raise ConfigError(f"{path}: invalid YAML: {problem}") from None
+        raise ConfigError(f"{path}: invalid YAML{_yaml_problem(error)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of ddplint settings")
     return data
+
+
+def _yaml_problem(error) -> str:
+    """' at line 3, column 7: expected ...' from a YAML error, on one line."""
+    mark = getattr(error, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(error, "problem", None) or (str(error).splitlines() or ["cannot parse"])[0]
+    return f"{where}: {' '.join(str(problem).split())}"
 
 
 def load_settings(config_path: Optional[Path] = None, start: Optional[Path] = None,
@@ -201,7 +211,7 @@ def load_settings(config_path: Optional[Path] = None, start: Optional[Path] = No
 def settings_from_table(table: dict[str, Any], where: str) -> Settings:
     for key in table:
         if key not in CONFIG_KEYS:
-            hint = ""
+            hint, key = "", str(key)  # YAML keys may be numbers
             if key.replace("_", "-") in CONFIG_KEYS:
                 hint = f" (did you mean '{key.replace('_', '-')}'?)"
             raise ConfigError(f"{where}: unknown key '{key}'{hint}")
@@ -233,6 +243,11 @@ def settings_from_table(table: dict[str, Any], where: str) -> Settings:
         if level not in SEVERITIES:
             raise ConfigError(f"{where}: 'fail-on' must be one of {', '.join(SEVERITIES)}, not {level!r}")
         values["fail_on"] = level
+    if "max-file-size" in table:
+        try:
+            values["max_file_size"] = parse_size(table["max-file-size"])
+        except SizeError as error:
+            raise ConfigError(f"{where}: 'max-file-size': {error}") from None
     settings = Settings(**values)
     try:
         settings.validate()

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ddplint.config import Settings, path_matches
+from ddplint.config import DEFAULT_EXCLUDE, Settings, path_matches
 
 
 class PathError(Exception):
@@ -140,51 +142,115 @@ def relative_display(path: Path, root: Path) -> str:
 class Discovery:
     files: list[Path]
     errors: list[str]
+    # why paths were left out: "extend-exclude in pyproject.toml" -> how many files and folders
+    skipped: Counter = field(default_factory=Counter)
+    included: tuple[str, ...] = ()  # the include patterns, for the message
+
+    def why_no_files(self, paths: Iterable[str]) -> str:
+        """One line saying why a run found nothing to lint."""
+        if len(self.skipped) == 1:
+            (reason, _), = self.skipped.items()
+            return f"0 files: every path was excluded by {reason}"
+        if self.skipped:
+            parts = ", ".join(f"{count} by {reason}" for reason, count in sorted(self.skipped.items()))
+            return f"0 files: every path was excluded ({parts})"
+        named = ", ".join(paths)
+        return f"0 files: no file matching include ({', '.join(self.included)}) in {named}"
+
+
+class _Excludes:
+    """The exclude patterns, each with the setting it came from (for messages)."""
+
+    def __init__(self, patterns: list[tuple[str, str]]) -> None:
+        self.patterns = patterns  # (pattern, origin)
+
+    @classmethod
+    def of(cls, settings: Settings) -> "_Excludes":
+        where = f" in {settings.config_path.name}" if settings.config_path else ""
+        origin = "the default excludes" if settings.exclude == DEFAULT_EXCLUDE else f"exclude{where}"
+        return cls([(pattern, origin) for pattern in settings.exclude]
+                   + [(pattern, f"extend-exclude{where}") for pattern in settings.extend_exclude])
+
+    def without_those_matching(self, relative: str) -> "_Excludes":
+        """Drop the patterns that match ``relative``: naming a folder on the command
+        line overrides the excludes that would leave the folder itself out."""
+        return _Excludes([(pattern, origin) for pattern, origin in self.patterns
+                          if not (relative and path_matches(relative, pattern))])
+
+    def origin_of_match(self, relative: str) -> Optional[str]:
+        for pattern, origin in self.patterns:
+            if relative and path_matches(relative, pattern):
+                return origin
+        return None
 
 
 def discover(paths: Iterable[str], settings: Settings, force_exclude: bool = False) -> Discovery:
     """Expand CLI paths into the sorted list of files to lint (``include``: .py and .ipynb).
 
-    Files named explicitly are linted even when excluded, unless ``force_exclude``
-    (the pre-commit hook sets it, so excluded files stay excluded there too).
+    Paths named on the command line, files and folders alike, are linted even
+    when an exclude pattern or a .gitignore matches them; excludes apply to what
+    the walk finds below a named folder. ``force_exclude`` (the pre-commit hook
+    sets it) applies excludes to the named paths too.
     """
-    excludes = settings.all_excludes()
+    paths = list(paths)
+    all_excludes = _Excludes.of(settings)
+    result = Discovery([], [], included=settings.include + settings.extend_include)
     found: set[Path] = set()
-    errors: list[str] = []
 
     for raw in paths:
         path = Path(raw)
-        if not path.exists():
-            raise PathError(f"path not found: {raw}")
+        _check_named_path(path, raw)
         top = path if path.is_dir() else path.parent
 
-        def excluded(candidate: Path, top: Path = top) -> bool:
+        def relative(candidate: Path, top: Path = top) -> str:
             # Relative to the project root, or to the folder given when it lies
             # outside the root, so that folders above it never match a pattern.
-            relative = _relative_to(candidate, settings.root) or _relative_to(candidate, top)
-            return any(path_matches(relative, pattern) for pattern in excludes)
+            return _relative_to(candidate, settings.root) or _relative_to(candidate, top)
 
-        def included(candidate: Path, top: Path = top) -> bool:  # *.py and *.ipynb by default
-            return settings.includes(_relative_to(candidate, settings.root) or _relative_to(candidate, top))
+        def included(candidate: Path, relative=relative) -> bool:  # *.py and *.ipynb by default
+            return settings.includes(relative(candidate))
 
-        if path.is_file():
-            if force_exclude and (excluded(path) or _ignored(
-                    path.resolve(), False, _gitignores_above(path.resolve().parent))):
+        if force_exclude:
+            reason = all_excludes.origin_of_match(relative(path))
+            if reason is None and _ignored(path.resolve(), path.is_dir(),
+                                           _gitignores_above(path.resolve().parent)):
+                reason = ".gitignore"
+            if reason is not None:
+                result.skipped[f"{reason} (--force-exclude)"] += 1
                 continue
+        if not path.is_dir():
             found.add(path)
             continue
-        if not path.is_dir():
-            raise PathError(f"not a file or folder: {raw}")
-        _walk(path, excluded, included, _gitignores_above(path.resolve()), found, errors)
-    return Discovery(sorted(found, key=lambda p: p.as_posix()), errors)
+        excludes = all_excludes if force_exclude else all_excludes.without_those_matching(relative(path))
+
+        def excluded(candidate: Path, excludes: _Excludes = excludes, relative=relative) -> Optional[str]:
+            return excludes.origin_of_match(relative(candidate))
+
+        _walk(path, excluded, included, _gitignores_above(path.resolve()), found, result)
+    result.files = sorted(found, key=lambda p: p.as_posix())
+    return result
+
+
+def _check_named_path(path: Path, raw: str) -> None:
+    """A named path must be a file or a folder we can look at; else a one-line error."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise PathError(f"broken symbolic link: {raw}") from None
+        raise PathError(f"path not found: {raw}") from None
+    except OSError as error:
+        raise PathError(f"cannot read {raw}: {error.strerror or error}") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise PathError(f"not a file or folder: {raw}")
 
 
 def _walk(folder: Path, excluded, included, ignores: list[_GitIgnore], found: set[Path],
-          errors: list[str]) -> None:
+          result: Discovery) -> None:
     try:
         entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
     except OSError as error:
-        errors.append(f"cannot read folder {folder}: {error.strerror or error}")
+        result.errors.append(f"cannot read folder {folder}: {error.strerror or error}")
         return
     local = _load_gitignore(folder.resolve())
     if local is not None and (not ignores or ignores[-1].base != local.base):
@@ -192,17 +258,21 @@ def _walk(folder: Path, excluded, included, ignores: list[_GitIgnore], found: se
     for entry in entries:
         path = Path(entry.path)
         try:
+            # Symbolic links to folders are not followed (no loops); links to files are.
             is_dir = entry.is_dir(follow_symlinks=False)
-            is_file = entry.is_file()
+            is_file = not is_dir and entry.is_file()
         except OSError:
             continue
-        if is_dir:
-            if excluded(path) or _ignored(path.resolve(), True, ignores):
-                continue
-            _walk(path, excluded, included, ignores, found, errors)
-        elif is_file and included(path):
-            if excluded(path) or _ignored(path.resolve(), False, ignores):
-                continue
+        if not (is_dir or (is_file and included(path))):
+            continue
+        reason = excluded(path)
+        if reason is None and _ignored(path.resolve(), is_dir, ignores):
+            reason = ".gitignore"
+        if reason is not None:
+            result.skipped[reason] += 1
+        elif is_dir:
+            _walk(path, excluded, included, ignores, found, result)
+        else:
             found.add(path)
 
 

@@ -19,6 +19,7 @@ from typing import NamedTuple, Optional, Sequence, Union
 
 import libcst as cst
 
+from ddplint import budget
 from ddplint.config import Settings
 from ddplint.diagnostics import INTERNAL_ERROR, Diagnostic, FileResult
 from ddplint.notebooks import is_notebook, lint_notebook, python_source
@@ -61,6 +62,9 @@ class Linter:
         self.rules: list[Rule] = [rule() for rule in all_rules()
                                   if rule.code in selected and rule.code not in (SYNTAX_ERROR, UNUSED_SUPPRESSION)]
         self.report_syntax_errors = SYNTAX_ERROR in selected
+        self.max_file_size = settings.max_file_size
+        # What a file over the size budget is scanned for (the text prefilter's words).
+        self.trigger_words = frozenset(trigger.encode("utf-8") for rule in self.rules for trigger in rule.triggers)
         self.unused_suppression = next((rule() for rule in all_rules()
                                         if rule.code == UNUSED_SUPPRESSION and rule.code in selected), None)
         self._all_codes = frozenset(rule.code for rule in all_rules()) - {UNUSED_SUPPRESSION}
@@ -72,11 +76,14 @@ class Linter:
     def lint_file(self, path: Path, display: Optional[str] = None, module: Optional[str] = None) -> FileResult:
         display = display or path.as_posix()
         try:
-            data = path.read_bytes()
+            data = budget.read_within_budget(path, _read_limit(path, self.max_file_size), self.trigger_words)
         except OSError as error:
-            result = FileResult(display)
+            # One line in the report; the run goes on and exits 2 (like a rule that crashed).
+            result = FileResult(display, internal_errors=1)
             result.diagnostics.append(_file_error(f"cannot read file: {error.strerror or error}"))
             return result
+        if isinstance(data, budget.TooLarge):
+            return self.too_large(display, data)
         return self.lint_source(data, display, module)
 
     def lint_source(self, data: Union[str, bytes], display: str = "<stdin>",
@@ -92,6 +99,9 @@ class Linter:
                     module: Optional[str] = None) -> FileResult:
         """Lint Python text; the semantic index carries ``module`` as its path."""
         module = module or display
+        raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+        if budget.over_budget(raw, self.max_file_size):
+            return self.too_large(display, budget.TooLarge(len(raw), budget.words_in(raw, self.trigger_words)))
         result = FileResult(display)
         if isinstance(data, bytes):
             source, problem = decode_source(data)
@@ -101,12 +111,7 @@ class Linter:
                 return result
         else:
             source = data
-        relative = display
-        try:
-            relative = Path(display).resolve().relative_to(self.settings.root.resolve()).as_posix()
-        except (ValueError, OSError):
-            pass
-        ignored = self.settings.ignored_for(relative)
+        ignored = self._ignored_codes(display)
         maybe_in_context = may_be_in_ddp_context(source) or (
             self.project is not None and self.project.module_in_ddp_context(module))
         rules = [rule for rule in self.rules
@@ -126,6 +131,27 @@ class Linter:
                      self.settings.severity_of(UNUSED_SUPPRESSION, self.unused_suppression.severity))
         _apply_suppressions(result, source, judge)
         return result
+
+    def too_large(self, display: str, file: budget.TooLarge) -> FileResult:
+        """A file over the size budget is not parsed: a DDP000 notice says so when a
+        selected rule could have had something to say (its trigger words appear)."""
+        result = FileResult(display)
+        ignored = self._ignored_codes(display)
+        could_fire = any(rule.code not in ignored and (
+            not rule.triggers or any(word.encode("utf-8") in file.mentions for word in rule.triggers))
+            for rule in self.rules)
+        if self.report_syntax_errors and SYNTAX_ERROR not in ignored and (could_fire or self._always_parse):
+            result.diagnostics.append(_syntax_diagnostic(
+                1, 1, budget.too_large_message(file.size, self.max_file_size)))
+        return result
+
+    def _ignored_codes(self, display: str) -> frozenset[str]:
+        relative = display
+        try:
+            relative = Path(display).resolve().relative_to(self.settings.root.resolve()).as_posix()
+        except (ValueError, OSError):
+            pass
+        return self.settings.ignored_for(relative)
 
     def _analyse(self, source: str, module_name: str, rules: list[Rule], syntax_wanted: bool,
                  result: FileResult, ran: set[str]) -> None:
@@ -249,16 +275,29 @@ def _crude_bracket_depth(source: str) -> int:
 
 
 def parse_module(source: str) -> tuple[Optional[cst.Module], Optional[Diagnostic]]:
-    if _crude_bracket_depth(source) > _MAX_VALID_BRACKET_DEPTH:
+    if "\0" in source:  # Python refuses NUL bytes anywhere; say where the first one is
+        before = source[:source.index("\0")]
+        line = before.count("\n") + 1
+        return None, _syntax_diagnostic(line, len(before) - (before.rfind("\n") + 1) + 1,
+                                        "syntax error: the file contains a NUL byte")
+    long_chain = budget.crude_longest_chain(source) > budget.MAX_CHAIN_LINKS
+    if long_chain or _crude_bracket_depth(source) > _MAX_VALID_BRACKET_DEPTH:
         import ast
 
         try:
-            ast.parse(source)
+            tree = ast.parse(source)
         except SyntaxError as error:
             return None, _syntax_diagnostic(max(error.lineno or 1, 1), max(error.offset or 1, 1),
                                             f"syntax error: {error.msg}")
+        except ValueError as error:  # NUL bytes (Python < 3.12)
+            return None, _syntax_diagnostic(1, 1, f"syntax error: {error}")
         except (RecursionError, MemoryError):
             return None, _syntax_diagnostic(1, 1, "the file is too deeply nested to parse")
+        links, line, column = budget.longest_chain(tree) if long_chain else (0, 1, 1)
+        if links > budget.MAX_CHAIN_LINKS:
+            return None, _syntax_diagnostic(line, column, (
+                f"too deeply nested to analyse: a chain of {links} attribute accesses, calls, subscripts "
+                f"or operators (limit {budget.MAX_CHAIN_LINKS})"))
     try:
         return cst.parse_module(source), None
     except cst.ParserSyntaxError as error:
@@ -372,9 +411,12 @@ def _lint_in_worker(job: _Job) -> FileResult:
     if cache is None:
         return linter.lint_file(Path(job.path), job.display, job.module)
     try:
-        data = Path(job.path).read_bytes()
+        data = budget.read_within_budget(Path(job.path), _read_limit(job.path, linter.max_file_size),
+                                         linter.trigger_words)
     except OSError:
         return linter.lint_file(Path(job.path), job.display, job.module)  # reports the read error
+    if isinstance(data, budget.TooLarge):
+        return linter.too_large(job.display, data)  # cheap: not cached
     key = _result_key(cache.content_digest(data), job, _worker["fingerprint"], _worker["project_digest"])
     cached = cache.load_result(key, job.display)
     if cached is not None:
@@ -384,16 +426,18 @@ def _lint_in_worker(job: _Job) -> FileResult:
     return result
 
 
-def _summarize_job(job: tuple[str, str, Optional[str]]):
+def _summarize_job(job: tuple[str, str, Optional[str], int]):
     """Project facts of one file: (facts or None, facts key). ``job`` is (path on
-    disk, module name, cache folder)."""
+    disk, module name, cache folder, size budget)."""
     from ddplint.cache import Cache
 
-    path, module, cache_dir = job
+    path, module, cache_dir, max_file_size = job
     try:
-        data = Path(path).read_bytes()
+        data = budget.read_within_budget(Path(path), _read_limit(path, max_file_size))
     except OSError:
         return None, "unreadable"
+    if isinstance(data, budget.TooLarge):
+        return None, TOO_LARGE_FACTS  # never summarised: the facts are None whatever the bytes
     cache = Cache(Path(cache_dir)) if cache_dir else None
     key = Cache.facts_key(Cache.content_digest(data), module)
     found, facts = cache.load_facts(key) if cache else (False, None)
@@ -405,11 +449,23 @@ def _summarize_job(job: tuple[str, str, Optional[str]]):
     return facts, key
 
 
-def _summarize_bytes(data: bytes, module: str):
+def _read_limit(path: Union[str, Path], max_file_size: int) -> int:
+    """How much of a file to read before calling it too large: a notebook is read
+    whole (its JSON carries outputs and images); the budget applies to its code."""
+    return 0 if is_notebook(str(path)) else max_file_size
+
+
+# The facts key of a file over the size budget (ddplint.budget): no facts.
+TOO_LARGE_FACTS = "too-large"
+
+
+def _summarize_bytes(data: bytes, module: str, max_file_size: int = budget.DEFAULT_MAX_FILE_SIZE):
     from ddplint.screen.facts import summarize
 
     source = python_source(data) if is_notebook(module) else decode_source(data)[0]
-    return summarize(source, module) if source is not None else None
+    if source is None or budget.over_budget(source.encode("utf-8", "surrogatepass"), max_file_size):
+        return None
+    return summarize(source, module)
 
 
 def _needs_project(settings: Settings) -> bool:
@@ -437,7 +493,7 @@ def _map(function, jobs_list, jobs: int, initializer=None, initargs=()):
 
 
 def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1, cache_dir: Optional[str] = None,
-                  buffers: Optional[dict[str, bytes]] = None):
+                  buffers: Optional[dict[str, bytes]] = None, max_file_size: int = budget.DEFAULT_MAX_FILE_SIZE):
     """Pass 1: a small facts summary per file (ast, no CST kept), then the join.
     ``pairs`` are (path on disk, module name); ``buffers`` maps a module name to
     text that replaces the file's (an editor's unsaved buffer). Returns the
@@ -446,13 +502,13 @@ def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1, cache_dir: Op
     from ddplint.screen.project import Project
 
     buffers = buffers or {}
-    on_disk = [(path, module, cache_dir) for path, module in pairs if module not in buffers]
+    on_disk = [(path, module, cache_dir, max_file_size) for path, module in pairs if module not in buffers]
     summaries = _map(_summarize_job, on_disk, jobs)
-    keys = [(module, key) for (_, module, _), (_, key) in zip(on_disk, summaries)]
+    keys = [(module, key) for (_, module, _, _), (_, key) in zip(on_disk, summaries)]
     facts = [found for found, _ in summaries]
     for module, data in sorted(buffers.items()):
         keys.append((module, Cache.facts_key(Cache.content_digest(data), module)))
-        facts.append(_summarize_bytes(data, module))
+        facts.append(_summarize_bytes(data, module, max_file_size))
     return Project([f for f in facts if f is not None]), project_digest(keys)
 
 
@@ -486,7 +542,8 @@ def lint_paths(named_files: Sequence[Union[str, Path]], settings: Settings, jobs
         cached = _all_cached(jobs_list, pairs, settings, Path(cache))
         if cached is not None:
             return sorted(cached, key=lambda result: result.path)
-    project, project_digest = build_project(pairs, jobs, cache) if pairs else (None, "")
+    project, project_digest = (build_project(pairs, jobs, cache, max_file_size=settings.max_file_size)
+                               if pairs else (None, ""))
     results = _map(_lint_in_worker, jobs_list, jobs, _init_worker, (settings, project, cache, project_digest))
     results.sort(key=lambda result: result.path)
     return results
@@ -514,7 +571,8 @@ def lint_document(source: Union[str, bytes], path: Union[str, Path], settings: S
         data = source.encode("utf-8") if isinstance(source, str) else source
         pairs = _project_pairs(root, settings, [])
         cache = str(cache_dir) if cache_dir is not None else None
-        linter.project, _ = build_project(pairs, 1, cache, buffers={module: data})
+        linter.project, _ = build_project(pairs, 1, cache, buffers={module: data},
+                                          max_file_size=settings.max_file_size)
     return linter.lint_source(source, display or path.as_posix(), module)
 
 
@@ -525,19 +583,25 @@ def _all_cached(jobs_list: Sequence[_Job], pairs: Sequence[tuple[str, str]], set
     project digest needs only the files' hashes (facts keys), not the facts."""
     from ddplint.cache import Cache, project_digest
 
-    contents: dict[str, str] = {}
+    contents: dict[str, Union[str, budget.TooLarge]] = {}
     for path in {job.path for job in jobs_list} | {path for path, _ in pairs}:
         try:
-            contents[path] = Cache.content_digest(Path(path).read_bytes())
+            data = budget.read_within_budget(Path(path), _read_limit(path, settings.max_file_size))
         except OSError:
             return None
+        contents[path] = data if isinstance(data, budget.TooLarge) else Cache.content_digest(data)
     digest_of_project = ""
     if pairs:
-        digest_of_project = project_digest([(module, Cache.facts_key(contents[path], module))
-                                            for path, module in pairs])
+        digest_of_project = project_digest([
+            (module, TOO_LARGE_FACTS if isinstance(contents[path], budget.TooLarge)
+             else Cache.facts_key(contents[path], module)) for path, module in pairs])
     cache, fingerprint = Cache(cache_dir), settings.fingerprint()
-    results = []
+    results, linter = [], None
     for job in jobs_list:
+        if isinstance(contents[job.path], budget.TooLarge):  # never cached; cheap to report again
+            linter = linter or Linter(settings)
+            results.append(linter.lint_file(Path(job.path), job.display, job.module))
+            continue
         hit = cache.load_result(_result_key(contents[job.path], job, fingerprint, digest_of_project), job.display)
         if hit is None:
             return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import tokenize
 from typing import Optional
 
@@ -21,3 +22,20 @@ def decode_source(data: bytes) -> tuple[Optional[str], str]:
     if text.startswith("\ufeff"):
         text = text[1:]
     return text, ""
+
+
+# C0 and C1 control characters (an ESC in a file name would recolour the user's
+# terminal) and the bidirectional overrides that make text read differently
+# from what it is ("Trojan Source").
+_UNPRINTABLE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters shown literally (``\\x1b``), for a terminal
+    or a CI log; tabs are kept (code frames align with them)."""
+    return _UNPRINTABLE.sub(lambda match: _escape(match.group()), text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"

@@ -101,9 +101,14 @@ def test_pre_commit_hook_fails_then_passes(tmp_path):
     assert failing.returncode == 1, failing.stdout + failing.stderr
     assert "train.py:7:18: DDP007 hard-coded device index" in failing.stdout
 
+    # pre-commit passes every staged Python file by name; the hook's --force-exclude
+    # keeps the project's excludes in force for them.
     script.write_text(CLEAN_SCRIPT)
-    _run(["git", "add", "train.py"], cwd=work, env=env)
-    passing = hook()
+    write(work / "pyproject.toml", '[tool.ddplint]\nextend-exclude = ["vendor"]\n')
+    write(work / "vendor" / "lib.py", BAD_SCRIPT)
+    _run(["git", "add", "train.py", "pyproject.toml", "vendor/lib.py"], cwd=work, env=env)
+    passing = _run([sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), "ddplint", "--files",
+                    "train.py", "vendor/lib.py"], cwd=work, env=env)
     assert passing.returncode == 0, passing.stdout + passing.stderr
     assert "Passed" in passing.stdout
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 from typing import TextIO
 
 from ddplint.engine import RunResult
+from ddplint.source import printable
 
 LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # then other control characters shown literally: the log viewer would interpret them
+    return printable(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def escape_property(text: str) -> str:

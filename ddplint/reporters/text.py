@@ -12,6 +12,7 @@ from typing import TextIO
 from ddplint.diagnostics import Diagnostic, FileResult
 from ddplint.engine import RunResult
 from ddplint.reporters import summary
+from ddplint.source import printable  # control characters in names and code shown literally
 
 STYLE = {"error": "bold red", "warning": "bold yellow", "info": "bold cyan"}
 
@@ -44,11 +45,11 @@ def code_frame(file: FileResult, d: Diagnostic) -> list[str]:
     gutter = " " * width
     # Keep tabs in the padding so the carets line up under tabbed code.
     padding = "".join("\t" if char == "\t" else " " for char in source[: d.column - 1])
-    return [f"{gutter} |", f"{shown_line} | {source.rstrip()}", f"{gutter} | {padding}{carets}"]
+    return [f"{gutter} |", f"{shown_line} | {printable(source.rstrip())}", f"{gutter} | {padding}{carets}"]
 
 
 def _headline(file: FileResult, d: Diagnostic) -> str:
-    return f"{file.path}:{position(file, d)}: {d.code} {d.message}"
+    return f"{printable(file.path)}:{position(file, d)}: {d.code} {printable(d.message)}"
 
 
 def fix_line(d: Diagnostic) -> str:
@@ -129,10 +130,10 @@ def _report_rich(result: RunResult, stream: TextIO, show_source: bool, statistic
     for file in result.files:
         for d in file.diagnostics:
             line = Text()
-            line.append(f"{file.path}:{position(file, d)}:", style="bold")
+            line.append(f"{printable(file.path)}:{position(file, d)}:", style="bold")
             line.append(" ")
             line.append(d.code, style=STYLE[d.severity])
-            line.append(f" {d.message}")
+            line.append(f" {printable(d.message)}")
             console.print(line)
             if show_source:
                 frame = code_frame(file, d)

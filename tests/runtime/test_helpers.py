@@ -170,7 +170,10 @@ def test_watchdog_names_the_missing_rank():
     t0 = time.monotonic()
     with pytest.raises(CollectiveHangError, match=r"rank\(s\) \[1\] did not arrive .*rank 1 left the block"):
         run_ranks(watched, 2, timeout=60, args=(True,))
-    assert time.monotonic() - t0 < 20
+    # The watchdog (2 s), not run_ranks' 60-s timeout, ended the hang: the error type
+    # says so; the clock only rules out the outer timeout. Spawning two ranks alone takes
+    # 20 s and more on a loaded 2-core CI machine, so no tighter bound.
+    assert time.monotonic() - t0 < 60
 
 
 # ------------------------------------------------------------------ MemoryGrowthMonitor
