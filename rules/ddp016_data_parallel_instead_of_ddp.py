@@ -91,6 +91,9 @@ class DataParallelInsteadOfDDP(Rule):
                 "    model = torch.nn.parallel.DistributedDataParallel(model)\n"
                 "elif torch.cuda.device_count() > 1:\n    model = torch.nn.DataParallel(model)\n",
                 line=6, column=13),
+        # an evaluation routine called ``test`` in a training script is no unit test
+        Invalid("import torch\ndef test(model, loader):\n    model = torch.nn.DataParallel(model).eval()\n"
+                "    return [model(x) for x in loader]\n", line=3, column=13),
     ]
 
     def check(self, index):
@@ -102,8 +105,10 @@ class DataParallelInsteadOfDDP(Rule):
 
 
 def _in_test_function(index, node) -> bool:
-    return any(isinstance(a, cst.FunctionDef) and a.name.value.startswith("test")
-               for a in index.ancestors(node))
+    """Inside a ``test_*`` function or a ``Test*`` class (not an evaluation
+    routine that happens to be called ``test``)."""
+    return any((isinstance(a, cst.FunctionDef) and a.name.value.startswith("test_"))
+               or (isinstance(a, cst.ClassDef) and a.name.value.startswith("Test")) for a in index.ancestors(node))
 
 
 def _in_data_parallel_option(index, node) -> bool:

@@ -23,17 +23,21 @@ them into a model that is already on its GPU) now start on the CPU.
 
 Not flagged: a `map_location` (or `**kwargs` that may carry one); code that
 is not a DDP worker (launcher-parent code before `mp.spawn`, the single-process
-branch of a script, single-process or CPU-only test functions: in unit tests the
-role is decided per test function); loads that run on rank 0 only (`if rank == 0:`:
-rank 0 owns device 0); files known to hold CPU tensors (written in this module
-from `.cpu()` values, tensors allocated with `device="cpu"`, full state dicts saved
-with CPU offload, `GradScaler.state_dict()`, metadata-only files such as
-`meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer); a CPU-only module
-(`gloo`, no CUDA use); `if gpu is None: torch.load(p) else: torch.load(p,
-map_location=f"cuda:{gpu}")` (the unmapped arm is the configuration without a
-per-rank GPU). The GPU arm of `torch.load(p) if use_gpu else torch.load(p,
-map_location="cpu")` is flagged, and a mapped load elsewhere under an unrelated
-enclosing `if` excuses nothing.
+branch of a script, the self-test block of an imported module, single-process or
+CPU-only test functions: in unit tests the role is decided per test function);
+loads that run on rank 0 only (`if rank == 0:`, or in a function every caller
+runs under a rank guard: rank 0 owns device 0); files known to hold CPU tensors
+or none (written in this module from `.cpu()` values, tensors allocated with
+`device="cpu"` or made by a project module that never uses CUDA, full state
+dicts saved with CPU offload, `GradScaler.state_dict()`, metadata-only files
+such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer);
+a CPU-only module (`gloo`, no CUDA use); `if gpu is None: torch.load(p) else:
+torch.load(p, map_location=f"cuda:{gpu}")` (the unmapped arm is the
+configuration without a per-rank GPU).
+
+Flagged although it looks handled: the GPU arm of `torch.load(p) if use_gpu
+else torch.load(p, map_location="cpu")`, and a load under an enclosing `if`
+whose mapped load elsewhere is unrelated.
 
 ## References
 - https://pytorch.org/docs/stable/generated/torch.load.html
