@@ -20,36 +20,74 @@ step on every rank.
     loader = DataLoader(dataset, batch_size=64, sampler=sampler, num_workers=8,
                         pin_memory=True)
 
-An explicit `pin_memory=False` is taken as a deliberate choice and not flagged.
+CUDA training code is recognised by `.cuda()`, `"cuda"` / `"cuda:N"` / `f"cuda:{i}"`
+devices, `torch.cuda` calls, an NCCL backend, DDP's `device_ids=`, or `.to(rank)`;
+also in another module of the project that the loader's module is used with
+(the loader is built in `data.py`, its batches go to the GPU in `train.py`).
+`DataLoader` subclasses of well-known libraries (MONAI, PyTorch Geometric,
+DGL) count as `DataLoader`s.
 
-Fix (unsafe): adds `pin_memory=True` to the call. Unsafe because pinned memory
-is page-locked host memory: many workers with large batches can exhaust it.
+Not flagged: any explicit `pin_memory=` (also `pin_memory=False`: a deliberate
+choice); `**kwargs` that may carry it; `num_workers=0` or no `num_workers`;
+CPU-only code; a dataset that already holds CUDA tensors (cached latents on the
+GPU: there is nothing to copy, and `pin_memory=True` would raise); unit tests
+(`test_*.py`, `tests/`), whose loaders test behaviour, not throughput.
 
 ## References
 - https://pytorch.org/docs/stable/data.html#memory-pinning
 - https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html
 """
 
+import re
+
+import libcst as cst
+
 from ddplint import names
+from ddplint.analysis.models import project_of
+from ddplint.analysis.semantic import SemanticIndex, dotted_name
+from ddplint.analysis.values import (GLOBAL, LOCAL, fstring_prefix, is_literal_zero, is_test_module, literal_int,
+                                     literal_str, rank_sources)
 from ddplint.fixes import UNSAFE, add_keyword, node_fix
-from ddplint.analysis.values import fstring_prefix, is_literal_zero
 from ddplint.rule import Invalid, Rule, Valid
-from ddplint.analysis.semantic import SemanticIndex
 
 LOADER = "from torch.utils.data import DataLoader\n"
+_TORCH_NON_DEVICE = re.compile(r"^torch\.(float|half|bfloat|int|uint|long|double|bool|complex|channels_last)")
 
 
 def uses_cuda(index: SemanticIndex) -> bool:
     """Does the module move data to a GPU? (``.cuda()``, a ``torch.cuda`` call,
-    or a "cuda..." device string; CPU-only code never benefits from pinning.)"""
+    a "cuda..." device string, an NCCL backend, DDP's ``device_ids=``, or
+    ``.to(rank)``; CPU-only code never benefits from pinning.)"""
     cached = index.cache.get("uses_cuda")
     if cached is None:
         cached = bool(index.calls_by_method.get("cuda")) or any(
             (site.qualified_name or "").startswith("torch.cuda.") for site in index.calls
-        ) or any(isinstance(value, str) and value.startswith("cuda") for _, value in index.strings
-                 ) or any(fstring_prefix(node).startswith("cuda") for node in index.fstrings)
+        ) or any(isinstance(value, str) and (value.startswith("cuda") or value == "nccl")
+                 for _, value in index.strings
+                 ) or any(fstring_prefix(node).startswith("cuda") for node in index.fstrings
+                          ) or any(site.keyword("device_ids") is not None for site in index.calls_to(names.DDP)
+                                   ) or any(_to_rank(index, site.node) for site in index.method_calls("to"))
         index.cache["uses_cuda"] = cached
     return cached
+
+
+def _to_rank(index: SemanticIndex, call: cst.Call) -> bool:
+    """``x.to(rank)`` / ``x.to(local_rank)``: an integer device is a CUDA device."""
+    if not call.args or call.args[0].keyword is not None:
+        return False
+    target = call.args[0].value
+    if literal_int(target) is not None:
+        return True
+    if dotted_name(target) is None:
+        return False
+    return bool(rank_sources(index, target) & {GLOBAL, LOCAL}) or bool(
+        names.RANK_NAME.match((dotted_name(target) or "").split(".")[-1]))
+
+
+def batches_go_to_cuda(index: SemanticIndex) -> bool:
+    """CUDA use in this module, or (project analysis) in a module used together
+    with it: the entry scripts that reach this module and what they reach."""
+    return uses_cuda(index) or project_of(index).in_scope(index.path, lambda m: m.moves_to_cuda)
 
 
 class DataLoaderWithoutPinMemory(Rule):
@@ -57,6 +95,7 @@ class DataLoaderWithoutPinMemory(Rule):
     message = ("DataLoader with worker processes and no pin_memory: host-to-GPU copies of its "
                "batches cannot overlap compute; pass pin_memory=True")
     triggers = ("DataLoader",)
+    uses_project = True
 
     valid = [
         Valid(LOADER + "loader = DataLoader(ds, batch_size=32, num_workers=4, pin_memory=True)\n"
@@ -70,6 +109,19 @@ class DataLoaderWithoutPinMemory(Rule):
               "for x in loader:\n    x = x.to('cpu')\n"),
         Valid(LOADER + "loader = DataLoader(ds, 32, True, None, None, 4, None, True)\nx = x.cuda()\n"),
         Valid("from mydata import DataLoader\nloader = DataLoader(ds, num_workers=4)\nx = x.cuda()\n"),
+        # a dataset that already holds CUDA tensors: nothing to pin (pin_memory=True would raise)
+        Valid("import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+              "latents = torch.load('latents.pt').to(device)\n"
+              "cached = TensorDataset(latents, labels.cuda())\n"
+              "loader = DataLoader(cached, batch_size=64, num_workers=2)\n"),
+        Valid(LOADER + "loader = DataLoader(range(8), num_workers=2)\nassert len(list(loader)) == 8\n"
+              "x = torch.ones(1).cuda()\n", filename="tests/test_loader_workers.py"),
+        Valid(LOADER + "class GpuCache(Dataset):\n    pass\n"
+              "loader = DataLoader(GpuCache(feats.to('cuda', non_blocking=True)), num_workers=4)\n"),
+        # CPU-only code: gloo, .to(dtype), no GPU anywhere
+        Valid("import torch\nimport torch.distributed as dist\n" + LOADER +
+              "dist.init_process_group('gloo')\nloader = DataLoader(ds, num_workers=4)\n"
+              "for x in loader:\n    x = x.to(torch.float16)\n"),
     ]
     invalid = [
         Invalid(LOADER + "loader = DataLoader(ds, batch_size=32, num_workers=4)\n"
@@ -117,16 +169,96 @@ class DataLoaderWithoutPinMemory(Rule):
                 line=2, column=10,
                 fixed=LOADER + "loader = DataLoader(\n\tds,\n\tnum_workers=8,  # tuned\n\tpin_memory=True\n)\n"
                 "x = x.cuda()\n"),
+        # CUDA code recognised by the NCCL backend, DDP's device_ids, or .to(rank)
+        Invalid("import torch.distributed as dist\n" + LOADER +
+                "dist.init_process_group(backend='nccl')\nloader = DataLoader(ds, batch_size=8, num_workers=4)\n",
+                line=4, column=10,
+                fixed="import torch.distributed as dist\n" + LOADER + "dist.init_process_group(backend='nccl')\n"
+                "loader = DataLoader(ds, batch_size=8, num_workers=4, pin_memory=True)\n"),
+        Invalid("import os\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n" + LOADER +
+                "loader = DataLoader(ds, num_workers=8)\nmodel = DDP(model, device_ids=[local_rank])\n",
+                line=4, column=10,
+                fixed="import os\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n" + LOADER +
+                "loader = DataLoader(ds, num_workers=8, pin_memory=True)\n"
+                "model = DDP(model, device_ids=[local_rank])\n"),
+        Invalid("import torch.distributed as dist\n" + LOADER + "rank = dist.get_rank()\n"
+                "loader = DataLoader(ds, num_workers=4)\nfor x, y in loader:\n    x, y = x.to(rank), y.to(rank)\n",
+                line=4, column=10,
+                fixed="import torch.distributed as dist\n" + LOADER + "rank = dist.get_rank()\n"
+                "loader = DataLoader(ds, num_workers=4, pin_memory=True)\nfor x, y in loader:\n"
+                "    x, y = x.to(rank), y.to(rank)\n"),
+        # DataLoader subclasses of well-known libraries
+        Invalid("from monai.data import DataLoader\nloader = DataLoader(ds, batch_size=2, num_workers=4)\n"
+                "img = batch['img'].cuda()\n", line=2, column=10,
+                fixed="from monai.data import DataLoader\n"
+                "loader = DataLoader(ds, batch_size=2, num_workers=4, pin_memory=True)\nimg = batch['img'].cuda()\n"),
+        Invalid("from torch_geometric.loader import DataLoader\nloader = DataLoader(graphs, batch_size=32, "
+                "num_workers=6)\ndata = data.to('cuda')\n", line=2, column=10,
+                fixed="from torch_geometric.loader import DataLoader\nloader = DataLoader(graphs, batch_size=32, "
+                "num_workers=6, pin_memory=True)\ndata = data.to('cuda')\n"),
     ]
 
     def check(self, index):
-        if not uses_cuda(index):
+        if is_test_module(index.path):
+            return  # a unit test's loader checks behaviour, not input-pipeline throughput
+        calls = [call for call in index.calls_to(names.DATALOADER) if not call.may_pass("pin_memory")]
+        calls = [call for call in calls if _uses_workers(call)]
+        if not calls or not batches_go_to_cuda(index):
             return
-        for call in index.calls_to(names.DATALOADER):
-            if call.may_pass("pin_memory"):
+        for call in calls:
+            if _holds_cuda_tensors(index, call):
                 continue
-            workers = call.argument("num_workers")
-            if workers is None or is_literal_zero(workers.value):
-                continue
-            yield self.report(call.node, fix=node_fix("Add pin_memory=True", UNSAFE,
-                                                      add_keyword(call.node, "pin_memory", "True")))
+            workers = literal_int(call.argument("num_workers").value)
+            message = self.message if workers is None else (
+                f"DataLoader with {workers} worker processes and no pin_memory: host-to-GPU copies of its "
+                "batches cannot overlap compute; pass pin_memory=True")
+            yield self.report(call.node, message, fix=node_fix("Add pin_memory=True", UNSAFE,
+                                                               add_keyword(call.node, "pin_memory", "True")))
+
+
+def _uses_workers(call) -> bool:
+    workers = call.argument("num_workers")
+    return workers is not None and not is_literal_zero(workers.value)
+
+
+def _holds_cuda_tensors(index: SemanticIndex, call) -> bool:
+    """The loader's dataset already lives on the GPU: built from CUDA tensors
+    (``TensorDataset(x.cuda(), y.cuda())``, ``Cache(latents.to(device))``)."""
+    dataset = call.argument("dataset", 0)
+    return dataset is not None and _built_from_cuda(index, dataset.value, 0)
+
+
+def _built_from_cuda(index: SemanticIndex, expr: cst.BaseExpression, depth: int) -> bool:
+    if depth > 3:
+        return False
+    if isinstance(expr, cst.Call):
+        return any(_is_cuda_value(index, arg.value, depth + 1) for arg in expr.args)
+    if isinstance(expr, cst.Name):
+        values = index.reaching_values(expr)
+        return bool(values) and all(_built_from_cuda(index, value, depth + 1) for value in values)
+    return False
+
+
+def _is_cuda_value(index: SemanticIndex, expr: cst.BaseExpression, depth: int) -> bool:
+    """A tensor moved to (or allocated on) a GPU: ``x.cuda()``, ``x.to(device)``
+    (not ``.to("cpu")`` nor a dtype), ``torch.zeros(n, device="cuda")``."""
+    if depth > 4:
+        return False
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "cuda":
+            return True
+        if isinstance(func, cst.Attribute) and func.attr.value == "to" and expr.args:
+            target = expr.args[0].value if expr.args[0].keyword is None else None
+            device = next((a.value for a in expr.args if a.keyword is not None and a.keyword.value == "device"), None)
+            target = target if target is not None else device
+            if target is None or literal_str(target) == "cpu":
+                return False
+            qualified = index.qualified_name(target) or ""
+            return not _TORCH_NON_DEVICE.match(qualified)
+        device = next((a.value for a in expr.args if a.keyword is not None and a.keyword.value == "device"), None)
+        return device is not None and literal_str(device) not in (None, "cpu") and (literal_str(device) or "").startswith("cuda")
+    if isinstance(expr, cst.Name):
+        values = index.reaching_values(expr)
+        return bool(values) and all(_is_cuda_value(index, value, depth + 1) for value in values)
+    return False

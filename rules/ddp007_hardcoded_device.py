@@ -20,13 +20,21 @@ of memory, and NCCL may fail or deadlock because several ranks share one device.
     model = DDP(model, device_ids=[local_rank])
 
 Not flagged: `"cuda"` without an index (after `set_device(local_rank)` it means
-the rank's own GPU); `map_location={"cuda:0": ...}` remaps; scripts that give
-each process one visible GPU (`CUDA_VISIBLE_DEVICES` set from the rank) so that
-`cuda:0` is the right device; multi-GPU lists such as `"0,1,2,3"`; the
-single-process branch of a script (`if args.local_rank == -1:`, the `else` of
-`if args.distributed:`); lists of several devices (`[torch.device("cuda", 0),
-torch.device("cuda", 1)]` enumerates GPUs); unit tests (`test_*.py`, `tests/`),
-which pin devices on purpose; modules outside DDP context.
+the rank's own GPU); `f"cuda:{local_rank}"`; `map_location={"cuda:0": ...}`
+remaps; scripts that give each process one visible GPU (`CUDA_VISIBLE_DEVICES`
+set from the rank) so that `cuda:0` is the right device; multi-GPU lists such as
+`"0,1,2,3"` and lists of several devices (`[torch.device("cuda", 0),
+torch.device("cuda", 1)]` enumerates GPUs); a `"cuda:N"` constant that nothing
+reads (or that a per-rank device replaces before any read); code that runs on
+rank 0 only (`if rank == 0:`, or a function every caller runs under a rank
+guard: rank 0 owns GPU 0); the self-test block (`if __name__ == "__main__":`)
+of a module that is in DDP context only because a DDP script imports it; a round trip
+through the GPU whose result stays on the CPU (`.to(0).to("cpu")`); code that is
+not a DDP worker: launcher-parent code before `mp.spawn`, the single-process
+branch of a script (`if args.local_rank == -1:`, the `else` of
+`if args.distributed:` or of `if world_size > 1:`, whatever the world-size
+spelling: `worldsize`, `nprocs`, `num_processes`, ...); unit tests (`test_*.py`,
+`tests/`), which pin devices on purpose; modules outside DDP context.
 
 ## References
 - https://pytorch.org/tutorials/intermediate/ddp_tutorial.html
@@ -41,9 +49,10 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.values import (CUDA_INDEX, device_arguments, in_device_list,
-                           is_test_module, literal_int, literal_str, module_masks_visible_devices)
-from ddplint.analysis.roles import is_worker_code
+from ddplint.analysis.values import (CUDA_INDEX, binding_is_read, device_arguments, in_device_list,
+                                     is_test_module, literal_int, literal_str, module_masks_visible_devices)
+from ddplint.analysis.models import project_of
+from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex
 
@@ -55,6 +64,7 @@ DEVICE_KEYWORDS = ("device", "map_location", "output_device")
 class HardcodedDevice(Rule):
     code, name, severity = "DDP007", "hardcoded-device", "warning"
     message = "hard-coded device index: every rank lands on the same GPU; derive it from LOCAL_RANK"
+    # (the reports name the device: "every rank puts its tensors on cuda:0")
     triggers = ("cuda", "CUDA_VISIBLE_DEVICES", "device", ".to(")
     needs_ddp_context = True
 
@@ -75,6 +85,36 @@ class HardcodedDevice(Rule):
               "def evaluate(model, device='cuda:0'):\n    return model\n"),
         Valid(DIST + "devices = [torch.device('cuda', 0), torch.device('cuda', 1)]\n"),
         Valid(DIST + "model = model.to('cuda:0')\n", filename="tests/test_ddp_wrap.py"),
+        # a "cuda:N" constant that nothing reads, or that a per-rank device replaces before any read
+        Valid(DIST + "DEFAULT_DEVICE = 'cuda:0'\ndef main(local_rank):\n"
+                     "    torch.cuda.set_device(local_rank)\n    model = Net().cuda()\n"),
+        Valid(DIST + "device = 'cuda:0'\ndevice = torch.device('cuda', local_rank)\nmodel = Net().to(device)\n"),
+        # launcher-parent code: runs once, in the parent, before mp.spawn starts the workers
+        Valid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, args):\n    torch.cuda.set_device(gpu)\n"
+                     "def main():\n    probe = torch.zeros(1, device='cuda:0')\n"
+                     "    mp.spawn(worker, nprocs=torch.cuda.device_count(), args=(None,))\n"),
+        # single-process branches named by other world-size spellings
+        Valid(DIST + "if worldsize > 1:\n    model = DDP(model, device_ids=[local_rank])\n"
+                     "else:\n    model.to('cuda:0')\n"),
+        Valid(DIST + "if args.nprocs > 1:\n    model = DDP(model, device_ids=[local_rank])\n"
+                     "else:\n    model = model.cuda(0)\n"),
+        Valid(DIST + "if num_processes == 1:\n    device = torch.device('cuda', 0)\n"
+                     "else:\n    device = torch.device('cuda', local_rank)\n"),
+        # code that runs on rank 0 only (rank 0 owns GPU 0), here or in every caller
+        Valid(DIST + "torch.cuda.set_device(rank)\nif rank == 0:\n    probe = torch.zeros(1, device='cuda:0')\n"),
+        Valid(DIST + "def evaluate(net, loader):\n    for x in loader:\n        net(x.cuda(0))\n"
+                     "def train(rank, net, loader):\n    torch.cuda.set_device(rank)\n    if rank == 0:\n"
+                     "        evaluate(net, loader)\n"),
+        # the else of ``distributed and not <opt-out option>``: single process, or devices masked by the user
+        Valid(DIST + "if args.distributed and not args.no_set_device_rank:\n"
+                     "    device = 'cuda:%d' % args.local_rank\nelse:\n    device = 'cuda:0'\n"
+                     "torch.cuda.set_device(device)\n"),
+        # the self-test block of a layer module that a DDP script imports (runs on its own, single-process)
+        Valid("import torch\nclass FrameReducer(torch.nn.Module):\n    pass\n"
+              "if __name__ == '__main__':\n    x = torch.randn(8, 4, device='cuda:0')\n    FrameReducer()(x)\n",
+              filename="frame_reducer.py"),
+        # a round trip through the GPU whose result stays on the CPU
+        Valid(DIST + "w = Int8Params(value).to(0).to('cpu')\nscales = w.SCB.cuda(0).cpu()\n"),
     ]
     invalid = [
         Invalid(DIST + "model = model.to('cuda:0')\n", line=3, column=18),
@@ -85,17 +125,73 @@ class HardcodedDevice(Rule):
         Invalid(DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
                 "model = DDP(model, device_ids=[0])\n", line=4, column=32),
         Invalid(DIST + "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n", line=4, column=38),
-        Invalid(DIST + "device = 'cuda:0' if torch.cuda.is_available() else 'cpu'\n", line=3, column=10),
+        # (now with a read: a "cuda:N" value that nothing reads is silent, REAL-CODE-SHAPES DDP007)
+        Invalid(DIST + "device = 'cuda:0' if torch.cuda.is_available() else 'cpu'\nmodel = Net().to(device)\n",
+                line=3, column=10),
         Invalid(DIST + "ckpt = torch.load(path, map_location='cuda:0')\n", line=3, column=38),
         Invalid(DIST + "x = torch.zeros(4, device='cuda:1')\n", line=3, column=27),
+        # a constant that the worker reads
+        Invalid(DIST + "DEVICE = 'cuda:0'\ndef main():\n    dist.init_process_group('nccl')\n"
+                       "    model = Net().to(DEVICE)\n", line=3, column=10),
+        # the worker itself, beside a launcher parent
+        Invalid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, args):\n"
+                       "    model = Net().to('cuda:0')\ndef main():\n    mp.spawn(worker, nprocs=4, args=(None,))\n",
+                line=5, column=22),
+        # a helper some caller runs on every rank
+        Invalid(DIST + "def evaluate(net, loader):\n    for x in loader:\n        net(x.cuda(0))\n"
+                       "def train(rank, net, loader):\n    torch.cuda.set_device(rank)\n    evaluate(net, loader)\n",
+                line=5, column=20),
+        # the else of ``distributed and rank == 0`` runs on every other rank
+        Invalid(DIST + "if args.distributed and args.rank == 0:\n    log_device = 'cpu'\nelse:\n"
+                       "    torch.cuda.set_device(0)\n", line=6, column=27),
+        # the main block of a DDP script is worker code
+        Invalid(DIST + "if __name__ == '__main__':\n    dist.init_process_group('nccl')\n"
+                       "    model = Net().to('cuda:0')\n", line=5, column=22),
+        # the distributed arm of a world-size test is a worker
+        Invalid(DIST + "if num_processes > 1:\n    torch.cuda.set_device(0)\n", line=4, column=27),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if module_masks_visible_devices(index) or is_test_module(index.path):
             return
         for node in _hardcoded_device_literals(index):
-            if is_worker_code(index, node) and not in_device_list(index, node):
-                yield self.report(node)
+            if is_worker_code(index, node) and not in_device_list(index, node) and not _left_at_once(index, node) \
+                    and not runs_on_rank_zero_only(index, node):
+                yield self.report(node, _message(index, node))
+
+
+def _message(index: SemanticIndex, node: cst.CSTNode) -> str:
+    text = literal_str(node) if isinstance(node, cst.SimpleString) else None
+    number = literal_int(node) if isinstance(node, cst.Integer) else None
+    if text is not None and CUDA_INDEX.match(text):
+        device = text
+    elif number is not None:
+        device = f"cuda:{number}"
+    elif text is not None:  # CUDA_VISIBLE_DEVICES = "0"
+        return (f"hard-coded device index: every rank sees only GPU {text.strip()} (CUDA_VISIBLE_DEVICES); "
+                "derive it from LOCAL_RANK")
+    else:
+        return HardcodedDevice.message
+    return f"hard-coded device index: every rank puts its tensors on {device}; derive the index from LOCAL_RANK"
+
+
+def _left_at_once(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """``w.to(0).to("cpu")`` / ``.cuda(0).cpu()``: a round trip through the GPU
+    whose result lives on the CPU (quantisation kernels), not a placement."""
+    arg = index.parent(node)
+    call = index.parent(arg) if isinstance(arg, cst.Arg) else None
+    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute) \
+            or call.func.attr.value not in ("to", "cuda"):
+        return False
+    attribute = index.parent(call)
+    if not isinstance(attribute, cst.Attribute) or attribute.value is not call:
+        return False
+    following = index.parent(attribute)
+    if not isinstance(following, cst.Call):
+        return False
+    if attribute.attr.value == "cpu":
+        return True
+    return attribute.attr.value == "to" and bool(following.args) and literal_str(following.args[0].value) == "cpu"
 
 
 def _hardcoded_device_literals(index: SemanticIndex) -> Iterator[cst.CSTNode]:
@@ -113,12 +209,13 @@ def _hardcoded_device_literals(index: SemanticIndex) -> Iterator[cst.CSTNode]:
 
 def _used_as_device(index: SemanticIndex, node: cst.CSTNode) -> bool:
     """Is this "cuda:N" literal where a device goes (not a dict key of a remap,
-    a comparison, a log message or a parameter/argparse default)?"""
+    a comparison, a log message, a parameter/argparse default, or a constant
+    that nothing reads)?"""
     child, parent = node, index.parent(node)
     while isinstance(parent, (cst.IfExp, cst.BooleanOperation)):  # 'cuda:0' if ok else 'cpu'
         child, parent = parent, index.parent(parent)
     if isinstance(parent, (cst.Assign, cst.AnnAssign)):
-        return parent.value is child
+        return parent.value is child and _assignment_is_read(index, parent)
     if not isinstance(parent, cst.Arg):
         return False
     call = index.parent(parent)
@@ -130,6 +227,25 @@ def _used_as_device(index: SemanticIndex, node: cst.CSTNode) -> bool:
     if site.method == "to" or site.qualified_name in (names.TORCH_DEVICE, names.SET_DEVICE):
         return True
     return site.argument("map_location") is parent
+
+
+def _assignment_is_read(index: SemanticIndex, statement: cst.CSTNode) -> bool:
+    """``DEFAULT_DEVICE = "cuda:0"`` that nothing reads (or that a later binding
+    replaces before every read) puts nothing on GPU 0. A module-level name that
+    another module of the project imports counts as read."""
+    bindings = [b for key, found in index.bindings.items() for b in found if b.node is statement]
+    return not bindings or any(
+        binding_is_read(index, b) or (b.scope is index.module and _imported_elsewhere(index, b.name))
+        for b in bindings)
+
+
+def _imported_elsewhere(index: SemanticIndex, name: str) -> bool:
+    for path, module in project_of(index).modules.items():
+        if path == index.path:
+            continue
+        if module.star_imports or any(target.rpartition(".")[2] == name for target in module.imports.values()):
+            return True
+    return False
 
 
 def _literal_index_arguments(site: CallSite) -> Iterator[cst.CSTNode]:

@@ -19,18 +19,35 @@ even on a single machine.
     torch.cuda.set_device(local_rank)
     model = DDP(model.cuda(), device_ids=[local_rank])
 
+Not flagged: subclasses and look-alikes from other libraries
+(`torch_geometric.nn.DataParallel`); `isinstance(m, nn.DataParallel)` checks;
+unit tests (`test_*.py`, `tests/`, `test_*` functions), which construct the
+wrapper to test unwrapping helpers; and a framework's own opt-in DataParallel
+strategy (a class such as `DataParallelStrategy` or `DPPlugin` whose job is to
+apply the wrapper the user selected with `strategy="dp"`).
+
 ## References
 - https://pytorch.org/docs/stable/generated/torch.nn.DataParallel.html
 - https://pytorch.org/tutorials/intermediate/ddp_tutorial.html
 """
 
+import re
+
+import libcst as cst
+
 from ddplint import names
+from ddplint.analysis.values import is_test_module
 from ddplint.rule import Invalid, Rule, Valid
+
+# A class that *is* the DataParallel option of a framework: DataParallelStrategy,
+# DPStrategy, DataParallelPlugin, LightningDP, ... (not DistributedDataParallel*).
+_DP_CLASS = re.compile(r"(?<!Distributed)DataParallel|(^|[a-z])DP([A-Z_]|$)")
 
 
 class DataParallelInsteadOfDDP(Rule):
     code, name, severity = "DDP016", "data-parallel-instead-of-ddp", "info"
-    message = "nn.DataParallel is single-process and slower than DistributedDataParallel; use DDP"
+    message = ("nn.DataParallel runs every GPU from one process (GIL-bound, model replicated each step, outputs "
+               "gathered on GPU 0): slower than DistributedDataParallel; use DDP")
     triggers = ("DataParallel",)
 
     valid = [
@@ -41,6 +58,19 @@ class DataParallelInsteadOfDDP(Rule):
         Valid("from mylib import DataParallel\nmodel = DataParallel(model)\n"),
         Valid("import torch\nunwrapped = model.module if isinstance(model, (torch.nn.DataParallel,)) else model\n"),
         Valid("# torch.nn.DataParallel(model) was replaced by DDP\nx = 1\n"),
+        # a unit test of an unwrapping helper only constructs the wrapper
+        Valid("import torch\ndef test_unwrap_data_parallel():\n    net = torch.nn.Linear(2, 2)\n"
+              "    assert unwrap(torch.nn.DataParallel(net)) is net\n", filename="tests/test_unwrap.py"),
+        Valid("import torch\nclass UnwrapTest:\n    def test_unwraps(self):\n"
+              "        wrapped = torch.nn.DataParallel(make_net())\n        assert unwrap(wrapped) is not wrapped\n",
+              filename="helpers_check.py"),
+        # a framework's own opt-in DataParallel strategy (the user picked strategy="dp")
+        Valid("from torch.nn import DataParallel\nclass DataParallelStrategy(ParallelStrategy):\n"
+              "    def setup_module(self, module):\n"
+              "        return DataParallel(module=module, device_ids=self.parallel_devices)\n",
+              filename="src/framework/strategies/dp.py"),
+        Valid("import torch\nclass DPPlugin(Plugin):\n    def wrap(self, model):\n"
+              "        return torch.nn.DataParallel(model)\n"),
     ]
     invalid = [
         Invalid("import torch\nmodel = torch.nn.DataParallel(model)\n", line=2, column=9),
@@ -53,8 +83,35 @@ class DataParallelInsteadOfDDP(Rule):
         Invalid("import torch\ndef wrap(model):\n    if torch.cuda.device_count() > 1:\n"
                 "        return torch.nn.parallel.data_parallel.DataParallel(model)\n    return model\n",
                 line=4, column=16),
+        # a user's own trainer class choosing DataParallel (not a DataParallel option class)
+        Invalid("import torch\nclass Trainer:\n    def __init__(self, model):\n"
+                "        self.model = torch.nn.DataParallel(model).cuda()\n", line=4, column=22),
+        # the fallback of a DDP script, under a GPU-count test
+        Invalid("import torch\nimport torch.distributed as dist\nif dist.is_initialized():\n"
+                "    model = torch.nn.parallel.DistributedDataParallel(model)\n"
+                "elif torch.cuda.device_count() > 1:\n    model = torch.nn.DataParallel(model)\n",
+                line=6, column=13),
+        # an evaluation routine called ``test`` in a training script is no unit test
+        Invalid("import torch\ndef test(model, loader):\n    model = torch.nn.DataParallel(model).eval()\n"
+                "    return [model(x) for x in loader]\n", line=3, column=13),
     ]
 
     def check(self, index):
+        if is_test_module(index.path):
+            return  # unit tests construct the wrapper to test unwrapping, not to train
         for call in index.calls_to(names.DATA_PARALLEL):
-            yield self.report(call.node)
+            if not _in_test_function(index, call.node) and not _in_data_parallel_option(index, call.node):
+                yield self.report(call.node)
+
+
+def _in_test_function(index, node) -> bool:
+    """Inside a ``test_*`` function or a ``Test*`` class (not an evaluation
+    routine that happens to be called ``test``)."""
+    return any((isinstance(a, cst.FunctionDef) and a.name.value.startswith("test_"))
+               or (isinstance(a, cst.ClassDef) and a.name.value.startswith("Test")) for a in index.ancestors(node))
+
+
+def _in_data_parallel_option(index, node) -> bool:
+    """Inside a framework class that implements the opt-in DataParallel mode
+    (``class DataParallelStrategy(ParallelStrategy)``): the user chose it."""
+    return any(isinstance(a, cst.ClassDef) and _DP_CLASS.search(a.name.value) for a in index.ancestors(node))

@@ -1,8 +1,16 @@
 """## What it does
 Flags the global rank used as a CUDA device index: `torch.device(f"cuda:{rank}")`,
-`torch.device("cuda", rank)`, `torch.cuda.set_device(rank)`, `.to(rank)`,
-`.cuda(rank)`, `device_ids=[rank]`, `device=rank`, where `rank` holds
-`dist.get_rank()` or the `RANK` environment variable (also `SLURM_PROCID`).
+`torch.device("cuda", rank)`, `torch.cuda.set_device(rank)`,
+`torch.accelerator.set_device_index(rank)`, `.to(rank)`, `.cuda(rank)`,
+`device_ids=[rank]`, `device=rank`, where `rank` holds `dist.get_rank()` or the
+`RANK` environment variable (also `SLURM_PROCID`, `OMPI_COMM_WORLD_RANK`, ...),
+or the global rank of a multi-node launch (`node_rank * ngpus_per_node + gpu`).
+The value is followed through every binding that may reach the use (a name
+rebound from `SLURM_PROCID` on one branch), copies of the environment
+(`env = {k: os.environ[k] for k in keys}`), the arguments of the project's
+calls (`fit(int(os.environ["RANK"]))` then `set_device(proc)` inside `fit`,
+also in another module) and the tuples a setup helper returns
+(`rank, world = setup_ddp()`).
 
 ## Why is this bad?
 The global rank counts processes across all nodes; the device index counts GPUs
@@ -22,8 +30,12 @@ doubles up ranks on some GPUs).
 The binding decides, not the name: `local_rank = dist.get_rank()` is flagged,
 and a value read from `LOCAL_RANK` is fine whatever it is called. Not flagged:
 `rank % torch.cuda.device_count()`; the process index that `mp.spawn` passes to
-its worker (a single-node launch); unit tests (`test_*.py`, `tests/`), which run
-on one node; values ddplint cannot trace.
+its target (a local index on every node), only when the function really is the
+target of a spawn call (a function named `worker(gpu, ...)` that is called with
+`dist.get_rank()` is flagged); a parameter whose callers disagree (one passes
+the local rank); `get_rank(group)` (a subgroup rank); code that is not a DDP
+worker (launcher-parent code, single-process branches); unit tests (`test_*.py`,
+`tests/`), which run on one node; values ddplint cannot trace.
 
 Fix (unsafe): when a variable holding the local rank (read from `LOCAL_RANK`,
 `SLURM_LOCALID` or `OMPI_COMM_WORLD_LOCAL_RANK`) is bound earlier in scope, the
@@ -54,7 +66,8 @@ class GlobalRankAsDevice(Rule):
     code, name, severity = "DDP017", "global-rank-as-device", "error"
     message = ("the global rank is used as a CUDA device index: it exceeds the GPU count on the "
                "second node; use LOCAL_RANK")
-    triggers = ("rank", "RANK", "SLURM_PROCID")
+    # Device sinks too: a global rank may arrive as a parameter named anything (``warm_up(gpu)``).
+    triggers = ("rank", "RANK", "SLURM_PROCID", "cuda", "device", ".to(")
     needs_ddp_context = True
 
     valid = [
@@ -69,6 +82,21 @@ class GlobalRankAsDevice(Rule):
         Valid("import os\nimport torch\nrank = int(os.environ['RANK'])\ntorch.cuda.set_device(rank)\n"),
         Valid(DIST + "gpu = args.gpu\nrank = dist.get_rank()\ndevice = torch.device(f'cuda:{gpu}')\n"),
         Valid(DIST + "torch.cuda.set_device(dist.get_rank())\n", filename="tests/unit/test_comm.py"),
+        # the spawn index of a real mp.spawn target (single-node launch)
+        Valid(DIST + "import torch.multiprocessing as mp\ndef worker(rank, world_size):\n"
+              "    dist.init_process_group('nccl', rank=rank, world_size=world_size)\n"
+              "    torch.cuda.set_device(rank)\nif __name__ == '__main__':\n"
+              "    mp.spawn(worker, nprocs=4, args=(4,))\n"),
+        # a helper whose callers pass the local rank
+        Valid(DIST + "def fit(proc):\n    torch.cuda.set_device(proc)\nfit(int(os.environ['LOCAL_RANK']))\n"),
+        # callers that disagree: not a global rank
+        Valid(DIST + "def fit(proc):\n    torch.cuda.set_device(proc)\n"
+              "fit(int(os.environ['LOCAL_RANK']))\nfit(dist.get_rank())\n"),
+        # the setup helper returns the local rank
+        Valid(DIST + "def setup_ddp():\n    return int(os.environ['LOCAL_RANK']), dist.get_world_size()\n"
+              "lrank, world = setup_ddp()\ntorch.cuda.set_device(lrank)\n"),
+        # several devices listed (a GPU inventory), and a subgroup rank
+        Valid(DIST + "torch.cuda.set_device(dist.get_rank(group=tp_group))\n"),
     ]
     invalid = [
         Invalid(DIST + "rank = dist.get_rank()\ntorch.cuda.set_device(rank)\n", line=5, column=23),
@@ -86,6 +114,34 @@ class GlobalRankAsDevice(Rule):
         Invalid(DIST + "rank = int(os.getenv('RANK', '0'))\nx = torch.zeros(3, device=rank)\n",
                 line=5, column=27),
         Invalid(DIST + "rank = dist.get_rank()\nbatch = batch.to(f'cuda:{rank}')\n", line=5, column=18),
+        # a global rank passed as an argument: ``fit(int(os.environ["RANK"]))``, then set_device(proc) inside
+        Invalid(DIST + "def fit(proc):\n    torch.cuda.set_device(proc)\nif __name__ == '__main__':\n"
+                "    fit(int(os.environ['RANK']))\n", line=5, column=27),
+        # RANK read through a dict built from os.environ
+        Invalid(DIST + "env = {k: os.environ[k] for k in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR')}\n"
+                "rank = int(env['RANK'])\ntorch.cuda.set_device(rank)\n", line=6, column=23),
+        # a parameter rebound from SLURM_PROCID on a branch
+        Invalid(DIST + "def setup(rank, world_size):\n    if 'SLURM_PROCID' in os.environ:\n"
+                "        rank = int(os.environ['SLURM_PROCID'])\n"
+                "    dist.init_process_group('nccl', rank=rank, world_size=world_size)\n"
+                "    torch.cuda.set_device(rank)\n", line=8, column=27),
+        # the torch >= 2.6 device-agnostic API
+        Invalid(DIST + "rank = dist.get_rank()\ntorch.accelerator.set_device_index(rank)\n", line=5, column=36),
+        # multi-node arithmetic in a spawn target: node_rank * ngpus + gpu is a global rank
+        Invalid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, args):\n"
+                "    rank = args.node_rank * args.ngpus + gpu\n"
+                "    dist.init_process_group('nccl', rank=rank, world_size=args.world_size)\n"
+                "    torch.cuda.set_device(rank)\nmp.spawn(worker, nprocs=8, args=(args,))\n",
+                line=8, column=27),
+        # a function that is not a spawn target, whatever its parameter is called
+        Invalid(DIST + "def worker(gpu, args):\n    torch.cuda.set_device(gpu)\n"
+                "worker(dist.get_rank(), args)\n", line=5, column=27),
+        # a rank returned by a setup helper (values out of calls), in a device choice
+        Invalid(DIST + "def setup_ddp():\n    if 'RANK' in os.environ:\n        dist.init_process_group('nccl')\n"
+                "        return dist.get_rank(), dist.get_world_size(), True\n    return 0, 1, False\n"
+                "rank, world, use_ddp = setup_ddp() if args.ddp else (0, 1, False)\n"
+                "device = torch.device(f'cuda:{rank}' if torch.cuda.is_available() else 'cpu')\n",
+                line=10, column=23),
         # A local-rank variable is in scope: the fix uses it.
         Invalid(DIST + "local_rank = int(os.environ['LOCAL_RANK'])\nrank = dist.get_rank()\n"
                 "torch.cuda.set_device(rank)\n", line=6, column=23,

@@ -20,6 +20,18 @@ the other GPUs idle; NCCL may even refuse two ranks on one device.
     dist.init_process_group("nccl")
     model = DDP(Net().cuda(), device_ids=[local_rank])
 
+A device chosen as `torch.device("cuda" if ok else "cpu")` (or `"cuda" if ok
+else "cpu"`) has no index either, and `device_ids=[device]` with such a device
+(through assignments and the arguments of the project's calls) is no device id:
+both are flagged.
+
+Not flagged: `set_device` called on the path (here or anywhere the entry script
+reaches); explicit per-rank devices (`.cuda(local_rank)`, `torch.device("cuda",
+local_rank)`, `f"cuda:{local_rank}"`, `device_ids=[local_rank]`); per-process
+`CUDA_VISIBLE_DEVICES` masking to one GPU; frameworks that place each rank
+themselves (Accelerate, Lightning, DeepSpeed, ...); launcher-parent code and
+single-process branches.
+
 ## References
 - https://pytorch.org/docs/stable/generated/torch.cuda.set_device.html
 - https://pytorch.org/docs/stable/notes/ddp.html
@@ -33,7 +45,7 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.roles import is_worker_code
-from ddplint.analysis.values import literal_str, module_masks_visible_devices
+from ddplint.analysis.values import BARE_CUDA, device_kind, literal_str, module_masks_visible_devices
 from ddplint.analysis.models import project_of
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
@@ -63,6 +75,16 @@ class WorkerWithoutSetDevice(Rule):
         Valid(DIST + "dist.init_process_group('nccl')\nif x.device.type == 'cuda':\n    pass\n"
                      "with torch.autocast('cuda'):\n    y = net(x)\n"),
         Valid(DIST + "dist.init_process_group('nccl')\nmodel = net.cuda(args.gpu)\nx = x.cuda()\n"),
+        # a per-rank device chosen on a branch, and a wrap helper whose callers pass per-rank devices
+        Valid(DIST + "dist.init_process_group('nccl')\n"
+                     "device = torch.device(f'cuda:{local_rank}' if torch.cuda.is_available() else 'cpu')\n"
+                     "model = net.to(device)\nx = x.to('cuda')\n"),
+        Valid(DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                     "def wrap(model, dev):\n    return DDP(model.to(dev), device_ids=[dev])\n"
+                     "def main():\n    dist.init_process_group('nccl')\n"
+                     "    model = wrap(Net(), torch.device('cuda', local_rank))\n    x = x.to('cuda')\n"),
+        Valid(DIST + "dist.init_process_group('nccl')\ntorch.cuda.set_device(local_rank)\n"
+                     "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = net.to(device)\n"),
     ]
     invalid = [
         Invalid(DIST + "dist.init_process_group('nccl')\nmodel = net.cuda()\n", line=4, column=9),
@@ -81,6 +103,19 @@ class WorkerWithoutSetDevice(Rule):
                 line=4, column=30),
         Invalid(DIST + "def worker(rank, ws):\n    dist.init_process_group('nccl', rank=rank, world_size=ws)\n"
                        "    net = Net().cuda()\n    run(net)\n", line=5, column=11),
+        # ``torch.device("cuda" if ok else "cpu")`` is not a per-rank device, nor is device_ids=[that device]
+        Invalid(DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                       "dist.init_process_group('nccl')\n"
+                       "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\n"
+                       "model = DDP(Net().to(device), device_ids=[device])\n", line=5, column=23),
+        Invalid(DIST + "dist.init_process_group('nccl')\n"
+                       "device = 'cuda' if torch.cuda.is_available() else 'cpu'\nmodel = Net().to(device)\n",
+                line=4, column=10),
+        # ... also when the device reaches the wrap as a call argument
+        Invalid(DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                       "def wrap(model, dev):\n    return DDP(model.to(dev), device_ids=[dev])\n"
+                       "def main():\n    dist.init_process_group('nccl')\n    dev = torch.device('cuda')\n"
+                       "    model = wrap(Net(), dev)\n", line=8, column=24),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
@@ -98,39 +133,42 @@ class WorkerWithoutSetDevice(Rule):
             yield self.report(first)
 
 
-def _is_bare_cuda_device(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Call) and dotted_name(expr.func) in ("torch.device",) \
-        and len(expr.args) == 1 and literal_str(expr.args[0].value) == "cuda"
+def _is_bare(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    """A CUDA device without an index, through names, branches and call
+    arguments (``values.device_kind``)."""
+    return device_kind(index, expr) == BARE_CUDA
 
 
 def _has_device_ids(index: SemanticIndex) -> bool:
     for site in index.calls_to(names.DDP):
         arg = site.argument("device_ids")
-        if site.has_star_kwargs or (arg is not None and not _only_bare_devices(arg.value)):
+        if site.has_star_kwargs or (arg is not None and not _only_bare_devices(index, arg.value)):
             return True
     return False
 
 
-def _only_bare_devices(expr: cst.BaseExpression) -> bool:
+def _only_bare_devices(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.Name) and expr.value == "None":
         return True
     return isinstance(expr, (cst.List, cst.Tuple)) and bool(expr.elements) and all(
-        _is_bare_cuda_device(e.value) for e in expr.elements)
+        _is_bare(index, e.value) for e in expr.elements)
 
 
 def _has_per_rank_device(index: SemanticIndex) -> bool:
     """Any device chosen per process: ``.cuda(x)``, ``.to(x)`` with a name,
     ``torch.device("cuda", x)``, ``f"cuda:{x}"``, ``"cuda:%d" % x``."""
     for site in index.method_calls("cuda"):
-        if site.node.args and site.receiver is not None:
+        if site.node.args and site.receiver is not None and not _is_bare(index, site.node.args[0].value):
             return True
     for site in index.calls_to(names.TORCH_DEVICE):
-        if len(site.node.args) >= 2 or (site.node.args and not literal_str(site.node.args[0].value)):
-            return True
+        if len(site.node.args) >= 2 or (site.node.args and not literal_str(site.node.args[0].value)
+                                        and not _is_bare(index, site.node)):
+            return True  # ``torch.device("cuda", rank)``, ``torch.device(args.device)``
     for site in index.method_calls("to"):
         if site.node.args and isinstance(site.node.args[0].value, (cst.Name, cst.Attribute)) \
                 and "device" not in (dotted_name(site.node.args[0].value) or "") \
-                and index.reaching_values(site.node.args[0].value) is None:
+                and index.reaching_values(site.node.args[0].value) is None \
+                and not _is_bare(index, site.node.args[0].value):
             return True  # ``.to(local_rank)``, ``.to(args.gpu)``
     for fstring in index.fstrings:
         if any(isinstance(part, cst.FormattedStringText) and "cuda:" in part.value for part in fstring.parts):
@@ -155,8 +193,11 @@ def _first_bare_cuda_use(index: SemanticIndex) -> Optional[cst.CSTNode]:
 
 
 def _device_use_order(index: SemanticIndex, node: cst.SimpleString) -> Optional[int]:
-    """Order of the call or assignment that uses the string ``"cuda"`` as a device."""
-    parent = index.parent(node)
+    """Order of the call or assignment that uses the string ``"cuda"`` as a device
+    (also as the GPU arm of ``"cuda" if ok else "cpu"``)."""
+    child, parent = node, index.parent(node)
+    while isinstance(parent, cst.IfExp) and child is not parent.test:
+        child, parent = parent, index.parent(parent)
     if isinstance(parent, cst.Arg):
         call = index.parent(parent)
         site = index.call_site(call) if isinstance(call, cst.Call) else None
@@ -166,7 +207,7 @@ def _device_use_order(index: SemanticIndex, node: cst.SimpleString) -> Optional[
         if keyword == "device" or site.method == "to" or site.qualified_name == names.TORCH_DEVICE:
             return site.order
         return None
-    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and parent.value is child:
         target = dotted_name(parent.targets[0].target) or ""
         if "device" in target.lower():
             bindings = index.visible_bindings(target, parent) or []

@@ -21,6 +21,24 @@ Fix (unsafe): adds `map_location="cpu"` (or replaces `map_location=None`).
 Unsafe: tensors that the code uses directly after loading (rather than copying
 them into a model that is already on its GPU) now start on the CPU.
 
+Not flagged: a `map_location` (or `**kwargs` that may carry one); code that
+is not a DDP worker (launcher-parent code before `mp.spawn`, the single-process
+branch of a script, the self-test block of an imported module, single-process or
+CPU-only test functions: in unit tests the role is decided per test function);
+loads that run on rank 0 only (`if rank == 0:`, or in a function every caller
+runs under a rank guard: rank 0 owns device 0); files known to hold CPU tensors
+or none (written in this module from `.cpu()` values, tensors allocated with
+`device="cpu"` or made by a project module that never uses CUDA, full state
+dicts saved with CPU offload, `GradScaler.state_dict()`, metadata-only files
+such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer);
+a CPU-only module (`gloo`, no CUDA use); `if gpu is None: torch.load(p) else:
+torch.load(p, map_location=f"cuda:{gpu}")` (the unmapped arm is the
+configuration without a per-rank GPU).
+
+Flagged although it looks handled: the GPU arm of `torch.load(p) if use_gpu
+else torch.load(p, map_location="cpu")`, and a load under an enclosing `if`
+whose mapped load elsewhere is unrelated.
+
 ## References
 - https://pytorch.org/docs/stable/generated/torch.load.html
 - https://pytorch.org/tutorials/intermediate/ddp_tutorial.html#save-and-load-checkpoints
@@ -28,23 +46,31 @@ them into a model that is already on its GPU) now start on the CPU.
 
 from __future__ import annotations
 
-from typing import Iterator
+import re
+from typing import Iterator, Optional
 
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.roles import is_worker_code
+from ddplint.analysis.models import project_of
+from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
+from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name, iter_literal_strings
+from ddplint.analysis.values import literal_str
 from ddplint.fixes import UNSAFE, add_keyword, node_fix, replace, string_literal
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.analysis.semantic import CallSite, SemanticIndex, iter_literal_strings
 
 DIST = "import torch\nimport torch.distributed as dist\n"
 HUB_LOAD = "torch.hub.load_state_dict_from_url"
+# Files that hold metadata, not tensors: meta.pt, metadata.pt, training_args.bin.
+_METADATA_FILE = re.compile(r"(^|[/_.-])(meta|metadata)([_.-]|$)|(^|[/_.-])(training_)?args\.(pt|pth|bin)$")
+_FRAMEWORK_SAVES = ("save", "save_checkpoint")
+_FRAMEWORK_RUNNERS = ("Fabric", "Trainer", "Accelerator", "LightningLite")
 
 
 class LoadWithoutMapLocation(Rule):
     code, name, severity = "DDP019", "load-without-map-location", "warning"
-    message = "torch.load without map_location in a DDP worker: every rank loads onto the saving GPU"
+    message = ("torch.load without map_location in a DDP worker: every rank restores the tensors onto the GPU "
+               "they were saved from (usually GPU 0); pass map_location")
     triggers = ("load",)
     needs_ddp_context = True
 
@@ -64,6 +90,54 @@ class LoadWithoutMapLocation(Rule):
                      "feats = torch.load(os.path.join(out, 'feats.pth'))\n"),
         Valid(DIST + "from unittest import mock\n@mock.patch('torch.cuda.Stream')\ndef test(s):\n"
                      "    state = torch.load(path)\n"),
+        # only rank 0 loads: rank 0 owns device 0 (RULES.md, Clarifications: this was an invalid example)
+        Valid(DIST + "torch.cuda.set_device(local_rank)\nif rank == 0:\n"
+                     "    pretrained = torch.load(args.pretrained)\n"),
+        Valid(DIST + "model.cuda()\nif rank in [-1, 0]:\n"
+                     "    run_id = torch.load(weights).get('wandb_id')\n"),
+        Valid(DIST + "def export(fabric, path):\n    torch.cuda.set_device(fabric.local_rank)\n"
+                     "    if fabric.global_rank != 0:\n        return\n    weights = torch.load(path)\n"),
+        # launcher-parent code: runs once, in the parent, before the workers start
+        Valid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, state):\n"
+                     "    torch.cuda.set_device(gpu)\ndef main():\n    state = torch.load(args.resume)\n"
+                     "    mp.spawn(worker, nprocs=4, args=(state,))\n"),
+        # the single-process branch of a script
+        Valid(DIST + "model.cuda()\nif not args.distributed:\n    ckpt = torch.load(args.ckpt)\n"),
+        # known CPU payloads
+        Valid(DIST + "model.cuda()\nbank = torch.zeros(4096, 128, device='cpu')\ntorch.save(bank, 'bank.pt')\n"
+                     "bank = torch.load('bank.pt')\n"),
+        Valid(DIST + "from torch.distributed.fsdp import FullStateDictConfig, StateDictType\n"
+                     "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                     "def save_and_reload(model, path):\n    torch.cuda.set_device(local_rank)\n"
+                     "    cfg = FullStateDictConfig(offload_to_cpu=True, rank0_only=False)\n"
+                     "    with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, cfg):\n"
+                     "        state = model.state_dict()\n    torch.save(state, path)\n"
+                     "    return torch.load(path)\n"),
+        Valid(DIST + "model.cuda()\nscaler = torch.amp.GradScaler()\n"
+                     "scaler.load_state_dict(torch.load(os.path.join(ckpt_dir, SCALER_NAME)))\n"),
+        Valid(DIST + "model.cuda()\nmeta = torch.load(ckpt_dir / 'meta.pt', weights_only=True)\n"),
+        Valid(DIST + "model.cuda()\nif params.sampler_state_dict_path:\n"
+                     "    sampler_state = torch.load(params.sampler_state_dict_path)\n"),
+        Valid(DIST + "from lightning.fabric import Fabric\ndef test_reload_on_cpu(tmp_path):\n"
+                     "    fabric = Fabric(accelerator='cpu', devices=2, strategy='ddp')\n    fabric.launch()\n"
+                     "    fabric.save(tmp_path / 'ckpt.pt', {'model': model})\n"
+                     "    state = torch.load(tmp_path / 'ckpt.pt')\n    x = torch.ones(1).cuda()\n",
+              filename="tests/test_checkpoint.py"),
+        # per-function roles in tests: a single-device test among distributed ones
+        Valid(DIST + "from lightning.fabric import Fabric\n"
+                     "def test_two_gpus(tmp_path):\n    fabric = Fabric(accelerator='cuda', devices=2)\n"
+                     "    fabric.launch()\n    x = torch.load(tmp_path / 'a.pt', map_location='cpu')\n"
+                     "def test_one_gpu(tmp_path):\n    fabric = Fabric(accelerator='cuda', devices=1)\n"
+                     "    state = torch.load(tmp_path / 'b.pt')\n", filename="tests/test_resume.py"),
+        Valid(DIST + "def test_checkpoint_has_hparams(tmp_path):\n    trainer = Trainer(max_steps=1)\n"
+                     "    trainer.fit(model)\n    trainer.save_checkpoint(tmp_path / 'x.ckpt')\n"
+                     "    ckpt = torch.load(tmp_path / 'x.ckpt')\n    model.cuda()\n",
+              filename="tests/trainer/test_trainer.py"),
+        # a framework's full-state save offloads to CPU
+        Valid(DIST + "def test_full_state(tmp_path):\n"
+                     "    fabric = Fabric(accelerator='cuda', strategy=FSDPStrategy(state_dict_type='full'), devices=2)\n"
+                     "    fabric.launch()\n    path = tmp_path / 'full.pt'\n    fabric.save(path, {'model': model})\n"
+                     "    checkpoint = torch.load(path, weights_only=True)\n", filename="tests/test_fsdp.py"),
     ]
     invalid = [
         Invalid(DIST + "model.cuda()\nstate = torch.load('checkpoint.pt')\n", line=4, column=9,
@@ -88,36 +162,59 @@ class LoadWithoutMapLocation(Rule):
                        "        return torch.load(path)\n", line=6, column=16,
                 fixed=DIST + "class Trainer:\n    def load(self, path):\n        self.model.cuda()\n"
                        "        return torch.load(path, map_location=\"cpu\")\n"),
-        Invalid(DIST + "torch.cuda.set_device(local_rank)\nif rank == 0:\n"
-                       "    pretrained = torch.load(args.pretrained)\n", line=5, column=18,
-                fixed=DIST + "torch.cuda.set_device(local_rank)\nif rank == 0:\n"
-                       "    pretrained = torch.load(args.pretrained, map_location=\"cpu\")\n"),
         # Arguments one per line: the new one follows their layout.
         Invalid(DIST + "torch.cuda.set_device(local_rank)\nstate = torch.load(\n    os.path.join(run_dir, 'last.pt'),\n"
                        "    weights_only=False,\n)\n", line=4, column=9,
                 fixed=DIST + "torch.cuda.set_device(local_rank)\nstate = torch.load(\n    os.path.join(run_dir, 'last.pt'),\n"
                        "    weights_only=False,\n    map_location='cpu',\n)\n"),
+        # every rank but 0 loads (replaces the rank-0 example, now valid)
+        Invalid(DIST + "torch.cuda.set_device(local_rank)\nif rank != 0:\n"
+                       "    pretrained = torch.load(args.pretrained)\n", line=5, column=18,
+                fixed=DIST + "torch.cuda.set_device(local_rank)\nif rank != 0:\n"
+                       "    pretrained = torch.load(args.pretrained, map_location=\"cpu\")\n"),
+        # the GPU arm of a conditional load is unmapped
+        Invalid(DIST + "model.cuda()\n"
+                       "ckpt = torch.load(p) if use_gpu else torch.load(p, map_location='cpu')\n",
+                line=4, column=8,
+                fixed=DIST + "model.cuda()\n"
+                "ckpt = torch.load(p, map_location='cpu') if use_gpu else torch.load(p, map_location='cpu')\n"),
+        # an unrelated enclosing ``if`` with a mapped load elsewhere excuses nothing
+        Invalid(DIST + "model.cuda()\nif args.resume:\n    ckpt = torch.load(args.resume)\n"
+                       "    stats = torch.load(args.stats, map_location='cpu')\n", line=5, column=12,
+                fixed=DIST + "model.cuda()\nif args.resume:\n    ckpt = torch.load(args.resume, map_location='cpu')\n"
+                       "    stats = torch.load(args.stats, map_location='cpu')\n"),
+        # a distributed test function of a unit-test module
+        Invalid(DIST + "def test_resume_two_gpus(tmp_path):\n"
+                       "    fabric = Fabric(accelerator='cuda', devices=2, strategy='ddp')\n    fabric.launch()\n"
+                       "    state = torch.load(tmp_path / 'last.ckpt')\n", line=6, column=13,
+                filename="tests/test_resume.py",
+                fixed=DIST + "def test_resume_two_gpus(tmp_path):\n"
+                       "    fabric = Fabric(accelerator='cuda', devices=2, strategy='ddp')\n    fabric.launch()\n"
+                       "    state = torch.load(tmp_path / 'last.ckpt', map_location='cpu')\n"),
+        # a GPU tensor saved and reloaded on every rank
+        Invalid(DIST + "model.cuda()\nbank = torch.zeros(4096, 128, device='cuda')\ntorch.save(bank, 'bank.pt')\n"
+                       "bank = torch.load('bank.pt')\n", line=6, column=8,
+                fixed=DIST + "model.cuda()\nbank = torch.zeros(4096, 128, device='cuda')\n"
+                       "torch.save(bank, 'bank.pt')\nbank = torch.load('bank.pt', map_location='cpu')\n"),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if not _uses_cuda(index):
             return  # a CPU-only worker: tensors were saved on, and come back to, the CPU
         loads = index.calls_to(names.TORCH_LOAD, HUB_LOAD)
-        cpu_files = _files_saved_from_cpu(index)
         for site in loads:
             if site.has_star_kwargs or site.has_star_args or _maps(site):
                 continue
-            if not is_worker_code(index, site.node) or _other_branch_maps(index, site, loads):
+            if not is_worker_code(index, site.node) or _other_arm_maps_to_gpu(index, site, loads):
                 continue
-            path = site.argument("f", 0)
-            if path is not None and any(name in index.module.code_for_node(path.value) for name in cpu_files):
-                continue  # written by this module after .cpu()
+            if runs_on_rank_zero_only(index, site.node) or _cpu_payload(index, site):
+                continue
             yield self.report(site.node, fix=_fix(index, site))
 
 
 def _fix(index: SemanticIndex, site: CallSite):
     """``map_location="cpu"``, in the quote style of the call's (else the module's) strings."""
-    strings = [node for node in _strings_in(site.node)] + [node for node, _ in index.strings]
+    strings = [node for node in _call_strings(site.node)] + [node for node, _ in index.strings]
     cpu = string_literal("cpu", strings)
     given = site.argument("map_location")
     if given is not None:  # map_location=None
@@ -125,14 +222,14 @@ def _fix(index: SemanticIndex, site: CallSite):
     return node_fix(f"Add map_location={cpu}", UNSAFE, add_keyword(site.node, "map_location", cpu))
 
 
-def _strings_in(call: cst.Call) -> list:
+def _call_strings(call: cst.Call) -> list:
     found = []
     for arg in call.args:
         value = arg.value
         if isinstance(value, cst.SimpleString):
             found.append(value)
         elif isinstance(value, cst.Call):
-            found.extend(_strings_in(value))
+            found.extend(_call_strings(value))
     return found
 
 
@@ -151,25 +248,247 @@ def _uses_cuda(index: SemanticIndex) -> bool:
                for fstring in index.fstrings for part in fstring.parts)
 
 
-def _other_branch_maps(index: SemanticIndex, site: CallSite, loads: list[CallSite]) -> bool:
-    """``if args.gpu is None: torch.load(p) else: torch.load(p, map_location=...)``:
-    the script chose where each configuration loads."""
-    branch = index.enclosing(site.node, cst.If)
-    if branch is None:
-        return False
-    return any(other is not site and _maps(other) and any(a is branch for a in index.ancestors(other.node))
-               for other in loads)
-
-
-def _files_saved_from_cpu(index: SemanticIndex) -> list[str]:
-    """String literals in the paths of ``torch.save(x.cpu(), path)`` calls."""
-    found = []
-    for site in index.calls_to(names.TORCH_SAVE):
-        obj, path = site.argument("obj"), site.argument("f")
-        if obj is None or path is None or not (isinstance(obj.value, cst.Call)
-                                               and isinstance(obj.value.func, cst.Attribute)
-                                               and obj.value.func.attr.value == "cpu"):
+# ---------------------------------------------------------------------- alternatives
+def _other_arm_maps_to_gpu(index: SemanticIndex, site: CallSite, loads: list[CallSite]) -> bool:
+    """``if args.gpu is None: torch.load(p) else: torch.load(p, map_location=f"cuda:{gpu}")``:
+    the two loads are the arms of one conditional and the mapped arm is the
+    per-rank GPU configuration, so the unmapped one runs without a per-rank GPU.
+    (When the mapped arm maps to the CPU, the unmapped arm is the GPU one: flagged.)"""
+    for other in loads:
+        if other is site or not _maps(other) or _maps_to_cpu(other):
             continue
-        found.extend(value for node, value in iter_literal_strings(index)
-                     if len(value) > 3 and value in index.module.code_for_node(path.value))
+        if _arms_of_one_conditional(index, site.node, other.node):
+            return True
+    return False
+
+
+def _maps_to_cpu(site: CallSite) -> bool:
+    arg = site.argument("map_location")
+    value = arg.value if arg is not None else None
+    if isinstance(value, cst.Call) and dotted_name(value.func) in ("torch.device",) and value.args:
+        value = value.args[0].value
+    return literal_str(value) == "cpu"
+
+
+def _arms_of_one_conditional(index: SemanticIndex, a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    """Are ``a`` and ``b`` in different arms of the innermost ``if`` (or
+    conditional expression, ``elif`` chains included) that holds both?"""
+    arms_of_a: dict[int, cst.CSTNode] = {}
+    child = a
+    for ancestor in index.ancestors(a):
+        if isinstance(ancestor, (cst.If, cst.IfExp)):
+            arms_of_a[id(ancestor)] = child
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            break
+        child = ancestor
+    child = b
+    for ancestor in index.ancestors(b):
+        if id(ancestor) in arms_of_a:
+            arm_a = arms_of_a[id(ancestor)]
+            return arm_a is not child and child is not ancestor.test and arm_a is not ancestor.test
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            break
+        child = ancestor
+    return False
+
+
+# ---------------------------------------------------------------------- payloads known to be on the CPU
+def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
+    """Is the loaded file known to hold CPU tensors only (or no tensors)?"""
+    path = site.argument("f", 0)
+    if path is None:
+        return False
+    if any(_METADATA_FILE.search(text) for text in _strings_in(path.value)):
+        return True
+    if _names_sampler_state(index, site, path.value):
+        return True
+    if _feeds_a_scaler(index, site):
+        return True
+    function = index.enclosing_scope(site.node)
+    if _cpu_only_runner_before(index, function, site.order):
+        return True
+    for save in _saves_of(index, path.value, site):
+        if save.qualified_name == names.TORCH_SAVE:
+            obj = save.argument("obj", 0)
+            if obj is not None and _is_cpu_value(index, obj.value, index.enclosing_scope(save.node)):
+                return True
+        elif _framework_save_offloads(index, save):
+            return True
+    return False
+
+
+def _names_sampler_state(index: SemanticIndex, site: CallSite, path: cst.BaseExpression) -> bool:
+    """``torch.load(params.sampler_state_dict_path)``, ``sampler_state = torch.load(p)``:
+    a sampler's state is indices and counters (a CPU generator state at most)."""
+    named = [dotted_name(path) or ""]
+    parent = index.parent(site.node)
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        named.append(dotted_name(parent.targets[0].target) or "")
+    return any("sampler" in name.split(".")[-1].lower() for name in named)
+
+
+def _strings_in(expr: cst.CSTNode) -> list[str]:
+    found, stack = [], [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.SimpleString):
+            text = literal_str(node)
+            if text is not None:
+                found.append(text)
+        elif isinstance(node, cst.FormattedStringText):
+            found.append(node.value)
+        stack.extend(node.children)
     return found
+
+
+def _feeds_a_scaler(index: SemanticIndex, site: CallSite) -> bool:
+    """``scaler.load_state_dict(torch.load(p))`` (also through a name): a
+    GradScaler's state is a few Python numbers, not CUDA tensors."""
+    parent = index.parent(site.node)
+    target: Optional[str] = None
+    if isinstance(parent, cst.Arg):
+        call = index.parent(parent)
+        return isinstance(call, cst.Call) and _is_scaler_load(call)
+    if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+        target = dotted_name(parent.targets[0].target)
+    if target is None:
+        return False
+    scope = index.enclosing_scope(site.node)
+    uses = [s for s in index.method_calls("load_state_dict") if s.scope is scope and s.order > site.order
+            and s.node.args and dotted_name(s.node.args[0].value) == target]
+    return bool(uses) and all(_is_scaler_load(s.node) for s in uses)
+
+
+def _is_scaler_load(call: cst.Call) -> bool:
+    func = call.func
+    return isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" \
+        and "scaler" in (dotted_name(func.value) or "").split(".")[-1].lower()
+
+
+def _runner_calls(index: SemanticIndex, function: cst.CSTNode) -> list[CallSite]:
+    return [s for s in index.calls if s.scope is function
+            and (dotted_name(s.node.func) or "").split(".")[-1] in _FRAMEWORK_RUNNERS]
+
+
+def _cpu_only_runner_before(index: SemanticIndex, function: cst.CSTNode, order: int) -> bool:
+    """The Fabric / Trainer / Accelerator in charge at ``order`` (the last one
+    built before it in the function) runs on the CPU: ``accelerator="cpu"``
+    (``Accelerator(cpu=True)``)."""
+    runners = [s for s in _runner_calls(index, function) if s.order < order]
+    if not runners:
+        return False
+    last = max(runners, key=lambda s: s.order)
+    accelerator = last.keyword("accelerator")
+    cpu = last.keyword("cpu")
+    return (accelerator is not None and literal_str(accelerator.value) == "cpu") or (
+        cpu is not None and isinstance(cpu.value, cst.Name) and cpu.value.value == "True")
+
+
+def _saves_of(index: SemanticIndex, path: cst.BaseExpression, load: CallSite) -> list[CallSite]:
+    """Saves in this module that write the file ``path`` names: the same path
+    expression (in the same function), or a path sharing a file-name literal."""
+    text = index.module.code_for_node(path)
+    names_in_path = [t for t in _strings_in(path) if len(t) > 3]
+    scope = index.enclosing_scope(load.node)
+    found = []
+    for save in index.calls:
+        if save.qualified_name == names.TORCH_SAVE:
+            target = save.argument("f", 1)
+        elif save.method in _FRAMEWORK_SAVES and save.qualified_name is None and save.node.args:
+            target = save.argument("path", 0)
+        else:
+            continue
+        if target is None:
+            continue
+        target_text = index.module.code_for_node(target.value)
+        if (target_text == text and save.scope is scope) or any(n in target_text for n in names_in_path):
+            found.append(save)
+    return found
+
+
+def _is_cpu_value(index: SemanticIndex, expr: cst.BaseExpression, scope: cst.CSTNode, depth: int = 0) -> bool:
+    """A value known to live on the CPU: ``x.cpu()``, ``x.to("cpu")``, a tensor
+    allocated with ``device="cpu"``, ``{k: v.cpu() ...}``, a dict or list of such
+    values, a GradScaler's ``state_dict()``, a full state dict gathered with CPU
+    offload (``offload_to_cpu=True`` / ``cpu_offload=True`` in the same function)."""
+    if depth > 4:
+        return False
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method == "cpu" or (method == "to" and expr.args and literal_str(expr.args[0].value) == "cpu"):
+                return True
+            if method == "state_dict" and "scaler" in (dotted_name(func.value) or "").split(".")[-1].lower():
+                return True
+        device = next((a for a in expr.args if a.keyword is not None and a.keyword.value == "device"), None)
+        if device is not None and literal_str(device.value) == "cpu":
+            return True
+        if _made_by_cpu_only_module(index, expr):
+            return True
+        return _offloads_to_cpu(index, scope) and _gathers_state(expr)
+    if isinstance(expr, cst.Dict):
+        values = [e.value for e in expr.elements if isinstance(e, cst.DictElement)]
+        return bool(values) and len(values) == len(expr.elements) and all(
+            _is_cpu_value(index, v, scope, depth + 1) for v in values)
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return bool(expr.elements) and all(_is_cpu_value(index, e.value, scope, depth + 1) for e in expr.elements)
+    if isinstance(expr, (cst.DictComp,)):
+        return _is_cpu_value(index, expr.value, scope, depth + 1)
+    if isinstance(expr, cst.Name):
+        values = index.reaching_values(expr)
+        return bool(values) and all(_is_cpu_value(index, v, scope, depth + 1) for v in values)
+    return False
+
+
+def _made_by_cpu_only_module(index: SemanticIndex, call: cst.Call) -> bool:
+    """``data = generate_samples(n)`` where the project function lives in a
+    module that never puts anything on a GPU (project facts): CPU tensors."""
+    callee = dotted_name(call.func)
+    if callee is None:
+        return False
+    project = project_of(index)
+    key = project.resolve_function(index.path, callee, index.imports)
+    if key is None or key[0] == index.path:
+        return False
+    module = project.modules.get(key[0])
+    return module is not None and not module.moves_to_cuda
+
+
+def _gathers_state(call: cst.Call) -> bool:
+    name = (dotted_name(call.func) or "").split(".")[-1]
+    return name in ("state_dict", "get_model_state_dict", "get_state_dict", "full_optim_state_dict",
+                    "optim_state_dict", "get_optimizer_state_dict")
+
+
+def _offloads_to_cpu(index: SemanticIndex, scope: cst.CSTNode) -> bool:
+    """``FullStateDictConfig(offload_to_cpu=True)`` / ``StateDictOptions(full_state_dict=True,
+    cpu_offload=True)`` in the function."""
+    for site in index.calls:
+        if site.scope is not scope:
+            continue
+        for keyword in ("offload_to_cpu", "cpu_offload"):
+            arg = site.keyword(keyword)
+            if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True":
+                return True
+    return False
+
+
+def _framework_save_offloads(index: SemanticIndex, save: CallSite) -> bool:
+    """``fabric.save(path, state)`` / ``trainer.save_checkpoint(path)`` where the
+    function's strategy saves a full state dict (``state_dict_type="full"``,
+    ``save_distributed_checkpoint=False``): such saves gather the state on the
+    CPU. Also any framework save by a CPU-only Fabric/Trainer."""
+    scope = save.scope
+    if _cpu_only_runner_before(index, scope, save.order):
+        return True
+    for site in index.calls:
+        if site.scope is not scope or site.order > save.order:
+            continue
+        kind = site.keyword("state_dict_type")
+        if kind is not None and literal_str(kind.value) == "full":
+            return True
+        distributed = site.keyword("save_distributed_checkpoint")
+        if distributed is not None and isinstance(distributed.value, cst.Name) and distributed.value.value == "False":
+            return True
+    return _offloads_to_cpu(index, scope)

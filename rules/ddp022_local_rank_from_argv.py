@@ -1,8 +1,16 @@
 """## What it does
 Flags `parser.add_argument("--local_rank")` (or `--local-rank`) when the parsed
 value is used as the device (`set_device`, `device_ids`, `torch.device`,
-`.cuda(...)`, `.to(...)`, `CUDA_VISIBLE_DEVICES`) and nothing reads
-`os.environ["LOCAL_RANK"]` (in this module or, with project analysis, anywhere).
+`.cuda(...)`, `.to(...)`, `CUDA_VISIBLE_DEVICES`), also after being passed on
+into a parameter that becomes the device (`setup(lrank=args.local_rank)` with
+`torch.cuda.set_device(lrank)` inside, in this module or another), and nothing
+reads `os.environ["LOCAL_RANK"]` in this module or anywhere the entry script
+reaches (its imports and calls: an independent script of the same folder does
+not count).
+
+Not flagged: scripts that read `LOCAL_RANK` from the environment (as a fallback,
+a default, or behind a version check); a parsed `--local_rank` that is never
+used as a device.
 
 ## Why is this bad?
 `torch.distributed.launch` passed `--local_rank=N` on the command line;
@@ -36,6 +44,7 @@ from ddplint import names
 from ddplint.analysis.values import literal_str
 from ddplint.analysis.models import project_of
 from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.screen.facts import ARGV_LOCAL_RANK
 from ddplint.analysis.semantic import SemanticIndex
 
 HEAD = ("import argparse\nimport torch\nimport torch.distributed as dist\n"
@@ -48,7 +57,10 @@ class LocalRankFromArgv(Rule):
     code, name, severity = "DDP022", "local-rank-from-argv", "warning"
     message = "--local_rank is used as the device but LOCAL_RANK is never read: under torchrun every rank gets the default"
     triggers = ("local_rank", "local-rank")
-    needs_ddp_context = True
+    # A script without torch.distributed of its own that hands --local_rank to a
+    # DDP module's setup (``init_distributed_mode(params)``) is still a DDP
+    # launcher script: the check asks the project for context itself.
+    needs_ddp_context = False
     uses_project = True
 
     valid = [
@@ -63,6 +75,8 @@ class LocalRankFromArgv(Rule):
                      "local_rank = int(os.getenv('LOCAL_RANK', args.local_rank))\ntorch.cuda.set_device(local_rank)\n"),
         Valid(HEAD + "parser.add_argument('--rank', type=int, default=0)\nargs = parser.parse_args()\n"
                      "torch.cuda.set_device(args.rank)\n"),
+        Valid(HEAD + "parser.add_argument('--rank', '--local_rank', type=int, default=0)\n"
+                     "args = parser.parse_args()\nprint(args.rank)\ntorch.cuda.set_device(args.gpu)\n"),
         Valid("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
               "parser.add_argument('--local_rank', type=int)\nargs = parser.parse_args()\n"
               "torch.cuda.set_device(args.local_rank)\n"),  # not DDP code
@@ -72,6 +86,14 @@ class LocalRankFromArgv(Rule):
                      "model.cuda(args.local_rank)\n"),
         Valid(HEAD + "parser.add_argument('--local_rank', type=int)\nargs = parser.parse_args()\n"
                      "init_distributed(args)\n"),  # the device use lives elsewhere
+        # passed on, but the parameter is not a device
+        Valid(HEAD + "def log_rank(lrank):\n    print('rank', lrank)\n"
+                     "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                     "log_rank(args.local_rank)\n"),
+        # passed on, but another caller fills it from LOCAL_RANK: the script reads the environment
+        Valid(HEAD + "import os\ndef setup(lrank):\n    torch.cuda.set_device(lrank)\n"
+                     "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                     "setup(args.local_rank if args.local_rank >= 0 else int(os.environ['LOCAL_RANK']))\n"),
     ]
     invalid = [
         Invalid(HEAD + "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
@@ -94,46 +116,105 @@ class LocalRankFromArgv(Rule):
         Invalid(HEAD + "import os\nparser.add_argument('--local_rank', type=int, default=0)\n"
                        "args = parser.parse_args()\nos.environ['CUDA_VISIBLE_DEVICES'] = str(args.local_rank)\n",
                 line=6, column=1),
+        # an alias option: argparse stores --local_rank in args.rank
+        Invalid(HEAD + "parser.add_argument(\n    '--rank',\n    '--local_rank',\n    default=0,\n    type=int,\n)\n"
+                       "args = parser.parse_args()\ntorch.cuda.set_device(args.rank)\n", line=5, column=1),
+        # the parsed flag passed on into a parameter that becomes the device
+        Invalid(HEAD + "def setup(lrank):\n    torch.cuda.set_device(lrank)\n    dist.init_process_group('nccl')\n"
+                       "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                       "setup(lrank=args.local_rank)\n", line=8, column=1),
+        Invalid(HEAD + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                       "def build(cfg, gpu):\n    return DDP(Net().cuda(gpu), device_ids=[gpu])\n"
+                       "parser.add_argument('--local-rank', type=int, default=0)\nopts = parser.parse_args()\n"
+                       "model = build(opts, opts.local_rank)\n", line=8, column=1),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
+        if not index.in_ddp_context and not project.in_scope(index.path, lambda m: m.own_ddp_context):
+            return
         if "LOCAL_RANK" in index.source or project.in_scope(index.path, lambda m: m.reads_local_rank_env):
             return
         flags = [site for site in index.method_calls("add_argument")
                  if any(literal_str(a.value) in ("--local_rank", "--local-rank") for a in site.node.args)]
         if not flags:
             return
-        if _used_as_device(index) or (
-                project.complete and project.in_scope(index.path, lambda m: m.local_rank_attr_as_device)):
+        attributes = {"local_rank"} | {_destination(site) for site in flags}
+        if _used_as_device(index, attributes) or (
+                project.complete and project.in_scope(index.path, lambda m: m.local_rank_attr_as_device)) \
+                or _passed_into_a_device_parameter(project, index.path):
             for site in flags:
-                yield self.report(site.node)
+                yield self.report(site.node, _message(site))
 
 
-def _mentions_local_rank(index: SemanticIndex, expr: cst.CSTNode, depth: int = 0) -> bool:
-    """Does the expression read ``X.local_rank`` (or a name bound from it)?"""
+def _message(site) -> str:
+    default = site.keyword("default")
+    value = default.value if default is not None else None
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus) \
+            and isinstance(value.expression, cst.Integer):
+        shown = "-" + value.expression.value
+    elif isinstance(value, cst.Integer):
+        shown = value.value
+    else:
+        shown = "None" if value is None else None
+    if shown is None:
+        return LocalRankFromArgv.message
+    return ("--local_rank is used as the device but LOCAL_RANK is never read: torchrun passes no --local_rank, "
+            f"so every rank gets the default {shown} and they share one device")
+
+
+def _passed_into_a_device_parameter(project, path: str) -> bool:
+    """``setup(lrank=args.local_rank)`` where ``setup`` uses ``lrank`` as the
+    device (values across calls: the parameter receives the parsed flag), in
+    any module the entry script reaches."""
+    for other in project.scope(path):
+        module = project.modules[other]
+        for name, function in module.functions.items():
+            for param in function.device_params:
+                tags = project.param_values(other, name, param)
+                if tags and ARGV_LOCAL_RANK in tags:
+                    return True
+    return False
+
+
+def _destination(site) -> str:
+    """The attribute argparse stores the flag in: ``dest=``, else the first long
+    option (``add_argument("--rank", "--local_rank")`` stores ``args.rank``)."""
+    dest = site.keyword("dest")
+    if dest is not None and literal_str(dest.value):
+        return literal_str(dest.value)
+    for arg in site.node.args:
+        text = literal_str(arg.value) if arg.keyword is None else None
+        if text and text.startswith("--"):
+            return text[2:].replace("-", "_")
+    return "local_rank"
+
+
+def _mentions_local_rank(index: SemanticIndex, expr: cst.CSTNode, attributes: set[str], depth: int = 0) -> bool:
+    """Does the expression read ``X.local_rank`` (or the flag's other
+    destination, or a name bound from it)?"""
     stack = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Attribute) and node.attr.value == "local_rank":
+        if isinstance(node, cst.Attribute) and node.attr.value in attributes:
             return True
         if isinstance(node, cst.Name) and depth < 2:
             values = index.reaching_values(node) or []
-            if any(_mentions_local_rank(index, v, depth + 1) for v in values):
+            if any(_mentions_local_rank(index, v, attributes, depth + 1) for v in values):
                 return True
         stack.extend(node.children)
     return False
 
 
-def _used_as_device(index: SemanticIndex) -> bool:
+def _used_as_device(index: SemanticIndex, attributes: set[str]) -> bool:
     sinks = index.calls_to(*_DEVICE_SINKS) + index.method_calls(*_DEVICE_METHODS, "set_device")
     for site in sinks:
         args = site.node.args
         if site.qualified_name == names.DDP:
             args = [a for a in args if a.keyword is not None and a.keyword.value in ("device_ids", "output_device")]
-        if any(_mentions_local_rank(index, a.value) for a in args):
+        if any(_mentions_local_rank(index, a.value, attributes) for a in args):
             return True
     for target, value in index.subscript_assignments:
-        if index.qualified_name(target.value) == "os.environ" and _mentions_local_rank(index, value):
+        if index.qualified_name(target.value) == "os.environ" and _mentions_local_rank(index, value, attributes):
             return True
     return False

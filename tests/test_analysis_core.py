@@ -315,3 +315,97 @@ def test_a_global_rank_passed_as_an_argument_is_a_global_rank_inside(tmp_path):
 def test_node_rank_arithmetic_is_a_global_rank():
     index = index_of("rank = args.node_rank * ngpus_per_node + gpu\ndev(rank)\n")
     assert is_global_rank(index, index.calls_by_method["dev"][0].node.args[0].value)
+
+
+# ---------------------------------------------------------------------- devices and roles per function
+def _index_at(source: str, path: str) -> SemanticIndex:
+    source = textwrap.dedent(source).lstrip("\n")
+    return SemanticIndex.build(cst.parse_module(source), source, path)
+
+
+def test_unit_test_roles_are_decided_per_test_function():
+    index = _index_at("""
+        import torch
+        import torch.multiprocessing as mp
+
+        @RunIf(min_cuda_gpus=2)
+        def test_marked():
+            a = torch.load(p)
+
+        def test_two_devices():
+            fabric = Fabric(accelerator="cuda", devices=2)
+            b = torch.load(p)
+
+        def test_one_device():
+            trainer = Trainer(max_steps=1)
+            c = torch.load(p)
+
+        def test_spawns():
+            d = torch.load(p)
+            mp.spawn(worker, nprocs=2)
+
+        def helper():
+            e = torch.load(p)
+    """, "tests/test_resume.py")
+    loads = index.calls_to(names.TORCH_LOAD)
+    assert [process_role(index, site.node) for site in loads] == [WORKER, WORKER, SINGLE_PROCESS, LAUNCHER, WORKER]
+
+
+@pytest.mark.parametrize("test,arm,zero_only", [
+    ("rank == 0", "body", True),
+    ("fabric.global_rank != 0", "orelse", True),
+    ("rank in [-1, 0]", "body", True),
+    ("is_main_process()", "body", True),
+    ("rank != 0", "body", False),
+    ("args.local_rank == -1", "body", False),
+    ("rank == 0 or force", "body", False),
+])
+def test_code_that_runs_on_rank_zero_only(test, arm, zero_only):
+    from ddplint.analysis.roles import runs_on_rank_zero_only
+
+    body, orelse = ("x = f()", "y = 1") if arm == "body" else ("y = 1", "x = f()")
+    index = index_of(f"if {test}:\n    {body}\nelse:\n    {orelse}\n")
+    assert runs_on_rank_zero_only(index, index.calls_to("f")[0].node if index.calls_to("f") else
+                                  index.method_calls("f")[0].node) is zero_only
+
+
+@pytest.mark.parametrize("source,kind", [
+    ("d = torch.device('cuda' if ok else 'cpu')\nuse(d)\n", "bare-cuda"),
+    ("d = 'cuda' if ok else 'cpu'\nuse(d)\n", "bare-cuda"),
+    ("d = torch.device('cpu')\nuse(d)\n", "cpu"),
+    ("d = torch.device('cuda', local_rank)\nuse(d)\n", None),
+    ("d = torch.device(f'cuda:{local_rank}' if ok else 'cpu')\nuse(d)\n", None),
+    ("def wrap(m, d):\n    use(d)\nwrap(net, torch.device('cuda'))\n", "bare-cuda"),
+    ("def wrap(m, d):\n    use(d)\nwrap(net, torch.device('cuda', 1))\n", None),
+])
+def test_device_kind_follows_branches_names_and_call_arguments(source, kind):
+    from ddplint.analysis.values import device_kind
+
+    index = index_of("import torch\n" + source)
+    assert device_kind(index, index.calls_by_method["use"][0].node.args[0].value) == kind
+
+
+def test_a_binding_nothing_reads():
+    from ddplint.analysis.values import binding_is_read
+
+    index = index_of("A = 'cuda:0'\nB = 'cuda:0'\nB = other\nC = 'cuda:0'\ndef f():\n    return B, C\n")
+    first = {name: index.bindings[(id(index.module), name)][0] for name in "ABC"}
+    assert [binding_is_read(index, first[name]) for name in "ABC"] == [False, False, True]
+
+
+def test_a_rank_returned_by_a_setup_helper_is_followed_into_the_unpacking():
+    index = index_of("""
+        import os
+        import torch.distributed as dist
+
+        def setup():
+            if "RANK" in os.environ:
+                return dist.get_rank(), int(os.environ["LOCAL_RANK"])
+            return 0, 0
+
+        rank, local = setup()
+        dev(rank)
+        dev(local)
+    """)
+    uses = index.calls_by_method["dev"]
+    assert [is_global_rank(index, site.node.args[0].value) for site in uses] == [True, False]

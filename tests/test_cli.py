@@ -92,7 +92,7 @@ def test_no_show_source_prints_one_line_per_diagnostic(project):
     lines = result.stdout.splitlines()
     assert lines[:2] == [
         "bad.py:6:27: DDP005 find_unused_parameters=True makes DDP traverse the autograd graph after every forward",
-        "bad.py:7:18: DDP007 hard-coded device index: every rank lands on the same GPU; derive it from LOCAL_RANK",
+        "bad.py:7:18: DDP007 hard-coded device index: every rank puts its tensors on cuda:0; derive the index from LOCAL_RANK",
     ]
     assert lines[2].startswith("Found 2 diagnostics")
 
@@ -245,7 +245,7 @@ def test_github_format(project):
     assert result.stdout.strip() == (
         "::warning file=bad.py,line=7,col=18,endLine=7,endColumn=26,"
         "title=DDP007::hard-coded device index%3A"
-        .replace("%3A", ":") + " every rank lands on the same GPU; derive it from LOCAL_RANK (hardcoded-device)"
+        .replace("%3A", ":") + " every rank puts its tensors on cuda:0; derive the index from LOCAL_RANK (hardcoded-device)"
     )
 
 

@@ -11,18 +11,34 @@ A DDP script's code runs in one of three roles (RULES.md, Clarifications):
   ``if world_size == 1:``, ``if args.local_rank == -1:``);
 - a **DDP worker**: everything else.
 
+The ``if __name__ == "__main__":`` block of a module that is in DDP context
+only because a DDP module imports it (a layer's self-test) is single-process.
+
+In unit-test modules the role is decided per test function, not per module
+(``test_function_role``): a test that launches or joins a multi-process run
+(``init_process_group``, a DDP/FSDP wrap, ``fabric.launch()``, ``devices=2``, a
+``ddp``/``fsdp`` strategy, a multi-GPU marker such as ``min_cuda_gpus=2``) is a
+worker (a launcher parent when it calls ``mp.spawn`` itself); any other test
+function runs in one process, even when other tests of the module are
+distributed.
+
+``runs_on_rank_zero_only`` says when code runs on rank 0 alone (``if rank == 0:``,
+``if is_main_process():``, after ``if rank != 0: return``).
+
 Worker rules (DDP007, DDP009, DDP011, DDP017, DDP018, DDP019) report only in
 worker code. The role is decided once per node here, not per rule.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
 
+from ddplint import names
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
-from ddplint.analysis.values import literal_int
+from ddplint.analysis.values import is_test_module, literal_int, literal_str
 
 LAUNCHER, WORKER, SINGLE_PROCESS = "launcher", "worker", "single-process"
 
@@ -31,8 +47,11 @@ _SPAWN_MODULES = ("torch.multiprocessing", "multiprocessing", "torch.distributed
 
 def process_role(index: SemanticIndex, node: cst.CSTNode) -> str:
     """LAUNCHER, SINGLE_PROCESS or WORKER for the code at ``node``."""
-    if in_single_process_branch(index, node):
+    if in_single_process_branch(index, node) or in_standalone_main_block(index, node):
         return SINGLE_PROCESS
+    in_test = test_function_role(index, node)
+    if in_test is not None:
+        return in_test
     if index.enclosing_scope(node) in launcher_scopes(index):
         return LAUNCHER
     return WORKER
@@ -88,6 +107,15 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
         if callee in ("torch.distributed.is_initialized", "torch.distributed.is_available"):
             return True
         return None
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        # ``args.distributed and not args.no_set_device_rank``: holds only in a
+        # distributed run; its ``else`` is the single-process run or a plain
+        # opt-out option (never a rank test, which would make the else per-rank).
+        operands = (test.left, test.right)
+        sides = [flag_polarity(index, operand) for operand in operands]
+        if True in sides and all(side is True or _plain_option(operand) for side, operand in zip(sides, operands)):
+            return True
+        return None
     name = dotted_name(test)
     if name is not None:
         last = name.split(".")[-1].lower()
@@ -95,6 +123,19 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         return _comparison_polarity(test)
     return None
+
+
+def _plain_option(test: cst.BaseExpression) -> bool:
+    """``args.flag`` / ``not args.flag`` naming neither a rank nor a rank predicate."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    name = dotted_name(test)
+    if name is None:
+        return False
+    last = name.split(".")[-1]
+    lowered = last.lower()
+    return not names.RANK_NAME.match(last) and last not in names.RANK_PREDICATES \
+        and not any(word in lowered for word in ("master", "main", "leader", "chief", "zero"))
 
 
 def _comparison_polarity(test: cst.Comparison) -> Optional[bool]:
@@ -141,3 +182,197 @@ def in_single_process_branch(index: SemanticIndex, node: cst.CSTNode) -> bool:
                     return True
         child = ancestor
     return False
+
+
+# ---------------------------------------------------------------------- self-test blocks
+def in_standalone_main_block(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """Code under ``if __name__ == "__main__":`` of a module that is in DDP
+    context only because a DDP module imports it (a layer's self-test or
+    benchmark): it runs when the file is executed on its own, never inside the
+    DDP job that imports it."""
+    block = next((a for a in index.ancestors(node) if isinstance(a, cst.If) and _is_main_test(a.test)), None)
+    if block is None or index.parent(block) is not index.module:
+        return False
+    return not _own_ddp_context(index)
+
+
+def _is_main_test(test: cst.BaseExpression) -> bool:
+    return isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and test.left.value == "__name__" \
+        and len(test.comparisons) == 1 and literal_str(test.comparisons[0].comparator) == "__main__"
+
+
+def _own_ddp_context(index: SemanticIndex) -> bool:
+    """The module's own DDP context (its imports and calls), without the project's."""
+    for target in (*index.imports.values(), *index.imported_modules):
+        canonical = names.canonical(target)
+        if canonical.startswith("torch.distributed") or canonical in (names.DDP, names.FSDP):
+            return True
+    return bool(index.calls_to(names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD))
+
+
+# ---------------------------------------------------------------------- unit tests
+# Keywords that give the number of processes / devices of a run.
+_DEVICE_COUNT_KEYWORDS = ("devices", "gpus", "num_processes", "nprocs", "nproc_per_node", "world_size",
+                          "num_gpus", "n_gpus", "num_devices")
+_DISTRIBUTED_STRATEGY = re.compile(r"ddp|fsdp|deepspeed|horovod|model_?parallel|megatron|xla", re.IGNORECASE)
+# Decorators / markers that say a test needs several GPUs or processes.
+_MULTI_DEVICE_MARKERS = re.compile(
+    r"multi_?gpu|multi_?device|multi_?process|multi_?node|distributed|require_(torch_)?multi|skip_if_lt_x_gpu",
+    re.IGNORECASE)
+_GPU_COUNT_KEYWORD = re.compile(r"(min|num|n)_?(cuda_)?(gpus|devices|processes|world_size)$")
+
+
+def test_function_role(index: SemanticIndex, node: cst.CSTNode) -> Optional[str]:
+    """In a unit-test module, the role of code written directly in a test
+    function (``def test_*``), decided from that function alone: LAUNCHER when it
+    spawns workers itself, WORKER when it sets up or joins a multi-process run,
+    SINGLE_PROCESS otherwise. None outside test modules and test functions
+    (helpers and nested worker functions keep the ordinary roles)."""
+    if not is_test_module(index.path):
+        return None
+    function = index.enclosing_scope(node)
+    if not isinstance(function, cst.FunctionDef) or not function.name.value.startswith("test"):
+        return None
+    key = ("roles.test", id(function))
+    if key not in index.cache:
+        index.cache[key] = _test_role(index, function)
+    return index.cache[key]
+
+
+def _test_role(index: SemanticIndex, function: cst.FunctionDef) -> str:
+    sites = [site for site in index.calls if site.scope is function]
+    if any(is_spawn_call(index, site) for site in sites):
+        return LAUNCHER
+    if any(_marks_multi_device(index, d.decorator) for d in function.decorators):
+        return WORKER
+    distributed = (names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD)
+    for site in sites:
+        if site.qualified_name in distributed or site.method == "launch":
+            return WORKER
+        if _configures_several_processes(site):
+            return WORKER
+    return SINGLE_PROCESS
+
+
+def _marks_multi_device(index: SemanticIndex, decorator: cst.BaseExpression) -> bool:
+    """``@require_multi_gpu``, ``@pytest.mark.distributed``, ``@skip_if_lt_x_gpu(2)``,
+    ``@RunIf(min_cuda_gpus=2)``."""
+    call = decorator if isinstance(decorator, cst.Call) else None
+    name = dotted_name(call.func if call is not None else decorator) or ""
+    if _MULTI_DEVICE_MARKERS.search(name.split(".")[-1]):
+        if call is None or not call.args:
+            return True
+        count = literal_int(call.args[0].value)
+        return count is None or count > 1
+    if call is not None:
+        for arg in call.args:
+            if arg.keyword is not None and _GPU_COUNT_KEYWORD.search(arg.keyword.value):
+                count = literal_int(arg.value)
+                if count is not None and count > 1:
+                    return True
+    return False
+
+
+def _configures_several_processes(site: CallSite) -> bool:
+    """``Fabric(devices=2)``, ``Trainer(strategy="ddp")``, ``Accelerator(num_processes=4)``,
+    ``FSDPStrategy(...)`` / ``DDPStrategy(...)``."""
+    callee = (dotted_name(site.node.func) or "").split(".")[-1]
+    if callee.endswith(("Strategy", "Plugin")) and _DISTRIBUTED_STRATEGY.search(callee):
+        return True
+    for arg in site.node.args:
+        if arg.keyword is None:
+            continue
+        keyword, value = arg.keyword.value, arg.value
+        if keyword in _DEVICE_COUNT_KEYWORDS:
+            count = literal_int(value)
+            if count is not None and count > 1:
+                return True
+            if isinstance(value, (cst.List, cst.Tuple)) and len(value.elements) > 1:
+                return True
+            text = literal_str(value)
+            if text is not None and ("," in text or (text.strip().isdigit() and int(text) > 1)):
+                return True
+        if keyword == "strategy":
+            text = literal_str(value)
+            if text is not None and _DISTRIBUTED_STRATEGY.search(text):
+                return True
+    return False
+
+
+# ---------------------------------------------------------------------- rank zero
+def runs_on_rank_zero_only(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """Does ``node`` run on rank 0 alone (local or global rank 0: the process
+    that owns device 0)? ``if rank == 0:``, ``if is_main_process():``,
+    ``if fabric.global_rank == 0:``, the ``else`` of ``if rank != 0:``, the
+    statements after ``if rank > 0: return``, a ``@rank_zero_only`` function,
+    a function whose every call in the project runs under a rank guard
+    (``Project.callers_guarded``: the guard's polarity is not checked there)."""
+    from ddplint.analysis import ranks
+
+    for guard in ranks.rank_guards(index, node, lenient=True):
+        side = zero_side(index, guard.node.test)
+        if side is True and guard.branch == "body" or side is False and guard.branch != "body":
+            return True
+    function = ranks.enclosing_function(index, node)
+    if function is None:
+        return False
+    if ranks.has_rank_zero_decorator(function):
+        return True
+    # Every call of the enclosing function (project-wide) runs under a rank guard:
+    # ``if rank == 0: evaluate(...)`` with the literal inside ``evaluate``.
+    from ddplint.analysis.models import function_key, project_of
+
+    return project_of(index).callers_guarded(index.path, function_key(index, function)) is True
+
+
+def zero_side(index: SemanticIndex, test: cst.BaseExpression, depth: int = 0) -> Optional[bool]:
+    """True when ``test`` holds on rank 0 only, False when it holds on every
+    rank but 0, None when it says neither."""
+    from ddplint.analysis import ranks
+
+    if depth > 4:
+        return None
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = zero_side(index, test.expression, depth + 1)
+        if inner is None and ranks.is_rank_value(index, test.expression, lenient=True):
+            return True  # ``if not rank:``
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation):
+        sides = [zero_side(index, o, depth + 1) for o in (test.left, test.right)]
+        if isinstance(test.operator, cst.And):
+            return True if True in sides else None  # ``rank == 0 and save``
+        return False if False in sides else None  # ``rank != 0 or skip``
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        left, right, operator = test.left, target.comparator, type(target.operator)
+        if literal_int(left) == 0:
+            left, right = right, left
+            operator = _MIRRORED.get(operator, operator)
+        if not ranks.is_rank_value(index, left, lenient=True):
+            return None
+        if literal_int(right) == 0:
+            if operator is cst.Equal or operator is cst.LessThanEqual:
+                return True
+            if operator in (cst.NotEqual, cst.GreaterThan):
+                return False
+            return None
+        if operator is cst.In and isinstance(right, (cst.List, cst.Tuple, cst.Set)):
+            values = {_signed_int(e.value) for e in right.elements}
+            return True if values and values <= {0, -1} and 0 in values else None
+        return None
+    if isinstance(test, cst.Call):
+        return True if ranks.is_rank_predicate_call(index, test) else None
+    name = dotted_name(test)
+    if name is not None:
+        last = name.split(".")[-1]
+        if last in names.RANK_PREDICATES or last in ("is_global_zero", "is_local_zero"):
+            return True
+        values = index.reaching_values(test) if isinstance(test, cst.Name) else None
+        if values:
+            sides = {zero_side(index, v, depth + 1) for v in values if not _is_bool(v)}
+            return True if sides == {True} else False if sides == {False} else None
+    return None
+
+
+def _is_bool(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value in ("True", "False")

@@ -141,9 +141,55 @@ def rank_sources(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0)
             sources |= rank_sources(index, binding.value, depth + 1)
         elif binding.kind == "param":
             sources |= _param_rank_sources(index, binding)
+        elif binding.kind == "unpack":
+            sources |= _unpacked_rank_sources(index, binding, depth)
         else:
             sources.add(UNKNOWN)
     return frozenset(sources or {UNKNOWN})
+
+
+def _unpacked_rank_sources(index: SemanticIndex, binding, depth: int) -> frozenset[str]:
+    """``rank, world, ok = setup_ddp()`` (or ``... = setup_ddp() if args.ddp else
+    (0, 1, False)``): the element at the name's position in what the value
+    holds; a call of a function of this module gives the elements of its
+    ``return`` tuples (values out of calls)."""
+    node = binding.node
+    if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+        return frozenset({UNKNOWN})
+    target = node.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)) or any(
+            isinstance(e, cst.StarredElement) for e in target.elements):
+        return frozenset({UNKNOWN})
+    position = next((i for i, e in enumerate(target.elements) if dotted_name(e.value) == binding.name), None)
+    if position is None:
+        return frozenset({UNKNOWN})
+    return _element_sources(index, node.value, position, len(target.elements), depth + 1)
+
+
+def _element_sources(index: SemanticIndex, value: cst.BaseExpression, position: int, size: int,
+                     depth: int) -> frozenset[str]:
+    if depth > 6:
+        return frozenset({UNKNOWN})
+    if isinstance(value, cst.IfExp):
+        return (_element_sources(index, value.body, position, size, depth + 1)
+                | _element_sources(index, value.orelse, position, size, depth + 1))
+    if isinstance(value, (cst.Tuple, cst.List)):
+        if len(value.elements) != size or any(isinstance(e, cst.StarredElement) for e in value.elements):
+            return frozenset({UNKNOWN})
+        return rank_sources(index, value.elements[position].value, depth + 1)
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+        functions = index.functions_named(value.func.value)
+        if len(functions) != 1 or index.qualified_name(value.func) is not None:
+            return frozenset({UNKNOWN})
+        function = functions[0]
+        returns = [e for e in index.exits if isinstance(e, cst.Return) and index.enclosing_scope(e) is function]
+        if not returns or any(r.value is None for r in returns):
+            return frozenset({UNKNOWN})
+        sources: set[str] = set()
+        for ret in returns:
+            sources |= _element_sources(index, ret.value, position, size, depth + 1)
+        return frozenset(sources)
+    return frozenset({UNKNOWN})
 
 
 _NODE_WORDS = ("node_rank", "noderank", "nr", "node_id", "node_idx", "machine_rank", "node")
@@ -261,6 +307,105 @@ def device_arguments(site: CallSite) -> Iterator[tuple[cst.BaseExpression, int]]
     for arg in picked:
         if arg is not None:
             yield arg.value, 1
+
+
+BARE_CUDA, CPU = "bare-cuda", "cpu"
+
+
+def device_kind(index: SemanticIndex, expr: Optional[cst.BaseExpression], depth: int = 0) -> Optional[str]:
+    """BARE_CUDA for a CUDA device without an index (``"cuda"``,
+    ``torch.device("cuda")``, ``torch.device("cuda" if ok else "cpu")``, a name
+    or attribute bound only to such values, a parameter that every call site of
+    the project fills with one), CPU for the CPU, None for anything else (an
+    indexed or per-rank device, a value ddplint cannot trace). A choice between
+    a bare CUDA device and the CPU is BARE_CUDA: on a GPU run it is "cuda"."""
+    if expr is None or depth > 5:
+        return None
+    if isinstance(expr, cst.SimpleString):
+        text = literal_str(expr)
+        return BARE_CUDA if text == "cuda" else CPU if text == "cpu" else None
+    if isinstance(expr, cst.IfExp):
+        return _either(device_kind(index, expr.body, depth + 1), device_kind(index, expr.orelse, depth + 1))
+    if isinstance(expr, cst.Call):
+        if index.qualified_name(expr.func) != names.TORCH_DEVICE:
+            return None
+        site = index.call_site(expr)
+        kind = site.argument("type") if site is not None else None
+        if site is None or kind is None or site.argument("index") is not None or len(expr.args) != 1:
+            return None
+        return device_kind(index, kind.value, depth + 1)
+    name = dotted_name(expr)
+    if name is None:
+        return None
+    found: Optional[str] = "none"
+    for binding in index.reaching(name, expr):
+        if binding.kind in ("assign", "annassign") and binding.value is not None:
+            kind = device_kind(index, binding.value, depth + 1)
+        elif binding.kind == "param":
+            kind = _param_device_kind(index, binding)
+        else:
+            kind = None
+        if kind is None:
+            return None
+        found = kind if found == "none" else _either(found, kind)
+        if found is None:
+            return None
+    return None if found == "none" else found
+
+
+def _either(a: Optional[str], b: Optional[str]) -> Optional[str]:
+    if a is None or b is None:
+        return None
+    return CPU if a == b == CPU else BARE_CUDA
+
+
+def _param_device_kind(index: SemanticIndex, binding) -> Optional[str]:
+    from ddplint.analysis.models import parameter_values
+    from ddplint.screen.facts import CUDA_DEVICE
+
+    tags = parameter_values(index, binding)
+    return BARE_CUDA if tags == frozenset({CUDA_DEVICE}) else None
+
+
+# ---------------------------------------------------------------------- reads
+def name_reads(index: SemanticIndex, name: str) -> list[cst.Name]:
+    """Every ``Name`` node that reads ``name`` in the module (binding targets,
+    parameters, definitions and attribute names excluded), in no particular
+    order. Built once per module from the index's parent map (no tree walk)."""
+    table = index.cache.get("values.name_reads")
+    if table is None:
+        table = {}
+        for node, parent in index._parents.items():
+            if isinstance(node, cst.Name) and _is_read(node, parent):
+                table.setdefault(node.value, []).append(node)
+        index.cache["values.name_reads"] = table
+    return table.get(name, [])
+
+
+def _is_read(node: cst.Name, parent: cst.CSTNode) -> bool:
+    if isinstance(parent, (cst.AssignTarget, cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias,
+                           cst.AsName, cst.Arg, cst.Global, cst.Nonlocal)):
+        if isinstance(parent, cst.Arg):
+            return parent.keyword is not node
+        return False
+    if isinstance(parent, cst.Attribute):
+        return parent.value is node
+    if isinstance(parent, (cst.AugAssign, cst.AnnAssign)):
+        return parent.target is not node or isinstance(parent, cst.AugAssign)
+    if isinstance(parent, (cst.For, cst.CompFor)):
+        return parent.target is not node
+    if isinstance(parent, cst.NamedExpr):
+        return parent.target is not node
+    return True
+
+
+def binding_is_read(index: SemanticIndex, binding) -> bool:
+    """Does some read of the binding's name see this binding (reaching
+    definitions)? Dotted names (``self.device``) count as read."""
+    if "." in binding.name:
+        return True
+    return any(any(b is binding for b in index.reaching(binding.name, use))
+               for use in name_reads(index, binding.name))
 
 
 # ---------------------------------------------------------------------- modules

@@ -16,6 +16,7 @@ and call records.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
@@ -71,7 +72,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "4"
+FACTS_VERSION = "5"  # 3: methods keyed by class; 4: loop, device and lifecycle facts; 5: all three merged
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -110,6 +111,7 @@ class FunctionFacts:
     rank_predicate: bool = False  # every return value is a rank test
     rank_zero_only: bool = False  # decorated with @rank_zero_only / @master_only
     calls_set_epoch: bool = False
+    device_params: set[str] = field(default_factory=set)  # params used as a CUDA device / device index
     # Every return hands back a value that a collective made the same on every
     # rank (``t = x.clone(); dist.all_reduce(t); return t``).
     returns_agreed: bool = False
@@ -138,6 +140,7 @@ class ModuleFacts:
     local_rank_attr_as_device: bool = False
     adds_local_rank_flag: bool = False  # argparse ``add_argument("--local_rank")``
     uses_sharding_framework: bool = False  # accelerate / Lightning shard loaders themselves
+    moves_to_cuda: bool = False  # puts data on a GPU: .cuda(), "cuda"/"cuda:N"/"nccl", set_device, device_ids=
     wrapped_globals: dict[str, str] = field(default_factory=dict)  # module-level name -> "ddp"/"fsdp"
     # "Cls" -> {"model": "ddp"} for ``self.model = DDP(...)`` in the class's methods
     wrapped_attributes: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -156,9 +159,15 @@ def summarize(source: str, path: str) -> Optional[ModuleFacts]:
         return None
     facts.calls = [call for call in facts.calls if _may_reach_project_function(call, facts)]
     facts.reads_local_rank_env = "LOCAL_RANK" in source
+    facts.moves_to_cuda = _CUDA_USE.search(source) is not None
     facts.uses_sharding_framework = any(
         target.lstrip(".").split(".")[0] in SHARDING_FRAMEWORKS for target in facts.imports.values())
     return facts
+
+
+# Text of CUDA use (DDP006 asks whether the batches of a loader built in one
+# module go to a GPU in another): a cheap necessary sign, read from the text.
+_CUDA_USE = re.compile(r"""\.cuda\(|['"](?:cuda(?::\d+)?|nccl)['"]|['"]cuda:\{|cuda\.set_device\(|device_ids\s*=""")
 
 
 def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
@@ -548,6 +557,10 @@ class _Extractor:
             facts.destroys_process_group = True
         if qualified == names.SET_DEVICE or method == "set_device":
             facts.calls_set_device = True
+        if function is not None and function.params:
+            for used in _device_operands(node, qualified, method):
+                if isinstance(used, ast.Name) and used.id in function.params:
+                    function.device_params.add(used.id)
         if self.mentions_local_rank and method in (
                 "set_device", "cuda", "to", "device", "DistributedDataParallel", "DDP") and \
                 any("local_rank" in ast.dump(a) for a in [*node.args, *[k.value for k in node.keywords]]):
@@ -778,6 +791,33 @@ def _on_self(target: ast.AST) -> bool:
             return True
         target = target.value
     return False
+
+
+def _device_operands(node: ast.Call, qualified: str, method: str) -> Iterable[ast.AST]:
+    """The expressions a call uses as a CUDA device or device index (mirror of
+    ``ddplint.analysis.values.device_arguments``), unwrapped from ``int(...)``
+    and ``f"cuda:{...}"``."""
+    picked: list[ast.AST] = []
+    keywords = {k.arg: k.value for k in node.keywords if k.arg is not None}
+    if qualified == names.TORCH_DEVICE:
+        picked.append(node.args[1] if len(node.args) > 1 else keywords.get("index"))
+        picked.append(node.args[0] if node.args else keywords.get("type"))
+    elif qualified == names.SET_DEVICE or method in ("set_device", "cuda", "to"):
+        picked.append(node.args[0] if node.args else keywords.get("device"))
+    elif qualified == names.DDP:
+        ids = keywords.get("device_ids")
+        if isinstance(ids, (ast.List, ast.Tuple)) and len(ids.elts) == 1:
+            picked.append(ids.elts[0])
+        picked.append(keywords.get("output_device"))
+    for expr in picked:
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("int", "str") \
+                and expr.args:
+            expr = expr.args[0]
+        if isinstance(expr, ast.JoinedStr) and len(expr.values) == 2 and isinstance(expr.values[0], ast.Constant) \
+                and expr.values[0].value == "cuda:" and isinstance(expr.values[1], ast.FormattedValue):
+            expr = expr.values[1].value
+        if expr is not None:
+            yield expr
 
 
 def _one_tag(tags: set[str]) -> str:
