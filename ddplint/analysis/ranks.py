@@ -137,18 +137,53 @@ def is_rank_condition(index: SemanticIndex, test: cst.BaseExpression, lenient: b
     name = dotted_name(test)
     if name is not None:
         last = name.split(".")[-1]
-        if "." in name and last in RANK_PREDICATES:  # accelerator.is_main_process
+        if is_function_object(index, test):
+            return False  # ``if is_main_process:`` without a call: always true
+        if "." in name and names.is_rank_predicate_name(last):  # accelerator.is_main_process
             return True
         # ``master_process = ddp_rank == 0`` (and ``= True`` in the single-process
         # branch); ``args.save_logs = args.logs and is_master(args)``.
         values = [v for v in index.reaching_values(test) or [] if not _is_boolean_literal(v)]
         if values:
+            if lenient and all(_set_on_rank_subset_only(index, v, depth) for v in values):
+                return True  # ``out_dir = args.out if rank == 0 else None`` ... ``if out_dir:``
             return all(is_rank_condition(index, v, lenient, depth + 1) for v in values)
-        if last in RANK_PREDICATES:  # a parameter or a global named like the predicate
+        if names.is_rank_predicate_name(last):  # a parameter or a global named like the predicate
             return True
         if lenient and is_rank_value(index, test, lenient):
             return True  # ``if not rank:``
     return False
+
+
+def is_function_object(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    """Does ``expr`` name a function rather than call it: a ``def`` of this module,
+    an imported name (``from utils import is_main_process``) or an attribute of
+    an imported module (``utils.is_main_process``)? Such a test is always true."""
+    name = dotted_name(expr)
+    if name is None:
+        return False
+    if isinstance(expr, cst.Attribute):
+        return names.is_rank_predicate_name(name.split(".")[-1]) and name.split(".")[0] in index.imports \
+            and index.qualified_name(expr) is not None and not index.visible_bindings(name, expr)
+    bindings = index.reaching(name, expr)
+    return bool(bindings) and all(b.kind == "def" or (b.kind == "import" and names.is_rank_predicate_name(name))
+                                  for b in bindings)
+
+
+def _set_on_rank_subset_only(index: SemanticIndex, value: cst.BaseExpression, depth: int) -> bool:
+    """``x if rank == 0 else None``: a value that is empty on every rank the test
+    excludes (None, False, "", 0), so ``if x:`` holds on a subset of the ranks."""
+    if not isinstance(value, cst.IfExp) or not is_rank_condition(index, value.test, True, depth + 1):
+        return False
+    return _is_empty_literal(value.orelse) or _is_empty_literal(value.body)
+
+
+def _is_empty_literal(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.Name):
+        return expr.value in ("None", "False")
+    if isinstance(expr, cst.SimpleString):
+        return expr.value in ('""', "''")
+    return literal_int(expr) == 0
 
 
 def is_rank_predicate_call(index: SemanticIndex, call: cst.Call, depth: int = 0) -> bool:
@@ -158,7 +193,7 @@ def is_rank_predicate_call(index: SemanticIndex, call: cst.Call, depth: int = 0)
     if name is None:
         return False
     last = name.split(".")[-1]
-    if last in RANK_PREDICATES:
+    if names.is_rank_predicate_name(last):
         return True
     if "." not in name and rank_predicate_function(index, last, depth):
         return True

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from ddplint import names
-from ddplint.names import RANK_NAME, RANK_PREDICATES, RANK_ZERO_DECORATORS
+from ddplint.names import RANK_NAME, RANK_ZERO_DECORATORS
 
 COLLECTIVES = frozenset(
     f"torch.distributed.{name}" for name in (
@@ -267,7 +267,7 @@ class _Extractor:
         if isinstance(test, ast.Call):
             dotted = _dotted(test.func) or ""
             last = dotted.split(".")[-1]
-            if last in RANK_PREDICATES:
+            if names.is_rank_predicate_name(last):
                 return True
             function = self.facts.functions.get(last) if "." not in dotted else None
             return function is not None and function.rank_predicate
@@ -278,7 +278,10 @@ class _Extractor:
                       if not (isinstance(v, ast.Constant) and isinstance(v.value, bool))]
             if values:
                 return all(self.rank_test(v, lenient, depth + 1) for v in values)
-            return last in RANK_PREDICATES or (lenient and self.rank_value(test, lenient))
+            if names.is_rank_predicate_name(last):
+                # ``if is_main_process:`` naming an imported or defined function is always true.
+                return dotted.split(".")[0] not in self.facts.imports and dotted not in self.facts.functions
+            return lenient and self.rank_value(test, lenient)
         return False
 
     # ------------------------------------------------------------------ statements
