@@ -95,9 +95,14 @@ def _isinstance_facts(index, test, name: str, holds: bool) -> set:
         if isinstance(test.operator, cst.And) == holds:
             return _isinstance_facts(index, test.left, name, holds) | _isinstance_facts(index, test.right, name, holds)
         return set()
-    if holds or not isinstance(test, cst.Call) or dotted_name(test.func) != "isinstance" or len(test.args) != 2:
+    if holds or not isinstance(test, cst.Call) or len(test.args) != 2 or dotted_name(test.args[0].value) != name:
         return set()
-    if dotted_name(test.args[0].value) != name:
+    if dotted_name(test.func) == "hasattr":  # ``m.module if hasattr(m, "module") else m``
+        attribute = test.args[1].value
+        if isinstance(attribute, cst.SimpleString) and attribute.evaluated_value == "module":
+            return {names.DDP, names.FSDP}
+        return set()
+    if dotted_name(test.func) != "isinstance":
         return set()
     classes = test.args[1].value
     elements = [e.value for e in classes.elements] if isinstance(classes, (cst.Tuple, cst.List)) else [classes]
@@ -282,3 +287,34 @@ def wrap_process_group(index, expr, at_order: int) -> bool:
             if group is not None and not (isinstance(group.value, cst.Name) and group.value.value == "None"):
                 return True
     return False
+
+
+def checkpoint_file_name(index, expr, depth: int = 0) -> str:
+    """The file name a save writes, as far as the text tells: the literal name
+    (``'last.pt'``, the last part of ``os.path.join(out, 'last.pt')``,
+    ``out + '/last.pt'``), with '*' for the holes of an f-string
+    (``f'ckpt_{epoch}.pt'`` -> ``'ckpt_*.pt'``); "" when unknown."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    if depth > 3 or expr is None:
+        return ""
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return value.replace("\\", "/").rsplit("/", 1)[-1] if isinstance(value, str) else ""
+    if isinstance(expr, cst.FormattedString):
+        text = "".join(part.value if isinstance(part, cst.FormattedStringText) else "*" for part in expr.parts)
+        name = text.rsplit("/", 1)[-1]
+        return name if name.strip("*") else ""
+    if isinstance(expr, cst.ConcatenatedString):
+        return checkpoint_file_name(index, expr.right, depth + 1)
+    if isinstance(expr, cst.Call) and expr.args and (dotted_name(expr.func) or "").endswith("join"):
+        return checkpoint_file_name(index, expr.args[-1].value, depth + 1)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Divide)):
+        return checkpoint_file_name(index, expr.right, depth + 1)
+    if isinstance(expr, cst.Name):
+        values = index.reaching_values(expr) or []
+        if len(values) == 1:
+            return checkpoint_file_name(index, values[0], depth + 1)
+    return ""

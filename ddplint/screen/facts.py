@@ -70,7 +70,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "2"
+FACTS_VERSION = "2+saves"
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -106,6 +106,10 @@ class FunctionFacts:
     # Every return hands back a value that a collective made the same on every
     # rank (``t = x.clone(); dist.all_reduce(t); return t``).
     returns_agreed: bool = False
+    # Params whose value ``torch.save`` writes (the whole object, or a value of
+    # the dict / list saved; "*" for ``torch.save(*args)``): a save helper.
+    saves: set[str] = field(default_factory=set)
+    saves_unguarded: set[str] = field(default_factory=set)  # ... with no rank guard on the way
 
 
 @dataclass(slots=True)
@@ -125,6 +129,8 @@ class ModuleFacts:
     adds_local_rank_flag: bool = False  # argparse ``add_argument("--local_rank")``
     uses_sharding_framework: bool = False  # accelerate / Lightning shard loaders themselves
     wrapped_globals: dict[str, str] = field(default_factory=dict)  # module-level name -> "ddp"/"fsdp"
+    # Code that strips the 'module.' prefix of a loaded state dict (see ``prefix_strips``).
+    prefix_strips: list["PrefixStrip"] = field(default_factory=list)
 
 
 def summarize(source: str, path: str) -> Optional[ModuleFacts]:
@@ -140,6 +146,8 @@ def summarize(source: str, path: str) -> Optional[ModuleFacts]:
         return None
     facts.calls = [call for call in facts.calls if _may_reach_project_function(call.callee, facts)]
     facts.reads_local_rank_env = "LOCAL_RANK" in source
+    if any(marker in source for marker in _STRIP_MARKERS):
+        facts.prefix_strips = prefix_strips(tree, facts)
     facts.uses_sharding_framework = any(
         target.lstrip(".").split(".")[0] in SHARDING_FRAMEWORKS for target in facts.imports.values())
     return facts
@@ -198,14 +206,7 @@ class _Extractor:
 
     # ------------------------------------------------------------------ names
     def qualified(self, expr: ast.AST) -> Optional[str]:
-        dotted = _dotted(expr)
-        if dotted is None:
-            return None
-        head, _, rest = dotted.partition(".")
-        target = self.facts.imports.get(head)
-        if target is None:
-            return None
-        return names.canonical(f"{target}.{rest}" if rest else target)
+        return _qualified(self.facts, expr)
 
     def values_of(self, name: str) -> list[ast.AST]:
         for scope in reversed(self.assigned):
@@ -437,6 +438,12 @@ class _Extractor:
             # judged where they are.
             if function is not None and not self.guards and not self.opaque:
                 function.collective = True
+        if qualified == names.TORCH_SAVE and function is not None:
+            saved = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "obj"), None)
+            params = self.saved_params(saved) if saved is not None else set()
+            function.saves |= params
+            if not self.guards and not self.maybe_guards and not function.rank_zero_only:
+                function.saves_unguarded |= params
         if qualified in _AGREEING_COLLECTIVES and node.args and isinstance(node.args[0], ast.Name):
             self.agreed[-1].add(node.args[0].id)
         if method == "add_argument" and any(
@@ -468,6 +475,34 @@ class _Extractor:
             self.spawned(node)
         if dotted and not qualified.startswith(("torch.", "os.", "sys.", "numpy.")):
             self.record_call(node, dotted)
+
+    def saved_params(self, expr: ast.AST, depth: int = 0) -> set[str]:
+        """The function's parameters whose value ``expr`` (a saved object) holds:
+        the parameter itself, a value of a dict / list / ``dict(...)`` display, a
+        local name bound to one; "*" for ``*args``."""
+        function = self.function
+        if function is None or depth > 3:
+            return set()
+        if isinstance(expr, ast.Starred):
+            return {"*"} if isinstance(expr.value, ast.Name) and expr.value.id not in function.params else set()
+        if isinstance(expr, ast.Name):
+            if expr.id in function.params:
+                return {expr.id}
+            found: set[str] = set()
+            for value in self.values_of(expr.id):
+                found |= self.saved_params(value, depth + 1)
+            return found
+        parts: list[ast.AST] = []
+        if isinstance(expr, ast.Dict):
+            parts = [v for v in expr.values if v is not None]
+        elif isinstance(expr, (ast.List, ast.Tuple)):
+            parts = list(expr.elts)
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("dict", "OrderedDict"):
+            parts = [*expr.args, *(k.value for k in expr.keywords)]
+        found = set()
+        for part in parts:
+            found |= self.saved_params(part, depth + 1)
+        return found
 
     def spawned(self, node: ast.Call) -> None:
         """``mp.spawn(worker, ...)`` / ``Process(target=worker)``: the worker runs on every rank."""
@@ -613,6 +648,185 @@ class _Extractor:
                 return DDP_MODEL
             if qualified == names.FSDP:
                 return FSDP_MODEL
+        return ""
+
+
+def _qualified(facts: ModuleFacts, expr: ast.AST) -> Optional[str]:
+    """``expr`` resolved through the module's imports (the judge's
+    ``SemanticIndex.qualified_name`` without local aliases): also the
+    conventional torch names of a star import (``from utils import *``) and
+    ``torch`` when only ``import torch.distributed as dist`` imports it."""
+    dotted = _dotted(expr)
+    if dotted is None:
+        return None
+    head, _, rest = dotted.partition(".")
+    target = facts.imports.get(head)
+    if target is None:
+        if facts.star_imports:
+            target = names.STAR_IMPORT_CONVENTIONS.get(head)
+        elif head == "torch" and any(t.startswith("torch.") for t in facts.imports.values()):
+            target = "torch"
+        if target is None:
+            return None
+    return names.canonical(f"{target}.{rest}" if rest else target)
+
+
+# ---------------------------------------------------------------------- 'module.' prefix strips
+@dataclass(slots=True, frozen=True)
+class PrefixStrip:
+    """Code that removes the 'module.' prefix from the keys of a state dict
+    (``{k[7:]: v ...}``, ``k.replace("module.", "")``,
+    ``consume_prefix_in_state_dict_if_present``), with what it can tell about
+    the checkpoint whose keys it rewrites."""
+
+    source: str  # "load": a torch.load result; "param": a parameter (any caller's dict);
+    #              "live": a live model's state_dict(); "unknown"
+    path: str = ""  # the file name the load reads, literal parts with '*' for holes ("" unknown)
+    path_text: str = ""  # the load's path expression as written (``args.pretrained``)
+    keys: tuple[str, ...] = ()  # subscripts read from the loaded dict ("" = the dict itself)
+
+
+# Text without which a module strips no 'module.' prefix (keeps the screen cheap).
+_STRIP_MARKERS = ("[7:]", "'module", '"module', "consume_prefix", "strip_prefix", "^module")
+_STRIP_CALLS = ("replace", "removeprefix", "startswith", "lstrip", "split", "sub", "strip_prefix",
+                "consume_prefix_in_state_dict_if_present")
+_LOADERS = ("load", "load_file", "load_checkpoint", "load_state_dict_from_url", "load_url")
+
+
+def prefix_strips(tree: ast.AST, facts: ModuleFacts) -> list[PrefixStrip]:
+    """Every 'module.' prefix strip of the module, with the checkpoint it reads."""
+    found: list[PrefixStrip] = []
+    for function in [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
+        body = function.body
+        params = set()
+        if not isinstance(function, ast.Module):
+            a = function.args
+            params = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
+        assigned: dict[str, list[ast.AST]] = {}
+        loops: list[tuple[ast.AST, ast.AST, ast.AST]] = []  # (target, iter, owner)
+        sites: list[tuple[ast.AST, Optional[ast.AST]]] = []  # (strip node, dict when known)
+        for node in _own_nodes(body):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        assigned.setdefault(target.id, []).append(node.value)
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                loops.append((node.target, node.iter, node))
+            elif isinstance(node, (ast.DictComp, ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+                for generator in node.generators:
+                    loops.append((generator.target, generator.iter, node))
+            elif isinstance(node, ast.Call):
+                last = (_qualified(facts, node.func) or _dotted(node.func) or "").split(".")[-1]
+                if last in ("consume_prefix_in_state_dict_if_present", "strip_prefix_if_present") and node.args:
+                    sites.append((node, node.args[0]))
+                elif last in _STRIP_CALLS and any(_is_module_literal(a) for a in node.args):
+                    sites.append((node, None))
+            elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) \
+                    and _int(node.slice.lower) == 7 and node.slice.upper is None:
+                sites.append((node, None))
+        for node, dictionary in sites:
+            if dictionary is None:
+                dictionary = _iterated_dict(node, loops)
+            found.append(_strip_of(facts, dictionary, assigned, params))
+    if not found and any(t.endswith("consume_prefix_in_state_dict_if_present") for t in facts.imports.values()):
+        found.append(PrefixStrip("unknown"))  # imported, used in a way not seen here (an alias, a callback)
+    return found
+
+
+def _own_nodes(body: list[ast.stmt]):
+    """The nodes of a function body, not those of nested functions or classes."""
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+    stack = [node for node in reversed(body) if not isinstance(node, nested)]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, nested))
+
+
+def _is_module_literal(expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Constant) and isinstance(expr.value, str) and expr.value.strip("^\\") in (
+        "module.", "module\\.", "module")
+
+
+def _iterated_dict(node: ast.AST, loops) -> Optional[ast.AST]:
+    """The dict whose keys a loop around ``node`` walks (``for k, v in sd.items()``)."""
+    for target, iterable, owner in reversed(loops):
+        if not any(n is node for n in ast.walk(owner)):
+            continue
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) \
+                and iterable.func.attr in ("items", "keys") and not iterable.args:
+            return iterable.func.value
+        if isinstance(iterable, (ast.Name, ast.Attribute, ast.Subscript)):
+            return iterable
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.args \
+                and iterable.func.id in ("list", "sorted", "tuple"):
+            inner = iterable.args[0]
+            if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) \
+                    and inner.func.attr in ("items", "keys"):
+                return inner.func.value
+            return inner
+        return iterable  # ``model.named_parameters()``: not a loaded dict
+    return None
+
+
+def _strip_of(facts: ModuleFacts, expr: Optional[ast.AST], assigned, params, keys: tuple[str, ...] = (),
+              depth: int = 0) -> PrefixStrip:
+    """Where the dict ``expr`` comes from (the checkpoint it holds)."""
+    if expr is None or depth > 5:
+        return PrefixStrip("unknown", keys=keys)
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant) and isinstance(expr.slice.value, str):
+        return _strip_of(facts, expr.value, assigned, params, keys + (expr.slice.value,), depth + 1)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "get" \
+            and expr.args and isinstance(expr.args[0], ast.Constant) and isinstance(expr.args[0].value, str):
+        return _strip_of(facts, expr.func.value, assigned, params, keys + (expr.args[0].value, ""), depth + 1)
+    if isinstance(expr, ast.IfExp):
+        body = _strip_of(facts, expr.body, assigned, params, keys, depth + 1)
+        orelse = _strip_of(facts, expr.orelse, assigned, params, keys, depth + 1)
+        if body.source == orelse.source == "load":
+            return PrefixStrip("load", body.path or orelse.path, body.path_text or orelse.path_text,
+                               tuple(dict.fromkeys(body.keys + orelse.keys)))
+        return body if body.source == "load" else orelse
+    if isinstance(expr, ast.Call):
+        last = (_dotted(expr.func) or "").split(".")[-1]
+        if last in ("state_dict", "named_parameters", "named_modules", "named_buffers", "parameters", "modules"):
+            return PrefixStrip("live", keys=keys)
+        if last in _LOADERS and (expr.args or expr.keywords):
+            path = expr.args[0] if expr.args else expr.keywords[0].value
+            return PrefixStrip("load", _path_pattern(path, assigned), _text(path), keys or ("",))
+        return PrefixStrip("unknown", keys=keys)
+    if isinstance(expr, ast.Name):
+        if expr.id in assigned:
+            results = [_strip_of(facts, v, assigned, params, keys, depth + 1) for v in assigned[expr.id]]
+            return next((r for r in results if r.source == "load"), results[0])
+        if expr.id in params:
+            return PrefixStrip("param", keys=keys)
+    return PrefixStrip("unknown", keys=keys)
+
+
+def _path_pattern(expr: ast.AST, assigned: dict, depth: int = 0) -> str:
+    """The file name a path expression names: literal text, '*' for the holes
+    of an f-string; "" when unknown."""
+    if depth > 3:
+        return ""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return expr.value.replace("\\", "/").rsplit("/", 1)[-1]
+    if isinstance(expr, ast.JoinedStr):
+        text = "".join(v.value if isinstance(v, ast.Constant) else "*" for v in expr.values)
+        name = text.rsplit("/", 1)[-1]
+        return name if name.strip("*") else ""
+    if isinstance(expr, ast.Call) and expr.args and (_dotted(expr.func) or "").endswith("join"):
+        return _path_pattern(expr.args[-1], assigned, depth + 1)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Div)):
+        return _path_pattern(expr.right, assigned, depth + 1)
+    if isinstance(expr, ast.Name) and len(assigned.get(expr.id, ())) == 1:
+        return _path_pattern(assigned[expr.id][0], assigned, depth + 1)
+    return ""
+
+
+def _text(expr: ast.AST) -> str:
+    try:
+        return ast.unparse(expr)[:80]
+    except Exception:  # pragma: no cover - unparse handles every expression
         return ""
 
 
