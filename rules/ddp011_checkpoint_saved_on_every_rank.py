@@ -35,7 +35,7 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.models import project_of
+from ddplint.analysis.models import checkpoint_file_name, project_of
 from ddplint.analysis.ranks import enclosing_function, runs_on_rank_subset
 from ddplint.analysis.roles import is_worker_code
 from ddplint.rule import Invalid, Report, Rule, Valid
@@ -78,15 +78,34 @@ class CheckpointSavedOnEveryRank(Rule):
         Valid(DIST + "def main(args):\n    args.save_logs = args.logs and is_master(args)\n"
                      "    if args.save_logs:\n        torch.save({'state_dict': model.state_dict()}, path)\n"
                      "main(args)\n"),
+        # Imported predicates named like the main process.
+        Valid(DIST + "from dist_utils import is_first_worker\nif is_first_worker():\n"
+                     "    torch.save(model.state_dict(), 'm.pt')\n"),
+        # The single-process branch of the script.
+        Valid(DIST + "if args.distributed:\n    train_ddp(args)\nelse:\n"
+                     "    torch.save(model.state_dict(), 'm.pt')\n"),
+        # The output folder is set on rank 0 only.
+        Valid(DIST + "import os\nout_dir = args.out if dist.get_rank() == 0 else None\nif out_dir:\n"
+                     "    torch.save(model.state_dict(), os.path.join(out_dir, 'm.pt'))\n"),
+        # The helper guards itself; the helper is given a per-rank file.
+        Valid(DIST + "def save_on_master(state, path):\n    if is_main_process():\n        torch.save(state, path)\n"
+                     "save_on_master({'model': model.state_dict()}, 'm.pt')\n"),
+        Valid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
+                     "write_ckpt(model.state_dict(), f'ckpt_rank{dist.get_rank()}.pt')\n"),
+        # The helper's own callers choose the state: only they are judged.
+        Valid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
+                     "def save(state):\n    write_ckpt(state, 'm.pt')\nif dist.get_rank() == 0:\n"
+                     "    save(model.state_dict())\n"),
     ]
     invalid = [
         Invalid(DIST + "torch.save(model.state_dict(), 'm.pt')\n", line=3, column=1),
         Invalid(DIST + "def main():\n    for epoch in range(3):\n        train(model)\n"
                        "        torch.save({'model': model.module.state_dict()}, 'ckpt.pt')\n"
                        "if __name__ == '__main__':\n    main()\n", line=6, column=9),
+        # A save helper is reported where it is called on every rank (REAL-CODE-SHAPES, DDP011).
         Invalid(DIST + "def save_on_master(state, path):\n    torch.save(state, path)\n"
                        "def main():\n    save_on_master(model.state_dict(), 'm.pt')\nmain()\n",
-                line=4, column=5),
+                line=6, column=5),
         Invalid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, args):\n"
                        "    dist.init_process_group('nccl')\n    torch.save(model, 'model.pt')\n"
                        "mp.spawn(worker, nprocs=4, args=(args,))\n", line=6, column=5),
@@ -102,22 +121,106 @@ class CheckpointSavedOnEveryRank(Rule):
         Invalid(DIST + "if __name__ == '__main__':\n    dist.init_process_group('nccl')\n"
                        "    for epoch in range(3):\n        torch.save(net.state_dict(), f'ep{epoch}.pt')\n",
                 line=6, column=9),
+        # A save helper of this module, called on every rank: reported at the call.
+        Invalid(DIST + "import os\ndef write_ckpt(blob, d):\n    torch.save(blob, os.path.join(d, 'last.pt'))\n"
+                       "write_ckpt({'net': model.state_dict()}, out)\n", line=6, column=1),
+        Invalid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
+                       "def save(state):\n    write_ckpt(state, 'm.pt')\nsave(model.state_dict())\n",
+                line=7, column=1),
+        # ``torch`` reached only through a star import.
+        Invalid("from common import *\ndist.init_process_group('nccl')\n"
+                "torch.save(model.state_dict(), 'last.pt')\n", line=3, column=1),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
+        project = project_of(index)
         for site in index.calls_to(names.TORCH_SAVE):
             obj, target = site.argument("obj"), site.argument("f")
             if obj is None or target is None or not _is_model_state(index, obj.value):
                 continue
-            if _per_rank_or_in_memory(index, target.value):
-                continue
-            if runs_on_rank_subset(index, site.node, lenient=True) or not is_worker_code(index, site.node):
+            if _per_rank_or_in_memory(index, target.value) or not _runs_on_every_rank(index, site):
                 continue
             function = enclosing_function(index, site.node)
-            if function is not None and _class_level_unknown(index, function):
+            if function is not None and _saved_parameters(index, obj.value, function):
+                continue  # a save helper: reported where it is called on every rank
+            name = checkpoint_file_name(index, target.value)
+            yield self.report(site.node, _message(name))
+        for site in index.calls:
+            callee = dotted_name(site.node.func)
+            key = project.saving_function(index.path, callee, index.imports, unguarded=True) if callee else None
+            if key is None or site.qualified_name == names.TORCH_SAVE:
                 continue
-            if function is None or project_of(index).callers_guarded(index.path, function.name.value) is False:
-                yield self.report(site.node)
+            saved = _saved_arguments(index, project, key, callee, site)
+            if not saved or any(_per_rank_or_in_memory(index, arg.value) for arg in site.node.args):
+                continue
+            if _runs_on_every_rank(index, site):
+                yield self.report(site.node, f"save helper {callee}() called on every rank: "
+                                             "N processes write the same file")
+
+
+def _message(name: str) -> str:
+    if name and "*" not in name:
+        return f"checkpoint saved on every rank: every rank writes '{name}' (N writers, one file)"
+    return CheckpointSavedOnEveryRank.message
+
+
+def _runs_on_every_rank(index: SemanticIndex, site) -> bool:
+    """Not rank-guarded here, worker code, and its function is run unguarded by
+    some caller of the project (module-level code always runs)."""
+    if runs_on_rank_subset(index, site.node, lenient=True) or not is_worker_code(index, site.node):
+        return False
+    function = enclosing_function(index, site.node)
+    if function is None:
+        return True
+    if _class_level_unknown(index, function):
+        return False
+    return project_of(index).callers_guarded(index.path, function.name.value) is False
+
+
+def _saved_arguments(index: SemanticIndex, project, key, callee: str, site) -> list:
+    """The arguments of a save-helper call that the helper writes on every rank,
+    when they are model state (by value, or by the helper parameter's name), and
+    not the caller's own parameter that its callers choose (then the caller is a
+    save helper too, reported where it is called)."""
+    function = enclosing_function(index, site.node)
+    own = project.saved_params(index.path, function.name.value, unguarded=True) if function is not None else set()
+    saved, position = [], 0
+    for arg in site.node.args:
+        if arg.star:
+            break
+        slot = arg.keyword.value if arg.keyword is not None else str(position)
+        position += arg.keyword is None
+        if not project.call_saves(key, callee, slot, unguarded=True):
+            continue
+        if isinstance(arg.value, cst.Name) and arg.value.value in own:
+            continue
+        if _is_model_state(index, arg.value) or _STATE_NAME.search(slot):
+            saved.append(arg)
+    return saved
+
+
+def _saved_parameters(index: SemanticIndex, expr: cst.BaseExpression, function: cst.FunctionDef,
+                      depth: int = 0) -> bool:
+    """Does the saved object hold one of the function's parameters as it was
+    passed in (``torch.save(state, path)``, ``{"model": model_state, ...}``)?"""
+    if depth > 3:
+        return False
+    if isinstance(expr, cst.Name):
+        for binding in index.reaching(expr.value, expr):
+            if binding.kind == "param" and binding.scope is function:
+                return True
+            if binding.kind in ("assign", "annassign") and binding.value is not None \
+                    and _saved_parameters(index, binding.value, function, depth + 1):
+                return True
+        return False
+    if isinstance(expr, cst.Dict):
+        return any(isinstance(e, cst.DictElement) and _saved_parameters(index, e.value, function, depth + 1)
+                   for e in expr.elements)
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return any(_saved_parameters(index, e.value, function, depth + 1) for e in expr.elements)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("dict", "OrderedDict"):
+        return any(_saved_parameters(index, a.value, function, depth + 1) for a in expr.args)
+    return False
 
 
 def _is_model_state(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
