@@ -36,7 +36,7 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.values import literal_bool
-from ddplint.analysis.models import wrapped_root
+from ddplint.analysis.models import project_of, wrapped_root
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
@@ -48,8 +48,10 @@ _CASTS = ("half", "bfloat16", "double")
 class ParamsModifiedAfterWrap(Rule):
     code, name, severity = "DDP024", "params-modified-after-wrap", "warning"
     message = "parameters changed after the DDP wrap: DDP's reducer was built for the old ones"
-    triggers = ("DistributedDataParallel",)
+    # The model may be wrapped in another module and passed in (project analysis).
+    triggers = ("requires_grad", ".to(", ".half(", ".bfloat16(", ".double(", "nn.")
     needs_ddp_context = True
+    uses_project = True
 
     valid = [
         Valid(IMPORTS + "model.backbone.requires_grad_(False)\nmodel = DDP(model)\n"),
@@ -63,6 +65,9 @@ class ParamsModifiedAfterWrap(Rule):
         Valid(IMPORTS + "def freeze(m):\n    m.requires_grad_(False)\nfreeze(model)\nmodel = DDP(model)\n"),
         Valid(IMPORTS + "if args.distributed:\n    model = DDP(model)\nelse:\n"
                         "    model.features = nn.DataParallel(model.features)\n"),
+        # The function is given the model before the wrap.
+        Valid(IMPORTS + "def freeze_backbone(model):\n    for p in model.backbone.parameters():\n"
+                        "        p.requires_grad = False\nfreeze_backbone(net)\nddp = DDP(net)\n"),
     ]
     invalid = [
         Invalid(IMPORTS + "model = DDP(model)\nmodel.module.backbone.requires_grad_(False)\n", line=5, column=1),
@@ -77,10 +82,15 @@ class ParamsModifiedAfterWrap(Rule):
         Invalid(IMPORTS + "class T:\n    def __init__(self, net):\n        self.model = DDP(net)\n"
                           "        self.model.module.classifier = nn.Linear(8, 2)\n", line=7, column=9),
         Invalid(IMPORTS + "model = DDP(model)\nmodel.module.to(dtype=torch.bfloat16)\n", line=5, column=1),
+        # A function that freezes the DDP model it is given (here from this module;
+        # fixtures/lifecycle_project: from another module).
+        Invalid(IMPORTS + "def freeze_backbone(model):\n    for p in model.module.backbone.parameters():\n"
+                          "        p.requires_grad = False\nddp = DDP(net)\nfreeze_backbone(ddp)\n",
+                line=6, column=9),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
-        if not index.calls_to(names.DDP):
+        if not index.calls_to(names.DDP) and not _receives_ddp_models(index):
             return
         for site in index.method_calls("requires_grad_", "to", *_CASTS):
             if site.receiver is not None and _is_modification(index, site) and \
@@ -111,6 +121,14 @@ class ParamsModifiedAfterWrap(Rule):
             if isinstance(target, cst.Attribute) and _wrapped_and_not_rewrapped(index, target.value, binding.order):
                 return binding.node
         return None
+
+
+def _receives_ddp_models(index: SemanticIndex) -> bool:
+    """Does some function of this module receive a DDP model from a call site
+    of the project (``freeze(model)`` after ``model = DDP(net)`` elsewhere)?"""
+    project = project_of(index)
+    return any(kind == "ddp" for (path, _), params in project.ddp_params.items() if path == index.path
+               for kind in params.values())
 
 
 def _is_modification(index: SemanticIndex, site: CallSite) -> bool:

@@ -283,12 +283,16 @@ def _loaders_strip(index: SemanticIndex, name: str, path_text: str, key: str) ->
                 continue
             if strip.source != "load":
                 continue
-            if name and strip.path and not (fnmatch(name, strip.path) or fnmatch(strip.path, name)):
-                continue
             if strip.keys and key not in strip.keys:
-                continue
+                continue  # another entry of the loaded dict
             hint = strip.path_text.lower()
             if any(word in hint and word not in lowered for word in _OTHER_CHECKPOINT):
+                continue  # pretrained / teacher weights
+            if name and strip.path:
+                if fnmatch(name, strip.path) or fnmatch(strip.path, name):
+                    return True  # a loader of this file, anywhere in the project
                 continue
-            return True
+            # The file is chosen at run time: a loader in reach, or one of this entry of the dict.
+            if path in scope or key:
+                return True
     return False

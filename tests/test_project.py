@@ -68,7 +68,7 @@ def _fixture_runs(folder: Path, named: list[Path]):
             for d in r.diagnostics}
 
 
-@pytest.mark.parametrize("name", ["project_bad", "project_good"])
+@pytest.mark.parametrize("name", ["project_bad", "project_good", "lifecycle_project"])
 def test_each_file_named_alone_gets_the_diagnostics_of_the_whole_folder(name):
     folder = FIXTURES / name
     files = sorted(folder.glob("*.py"))
