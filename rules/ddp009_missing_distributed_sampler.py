@@ -1,6 +1,15 @@
 """## What it does
 Flags a training `DataLoader` (its name says `train`, or it shuffles) over a
-map-style dataset, in DDP code, built with no `sampler` and no `batch_sampler`.
+map-style dataset, in DDP code, built with no `sampler` and no `batch_sampler`;
+also `DataLoader(ds, **kw)` where `kw` is a dict built in the function from
+literal keys (`{"shuffle": True, ...}`, `dict(...)`, `kw.update({...})`) that
+shuffles and carries no sampler.
+
+Not flagged: an `IterableDataset` (it shards itself); a custom sampler or batch
+sampler; data sharded by rank by hand (`Subset(ds, range(rank, n, world))`,
+`ds.use_partition(rank)`); evaluation loaders and loaders built on rank 0 only;
+single-process branches and launcher-parent code; `**kwargs` ddplint cannot
+read; loaders prepared by accelerate / Lightning.
 
 ## Why is this bad?
 Without a `DistributedSampler` every rank iterates the whole dataset: an epoch

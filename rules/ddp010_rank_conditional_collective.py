@@ -5,7 +5,23 @@ collective state-dict call (`fsdp_model.state_dict()`, `FSDP.full_optim_state_di
 `get_model_state_dict`, `torch.distributed.checkpoint.save/load`) or a forward pass of
 a DDP/FSDP-wrapped model that runs only under a rank condition (`if rank == 0:`,
 `if is_main_process():`, after `if rank != 0: return`), directly or through a
-function of the project that reaches one (`if rank == 0: evaluate(ddp_model)`).
+function of the project that reaches one (`if rank == 0: evaluate(ddp_model)`,
+`self.checkpoint()` ending in `dist.barrier()`). A wrapped model handed under a
+rank condition to an evaluation function whose body is not visible
+(`run_validation(ddp_model, loader)` from another library) is flagged too. A DDP
+forward is reported as "may hang or desynchronise" (DDP broadcasts buffers in
+forward); collectives and FSDP forwards hang.
+
+Not flagged: point-to-point `send`/`recv`; the same collective issued on every
+branch of the rank test (also through a function of this module, and the
+main-process-first idiom `if not leader: barrier()` ... `if leader: barrier()`);
+calls on `model.module` (the unwrapped model); tests that say whether the run is
+distributed (`if world_size > 1`, `local_rank != -1`); a bare function reference
+(`if is_main_process:` is always true); collectives over a subgroup (`group=g`)
+and forwards of a DDP built with `process_group=g` (membership tests, rank ranges
+and coordinates select the group's members); a rank test that also encloses the
+wrap; `fsdp_model.state_dict()` where `isinstance(model, FSDP)` is false;
+`obj = [x] if rank == 0 else [None]` followed by the collective outside the branch.
 
 ## Why is this bad?
 Every rank must enter a collective for it to complete. When only rank 0 calls

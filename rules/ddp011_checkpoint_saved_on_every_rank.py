@@ -1,9 +1,19 @@
 """## What it does
 Flags `torch.save` of model or optimizer state that every rank reaches: no rank-0
-guard (`if rank == 0:`, `if is_main_process():`, `if rank != 0: return`,
-`@rank_zero_only`) on the way to it, neither in its own function nor in all of the
-project's calls of that function (`save_on_master` helpers called unguarded,
-`main()` run by every process).
+guard (`if rank == 0:`, `if is_main_process():`, `if is_first_worker():`,
+`if rank != 0: return`, `@rank_zero_only`) on the way to it, neither in its own
+function nor in all of the project's calls of that function (`main()` run by
+every process). A save helper (a function of the project, here or imported, that
+`torch.save`s what it is given: `write_ckpt({"net": model.state_dict()}, d)`) is
+reported at the call that runs on every rank, not inside the helper. When the
+file name is a literal the message names it ("every rank writes 'last.pt'").
+
+Not flagged: rank-guarded saves; helpers that guard themselves
+(`save_on_master`); per-rank file names; saves into in-memory buffers;
+`torch.distributed.checkpoint` (collective by design); single-process branches
+(`else` of `if args.distributed:`) and launcher-parent code; a save under
+`if out_dir:` where `out_dir` is set on rank 0 only; helpers nobody is known to
+call.
 
 ## Why is this bad?
 All N ranks write the same file at the same time. On a shared filesystem the

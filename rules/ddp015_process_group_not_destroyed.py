@@ -1,7 +1,10 @@
 """## What it does
-Flags `init_process_group(...)` in a module when nothing in the project calls
-`destroy_process_group()` (directly, in a `finally:`, through a cleanup helper
-of another module, or registered with `atexit`).
+Flags `init_process_group(...)` in a module when nothing its entry script reaches
+calls `destroy_process_group()` (directly, in a `finally:`, through a cleanup
+helper of another module, or registered with `atexit`/a signal handler). A
+one-file project is complete; independent scripts of one folder (an examples
+repository) never satisfy each other, and a comment that names the call is not
+the call.
 
 ## Why is this bad?
 Without `destroy_process_group()` the communicators are torn down by interpreter

@@ -1,9 +1,17 @@
 """## What it does
 Flags `load_state_dict(...)` on a model that is already wrapped in DDP (the
-wrapper, its `.module`, or the inner model passed to `DDP(...)`) when it runs
-only under a rank condition, with no broadcast of the parameters afterwards;
-also a rank-guarded call of a project function that loads into the DDP model it
-is given.
+wrapper, its `.module`, an alias such as `inner = ddp.module`, or the inner model
+passed to `DDP(...)`) when it runs only under a rank condition, with no broadcast
+of the parameters afterwards; also a rank-guarded call of a function that loads
+into the DDP model (a project function given the model, or a loader method of
+the same class: `if self.rank == 0: self.load_checkpoint(path)`).
+
+Not flagged: loading on every rank; loading before wrapping; a load followed by
+a broadcast of the parameters (`dist.broadcast(p.data, 0)` over
+`model.parameters()`, `broadcast_object_list([model.state_dict()])`,
+Horovod's `broadcast_parameters`; a broadcast of counters such as the epoch does
+not count); `if is_main_process:` without a call (always true); a rank test that
+also encloses the wrap (every rank that owns the model loads).
 
 ## Why is this bad?
 DDP broadcasts rank 0's parameters once, in its constructor. Weights loaded into

@@ -1,7 +1,10 @@
 """## What it does
 Flags `torch.nn.utils.clip_grad_norm_(model.parameters(), ...)` when `model` is
-a `FullyShardedDataParallel` (FSDP1) model (a local wrap, or a parameter that the
-project passes an FSDP model to).
+a `FullyShardedDataParallel` (FSDP1) model: a local wrap, an alias of a wrapped
+attribute (`net = self.net`, `net, opt = self.net, self.opt`), or a parameter
+that the project passes an FSDP model to.
+Not flagged: `fsdp_model.clip_grad_norm_(...)`; FSDP2 (`fully_shard`) / DTensor
+parameters; the arm where `isinstance(model, FSDP)` is false.
 
 ## Why is this bad?
 Each FSDP1 rank holds only its shard of the flattened gradients. The free

@@ -2,9 +2,11 @@
 Flags changes to a model's parameters after it was wrapped in
 `DistributedDataParallel`: `requires_grad_(False)` on it or a submodule,
 `p.requires_grad = False` in a loop over its parameters, a new submodule assigned
-to it (`model.module.head = nn.Linear(...)`), or `.to(dtype)` / `.half()` of it.
+to it (`model.module.head = nn.Linear(...)`), or `.to(dtype)` / `.half()` of it;
+also in a function (of any module) that receives a DDP model from a call site of
+the project (`freeze_head(ddp_model)`).
 Not flagged: changes before the wrap, a re-wrap after the change, EMA/teacher
-copies.
+copies (modules that never run backward).
 
 ## Why is this bad?
 DDP builds its reducer (gradient buckets, the set of parameters that must
