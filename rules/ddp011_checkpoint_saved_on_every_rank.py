@@ -137,6 +137,10 @@ class CheckpointSavedOnEveryRank(Rule):
         Invalid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
                        "def save(state):\n    write_ckpt(state, 'm.pt')\nsave(model.state_dict())\n",
                 line=7, column=1),
+        # The helper builds the state itself from what it is given: reported inside.
+        Invalid(DIST + "def save(args, model, path):\n"
+                       "    torch.save({'args': args, 'model': model.state_dict()}, path)\n"
+                       "save(args, net, 'm.pt')\n", line=4, column=5),
         # ``torch`` reached only through a star import.
         Invalid("from common import *\ndist.init_process_group('nccl')\n"
                 "torch.save(model.state_dict(), 'last.pt')\n", line=3, column=1),
@@ -151,7 +155,8 @@ class CheckpointSavedOnEveryRank(Rule):
             if _per_rank_or_in_memory(index, target.value) or not _runs_on_every_rank(index, site):
                 continue
             function = enclosing_function(index, site.node)
-            if function is not None and _saved_parameters(index, obj.value, function):
+            if function is not None and _saved_parameters(index, obj.value, function) \
+                    and not _builds_state(index, obj.value):
                 continue  # a save helper: reported where it is called on every rank
             name = checkpoint_file_name(index, target.value)
             yield self.report(site.node, _message(name))
@@ -207,6 +212,15 @@ def _saved_arguments(index: SemanticIndex, project, key, callee: str, site) -> l
         if _is_model_state(index, arg.value) or _STATE_NAME.search(slot):
             saved.append(arg)
     return saved
+
+
+def _builds_state(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    """Does the saved object take a ``state_dict()`` itself (here, or in the
+    value of a name it reads)? Then the function decides what is saved."""
+    if _contains_state_dict(expr):
+        return True
+    values = index.reaching_values(expr) if isinstance(expr, cst.Name) else None
+    return any(_contains_state_dict(value) for value in values or [])
 
 
 def _saved_parameters(index: SemanticIndex, expr: cst.BaseExpression, function: cst.FunctionDef,
