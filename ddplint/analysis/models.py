@@ -39,17 +39,21 @@ def wrapped_kind(index, expr, at_order: int) -> str:
 
     from ddplint.analysis.values import is_ddp_model
 
-    excluded = not_instance_of(index, expr)
-    if names.DDP not in excluded and is_ddp_model(index, expr, at_order, (names.DDP,)):
-        return "ddp"
-    if names.FSDP not in excluded and is_ddp_model(index, expr, at_order, (names.FSDP,)):
-        return "fsdp"
-    if isinstance(expr, cst.Name):
+    kind = ""
+    if is_ddp_model(index, expr, at_order, (names.DDP,)):
+        kind = "ddp"
+    elif is_ddp_model(index, expr, at_order, (names.FSDP,)):
+        kind = "fsdp"
+    elif isinstance(expr, cst.Name):
         for binding in index.reaching(expr.value, expr):
             if binding.kind == "param" and isinstance(binding.scope, cst.FunctionDef):
                 kind = project_of(index).wrapped_param(index.path, binding.scope.name.value, expr.value)
-                return "" if {"ddp": names.DDP, "fsdp": names.FSDP}.get(kind) in excluded else kind
-    return ""
+                break
+    if kind and {"ddp": names.DDP, "fsdp": names.FSDP}[kind] in not_instance_of(index, expr):
+        # ``FSDP(m) if cfg.fsdp else m`` used where ``isinstance(m, FSDP)`` is false.
+        if kind == "ddp" or not is_ddp_model(index, expr, at_order, (names.DDP,)):
+            return ""
+    return kind
 
 
 def not_instance_of(index, expr) -> frozenset:
