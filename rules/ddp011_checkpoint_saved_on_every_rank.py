@@ -45,6 +45,7 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
+from ddplint.analysis.flow import names_in
 from ddplint.analysis.models import checkpoint_file_name, project_of
 from ddplint.analysis.ranks import enclosing_function, runs_on_rank_subset
 from ddplint.analysis.roles import is_worker_code
@@ -53,7 +54,9 @@ from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
 DIST = "import torch\nimport torch.distributed as dist\n"
 _STATE_NAME = re.compile(r"model|net|ckpt|checkpoint|state|optim|weights|snapshot", re.IGNORECASE)
-_PER_RANK = re.compile(r"rank|gpu|device|proc|worker|shard", re.IGNORECASE)
+# Parts of identifiers that hold a per-process value (``local_rank``, ``args.gpu``, ``get_rank``).
+_PER_RANK = re.compile(r"(^|_)(rank|gpu|gpu_id|device_id|proc|proc_id|process_id|process_index|worker|worker_id|"
+                       r"shard|shard_id|node_id)(_|$)|rank$", re.IGNORECASE)
 _BUFFER_NAME = re.compile(r"buf|bio|stream|bytes|memory", re.IGNORECASE)
 
 
@@ -102,6 +105,10 @@ class CheckpointSavedOnEveryRank(Rule):
                      "save_on_master({'model': model.state_dict()}, 'm.pt')\n"),
         Valid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
                      "write_ckpt(model.state_dict(), f'ckpt_rank{dist.get_rank()}.pt')\n"),
+        # A per-rank file name built in a variable first (sharded optimizer state).
+        Valid(DIST + "import os\nfn = f'optimizer.{dist.get_rank():05d}.pth'\n"
+                     "torch.save(optimizer.state_dict(), os.path.join(out, fn))\n"),
+        Valid(DIST + "torch.save(model.state_dict(), 'ckpt_' + str(args.local_rank) + '.pt')\n"),
         # The helper's own callers choose the state: only they are judged.
         Valid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
                      "def save(state):\n    write_ckpt(state, 'm.pt')\nif dist.get_rank() == 0:\n"
@@ -131,16 +138,19 @@ class CheckpointSavedOnEveryRank(Rule):
         Invalid(DIST + "if __name__ == '__main__':\n    dist.init_process_group('nccl')\n"
                        "    for epoch in range(3):\n        torch.save(net.state_dict(), f'ep{epoch}.pt')\n",
                 line=6, column=9),
+        # Literal text that mentions a GPU is one file for every rank.
+        Invalid(DIST + "import os\ntorch.save({'model': model.state_dict()}, os.path.join(out_dir, 'best_gpu.pt'))\n",
+                line=4, column=1),
         # A save helper of this module, called on every rank: reported at the call.
         Invalid(DIST + "import os\ndef write_ckpt(blob, d):\n    torch.save(blob, os.path.join(d, 'last.pt'))\n"
                        "write_ckpt({'net': model.state_dict()}, out)\n", line=6, column=1),
         Invalid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
                        "def save(state):\n    write_ckpt(state, 'm.pt')\nsave(model.state_dict())\n",
                 line=7, column=1),
-        # The helper builds the state itself from what it is given: reported inside.
+        # The helper builds the state itself; the caller chooses the file: reported at the call.
         Invalid(DIST + "def save(args, model, path):\n"
                        "    torch.save({'args': args, 'model': model.state_dict()}, path)\n"
-                       "save(args, net, 'm.pt')\n", line=4, column=5),
+                       "save(args, net, 'm.pt')\n", line=5, column=1),
         # ``torch`` reached only through a star import.
         Invalid("from common import *\ndist.init_process_group('nccl')\n"
                 "torch.save(model.state_dict(), 'last.pt')\n", line=3, column=1),
@@ -155,9 +165,9 @@ class CheckpointSavedOnEveryRank(Rule):
             if _per_rank_or_in_memory(index, target.value) or not _runs_on_every_rank(index, site):
                 continue
             function = enclosing_function(index, site.node)
-            if function is not None and _saved_parameters(index, obj.value, function) \
-                    and not _builds_state(index, obj.value):
-                continue  # a save helper: reported where it is called on every rank
+            if function is not None and (_saved_parameters(index, obj.value, function)
+                                         or _path_from_parameters(index, target.value, function)):
+                continue  # a save helper: its callers choose what or where; reported at their calls
             name = checkpoint_file_name(index, target.value)
             yield self.report(site.node, _message(name))
         for site in index.calls:
@@ -208,10 +218,27 @@ def _saved_arguments(index: SemanticIndex, project, key, callee: str, site) -> l
         if not project.call_saves(key, callee, slot, unguarded=True):
             continue
         if isinstance(arg.value, cst.Name) and arg.value.value in own:
-            continue
-        if _is_model_state(index, arg.value) or _STATE_NAME.search(slot):
+            return []  # this function is a save helper too: its own callers are judged
+        if _is_model_state(index, arg.value) or _STATE_NAME.search(slot) or project.saves_state(key):
             saved.append(arg)
     return saved
+
+
+def _path_from_parameters(index: SemanticIndex, expr: cst.BaseExpression, function: cst.FunctionDef) -> bool:
+    """Is the file a save writes built from a parameter of its function
+    (``torch.save(state, checkpoint_path)``, ``os.path.join(out_dir, name)``)?"""
+    for name in names_in(expr):
+        if "." in name:
+            continue
+        for binding in index.reaching(name, expr):
+            if binding.kind == "param" and binding.scope is function and name not in ("self", "cls"):
+                return True
+            if binding.kind in ("assign", "annassign") and binding.value is not None \
+                    and binding.scope is function and any(
+                        b.kind == "param" and b.scope is function and n not in ("self", "cls")
+                        for n in names_in(binding.value) if "." not in n for b in index.reaching(n, binding.value)):
+                return True
+    return False
 
 
 def _builds_state(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
@@ -274,14 +301,23 @@ def _contains_state_dict(expr: cst.CSTNode) -> bool:
 
 
 def _per_rank_or_in_memory(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
-    """A file name built from the rank, or an in-memory buffer."""
-    text = index.module.code_for_node(expr)
-    if _PER_RANK.search(text):
+    """A file name built from the rank (a name or call in it, or in the value
+    of a name it reads, says rank / gpu / worker / shard: ``f"ckpt_{rank}.pt"``,
+    ``os.path.join(out, fn)`` with ``fn = f"optim.{dist.get_rank()}.pt"``; the
+    literal text does not count: every rank writes ``'best_gpu.pt'``), or an
+    in-memory buffer."""
+    identifiers = set(names_in(expr))
+    for name in sorted(identifiers):
+        if "." in name:
+            continue
+        for binding in index.reaching(name, expr):
+            if binding.kind in ("assign", "annassign") and binding.value is not None:
+                identifiers |= names_in(binding.value)
+                if "BytesIO" in index.module.code_for_node(binding.value):
+                    return True
+    if any(_PER_RANK.search(part) for name in identifiers for part in name.split(".")):
         return True
-    values = index.reaching_values(expr) if isinstance(expr, cst.Name) else None
-    for value in values or []:
-        text += " " + index.module.code_for_node(value)
-    if _PER_RANK.search(text) or "BytesIO" in text:
+    if "BytesIO" in index.module.code_for_node(expr):
         return True
     name = dotted_name(expr)
     return name is not None and bool(_BUFFER_NAME.search(name.split(".")[-1]))

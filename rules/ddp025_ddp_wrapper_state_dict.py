@@ -162,7 +162,10 @@ class DDPWrapperStateDict(Rule):
                     if _loaders_strip(index, name, _text(index, target), key):
                         continue
                     reported.add(id(call.node))
-                    yield self.report(call.node)
+                    receiver = dotted_name(call.receiver)
+                    yield self.report(call.node, None if receiver is None else (
+                        f"state_dict() of the DDP wrapper {receiver}: every key gets a 'module.' prefix "
+                        f"and will not load into a plain model; save {receiver}.module.state_dict()"))
 
 
 def _text(index: SemanticIndex, expr) -> str:
@@ -171,7 +174,7 @@ def _text(index: SemanticIndex, expr) -> str:
 
 # Callees whose body ddplint cannot see, named like a save: they write what they are given.
 _SAVE_NAME = re.compile(r"save|ckpt|checkpoint|persist|dump|serial|write|store", re.IGNORECASE)
-_NOT_SAVE_NAME = re.compile(r"load|restore|read|resume|log|print|update|copy", re.IGNORECASE)
+_NOT_SAVE_NAME = re.compile(r"load|restore|restart|read|resume|log|print|update|copy", re.IGNORECASE)
 
 
 def _saves(index: SemanticIndex) -> Iterator[tuple[list[cst.BaseExpression], Optional[cst.BaseExpression]]]:
@@ -237,13 +240,13 @@ def _state_dict_calls(index: SemanticIndex, expr: cst.BaseExpression, key: str =
         elif isinstance(expr.func, cst.Name) and expr.func.value in ("dict", "OrderedDict") \
                 and index.qualified_name(expr.func) in (None, "collections.OrderedDict"):
             for arg in expr.args:
-                inner = arg.keyword.value if arg.keyword is not None else key
-                yield from _state_dict_calls(index, arg.value, inner if depth == 0 else key, depth + 1)
+                inner = key or (arg.keyword.value if arg.keyword is not None else "")
+                yield from _state_dict_calls(index, arg.value, inner, depth + 1)
     elif isinstance(expr, cst.Dict):
         for element in expr.elements:
             if isinstance(element, cst.DictElement):
-                inner = literal_str(element.key) or ""
-                yield from _state_dict_calls(index, element.value, inner if depth == 0 else key, depth + 1)
+                inner = key or literal_str(element.key) or ""
+                yield from _state_dict_calls(index, element.value, inner, depth + 1)
     elif isinstance(expr, (cst.List, cst.Tuple)):
         for element in expr.elements:
             yield from _state_dict_calls(index, element.value, key, depth + 1)
@@ -257,11 +260,11 @@ def _state_dict_calls(index: SemanticIndex, expr: cst.BaseExpression, key: str =
                     and precedes(index, target, expr):
                 slice_ = target.slice[0].slice if len(target.slice) == 1 else None
                 inner = literal_str(slice_.value) if isinstance(slice_, cst.Index) else None
-                yield from _state_dict_calls(index, value, (inner or "") if depth == 0 else key, depth + 1)
+                yield from _state_dict_calls(index, value, key or inner or "", depth + 1)
 
 
 # Words of a load path that name another checkpoint than the training one.
-_OTHER_CHECKPOINT = ("pretrain", "backbone", "imagenet", "teacher")
+_OTHER_CHECKPOINT = ("pretrain", "backbone", "imagenet", "teacher", "http", "url", "hub")
 
 
 def _loaders_strip(index: SemanticIndex, name: str, path_text: str, key: str) -> bool:

@@ -30,11 +30,12 @@ def test_save_helpers_through_helpers_and_guards():
                 write(blob, "x.pt")
     """)
     project = Project([utils])
-    assert project.saved_params("utils.py", "write", unguarded=True) == {"state"}
+    assert project.saved_params("utils.py", "write") == {"state"}
+    assert project.saved_params("utils.py", "write", unguarded=True) == {"state", "path"}  # what or where
     assert project.saved_params("utils.py", "write_all") == {"*"}
     assert project.saved_params("utils.py", "save_on_master") == {"state"}
     assert project.saved_params("utils.py", "save_on_master", unguarded=True) == set()
-    assert project.saved_params("utils.py", "checkpoint", unguarded=True) == {"blob"}
+    assert project.saved_params("utils.py", "checkpoint", unguarded=True) == {"blob", "folder"}
     assert project.saved_params("utils.py", "guarded") == {"blob"}
     assert project.saved_params("utils.py", "guarded", unguarded=True) == set()
     key = project.saving_function("utils.py", "write_all")

@@ -109,7 +109,10 @@ class FunctionFacts:
     # Params whose value ``torch.save`` writes (the whole object, or a value of
     # the dict / list saved; "*" for ``torch.save(*args)``): a save helper.
     saves: set[str] = field(default_factory=set)
-    saves_unguarded: set[str] = field(default_factory=set)  # ... with no rank guard on the way
+    # Params that choose what an unguarded ``torch.save`` writes or where (the
+    # object as above, or the file: ``torch.save(state, checkpoint_path)``).
+    saves_unguarded: set[str] = field(default_factory=set)
+    saves_state: bool = False  # an unguarded torch.save writes model state built here
 
 
 @dataclass(slots=True)
@@ -196,6 +199,11 @@ class _Extractor:
         self.mentions_local_rank = mentions_local_rank  # skips an ast.dump per device call
         self.function: Optional[FunctionFacts] = None
         self.guards: list[bool] = []  # one entry per enclosing rank guard: strict?
+        # The guards of the arm the code sits in that leave the main rank only
+        # (the body of ``if rank == 0:``, the ``else`` of ``if rank != 0:``, after
+        # ``if rank != 0: return``; not the ``else`` of ``if rank == 0:``, which
+        # every other rank runs): what saves (DDP011) and their callers ask.
+        self.main_guards: list[bool] = []
         self.maybe_guards: list[str] = []  # imported calls in other enclosing ``if`` tests
         # Enclosing ``if``s on something other than the rank or "distributed or
         # not" (``if use_fsdp_eval:``): a collective there may never run.
@@ -290,7 +298,7 @@ class _Extractor:
         self.block(tree.body)
 
     def block(self, statements: list[ast.stmt]) -> None:
-        pushed = 0
+        pushed = main_pushed = 0
         for statement in statements:
             self.statement(statement)
             # ``if rank != 0: return`` guards the rest of the block.
@@ -298,8 +306,13 @@ class _Extractor:
                 if self.rank_test(statement.test, lenient=True):
                     self.guards.append(self.rank_test(statement.test, lenient=False))
                     pushed += 1
+                    if _main_only(statement.test, False):
+                        self.main_guards.append(self.guards[-1])
+                        main_pushed += 1
         if pushed:
             del self.guards[-pushed:]
+        if main_pushed:
+            del self.main_guards[-main_pushed:]
 
     def statement(self, node: ast.stmt) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -333,8 +346,13 @@ class _Extractor:
                 self.guards.append(strict)
             self.maybe_guards.extend(maybe)
             self.opaque += opaque
-            self.block(node.body)
-            self.block(node.orelse)
+            for arm, truth in ((node.body, True), (node.orelse, False)):
+                main = lenient and _main_only(node.test, truth)
+                if main:
+                    self.main_guards.append(strict)
+                self.block(arm)
+                if main:
+                    self.main_guards.pop()
             self.opaque -= opaque
             if lenient:
                 self.guards.pop()
@@ -398,7 +416,8 @@ class _Extractor:
             in _rank_zero_decorators() for d in node.decorator_list)
         self.expressions(node.decorator_list)
         outer, outer_guards, outer_maybe, outer_opaque = self.function, self.guards, self.maybe_guards, self.opaque
-        self.function, self.guards, self.maybe_guards, self.opaque = facts, [], [], 0
+        outer_main = self.main_guards
+        self.function, self.guards, self.maybe_guards, self.opaque, self.main_guards = facts, [], [], 0, []
         self.assigned.append({})
         self.returns.append([])
         self.agreed.append(set())
@@ -410,6 +429,7 @@ class _Extractor:
         self.returns.pop()
         self.assigned.pop()
         self.function, self.guards, self.maybe_guards, self.opaque = outer, outer_guards, outer_maybe, outer_opaque
+        self.main_guards = outer_main
         self.facts.functions.setdefault(node.name, facts)
 
     def returns_rank_test(self, node: ast.AST) -> bool:
@@ -442,8 +462,11 @@ class _Extractor:
             saved = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "obj"), None)
             params = self.saved_params(saved) if saved is not None else set()
             function.saves |= params
-            if not self.guards and not self.maybe_guards and not function.rank_zero_only:
-                function.saves_unguarded |= params
+            if not self.main_guards and not self.maybe_guards and not function.rank_zero_only:
+                target = node.args[1] if len(node.args) > 1 else next(
+                    (k.value for k in node.keywords if k.arg == "f"), None)
+                function.saves_unguarded |= params | self.path_params(target)
+                function.saves_state |= saved is not None and _holds_model_state(saved)
         if qualified in _AGREEING_COLLECTIVES and node.args and isinstance(node.args[0], ast.Name):
             self.agreed[-1].add(node.args[0].id)
         if method == "add_argument" and any(
@@ -504,6 +527,22 @@ class _Extractor:
             found |= self.saved_params(part, depth + 1)
         return found
 
+    def path_params(self, expr: Optional[ast.AST], depth: int = 0) -> set[str]:
+        """The function's parameters a save path is built from (``path``,
+        ``os.path.join(out_dir, name)``, ``f"{prefix}.pt"``)."""
+        function = self.function
+        if expr is None or function is None or depth > 2:
+            return set()
+        found: set[str] = set()
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Name):
+                if node.id in function.params:
+                    found.add(node.id)
+                elif node.id in self.assigned[-1]:
+                    for value in self.values_of(node.id):
+                        found |= self.path_params(value, depth + 1)
+        return found
+
     def spawned(self, node: ast.Call) -> None:
         """``mp.spawn(worker, ...)`` / ``Process(target=worker)``: the worker runs on every rank."""
         candidates = [node.args[0]] if node.args else []
@@ -533,8 +572,8 @@ class _Extractor:
         return self.function.name if self.function is not None else ""
 
     def record_call(self, node: ast.Call, dotted: str) -> None:
-        strict = any(self.guards)
-        lenient = bool(self.guards)
+        strict = any(self.main_guards)
+        lenient = bool(self.main_guards)
         slots: dict[str, str] = {}
         for position, arg in enumerate(node.args):
             if isinstance(arg, ast.Starred):
@@ -649,6 +688,40 @@ class _Extractor:
             if qualified == names.FSDP:
                 return FSDP_MODEL
         return ""
+
+
+_STATE_WORDS = ("model", "net", "ckpt", "checkpoint", "state", "optim", "weights", "snapshot")
+
+
+def _main_only(test: ast.AST, truth: bool) -> bool:
+    """Does ``test`` being ``truth`` leave only the main rank (a rank test the
+    caller has recognised)? ``rank == 0`` / ``is_main_process()`` when true,
+    ``rank != 0`` / ``not is_main()`` / ``rank > 0`` when false; ``A and B`` true
+    when one of them is; ``A or B`` false when one of them is false-main...;
+    a rank test of unknown shape counts when true (as every guard did)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _main_only(test.operand, not truth)
+    if isinstance(test, ast.BoolOp):
+        conjunction = isinstance(test.op, ast.And) == truth  # De Morgan
+        results = [_main_only(value, truth) for value in test.values]
+        return any(results) if conjunction else all(results) or (truth and any(results))
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        operator, value = test.ops[0], test.comparators[0]
+        excludes_main = isinstance(operator, (ast.NotEq, ast.Gt, ast.NotIn)) or (
+            isinstance(operator, ast.GtE) and _int(value) == 1)
+        return truth != excludes_main
+    return truth
+
+
+def _holds_model_state(expr: ast.AST) -> bool:
+    """A saved object that is model state: a ``state_dict()`` inside, or a name
+    that says so (``checkpoint``, ``state``, ``model``)."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("state_dict", "optim_state_dict"):
+            return True
+    name = _dotted(expr)
+    return name is not None and any(word in name.split(".")[-1].lower() for word in _STATE_WORDS)
 
 
 def _qualified(facts: ModuleFacts, expr: ast.AST) -> Optional[str]:

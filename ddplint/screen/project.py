@@ -43,6 +43,7 @@ class Project:
         self._propagate_collectives()
         self._forwards = self._propagate_param_use("forwards")
         self._loads = self._propagate_param_use("loads")
+        self._saves_state: set[FunctionKey] = set()
         self._saves = self._propagate_saves("saves", through_guards=True)
         self._saves_unguarded = self._propagate_saves("saves_unguarded", through_guards=False)
         self._context: dict[str, bool] = {}
@@ -229,6 +230,9 @@ class Project:
         unguarded variant only through calls under no rank guard."""
         saves = {(p, n): set(getattr(f, attribute)) for p, m in self.modules.items()
                  for n, f in m.functions.items()}
+        if not through_guards:
+            self._saves_state = {(p, n) for p, m in self.modules.items() for n, f in m.functions.items()
+                                 if f.saves_state}
         changed = True
         while changed:
             changed = False
@@ -244,8 +248,15 @@ class Project:
                             continue
                         if self._slot_saved(key, call, slot, saves):
                             saves[caller].add(tag[6:])
+                            if not through_guards and key in self._saves_state:
+                                self._saves_state.add(caller)
                             changed = True
         return saves
+
+    def saves_state(self, key: FunctionKey) -> bool:
+        """Does the save helper ``key`` (or one it hands its parameters to) build
+        the model state it writes on every rank itself?"""
+        return key in self._saves_state
 
     def _slot_saved(self, key: FunctionKey, call: CallFact, slot: str, saves) -> bool:
         saved = saves.get(key, ())
@@ -405,6 +416,7 @@ class Project:
         calls = self.callers.get(key)
         if not calls:
             return None
+        unknown = False
         for caller_path, call in calls:
             if call.guarded_lenient:
                 continue
@@ -416,9 +428,10 @@ class Project:
                 if above is True:
                     continue
                 if above is None and caller is not None:
-                    return None  # the caller's own callers are unknown
+                    unknown = True  # the caller's own callers are unknown; another call may still decide
+                    continue
             return False
-        return True
+        return None if unknown else True
 
     def caller_modules(self, path: str, function: str) -> Optional[list[ModuleFacts]]:
         """The modules that call the function; None when no call is known."""
