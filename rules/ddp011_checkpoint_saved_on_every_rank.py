@@ -176,8 +176,9 @@ class CheckpointSavedOnEveryRank(Rule):
             if key is None or site.qualified_name == names.TORCH_SAVE:
                 continue
             saved = _saved_arguments(index, project, key, callee, site)
-            if not saved or any(_per_rank_or_in_memory(index, arg.value) for arg in site.node.args):
-                continue
+            if not saved or any(_per_rank_or_in_memory(index, arg.value) for arg in site.node.args
+                                if not _is_model_state(index, arg.value)):
+                continue  # a per-rank file (the state arguments say nothing about the file)
             if _runs_on_every_rank(index, site):
                 yield self.report(site.node, f"save helper {callee}() called on every rank: "
                                              "N processes write the same file")
