@@ -149,16 +149,27 @@ def _local_helper_loads(index: SemanticIndex, site: CallSite, depth: int = 0) ->
     set to ``DDP(...)`` in ``__init__``, a module-level DDP model)."""
     if depth > 2:
         return False
-    for helper in helper_functions(index, site):
-        for inner in calls_in_function(index, helper):
-            if inner.method == "load_state_dict" and inner.receiver is not None:
-                root = wrapped_root(index, inner.receiver, inner.order)
-                # A parameter is what the caller passes (the project's slots decide).
-                if root is not None and ("." in root or not any(
-                        b.kind == "param" for b in index.reaching(root, inner.receiver))):
-                    return True
-            elif _local_helper_loads(index, inner, depth + 1):
+    return any(_helper_loads(index, helper, depth) for helper in helper_functions(index, site))
+
+
+def _helper_loads(index: SemanticIndex, helper, depth: int) -> bool:
+    key = ("ddp020.loads", id(helper))
+    if key not in index.cache:
+        index.cache[key] = False  # recursion guard
+        index.cache[key] = _body_loads(index, helper, depth)
+    return index.cache[key]
+
+
+def _body_loads(index: SemanticIndex, helper, depth: int) -> bool:
+    for inner in calls_in_function(index, helper):
+        if inner.method == "load_state_dict" and inner.receiver is not None:
+            root = wrapped_root(index, inner.receiver, inner.order)
+            # A parameter is what the caller passes (the project's slots decide).
+            if root is not None and ("." in root or not any(
+                    b.kind == "param" for b in index.reaching(root, inner.receiver))):
                 return True
+        elif _local_helper_loads(index, inner, depth + 1):
+            return True
     return False
 
 

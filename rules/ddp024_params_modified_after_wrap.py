@@ -158,11 +158,16 @@ def _parameter_freezes(index: SemanticIndex, function: cst.FunctionDef) -> list[
     """(model parameter, flag parameter) pairs of a function that does
     ``for p in model.x.parameters(): p.requires_grad = flag`` or
     ``model.x.requires_grad_(flag)``."""
+    key = ("ddp024.freezes", id(function))
+    if key in index.cache:
+        return index.cache[key]
     params = {p.name.value for p in function.params.params}
     found = []
-    for (_, name), bindings in index.bindings.items():
-        if not name.endswith(".requires_grad"):
-            continue
+    flags = index.cache.get("ddp024.requires_grad")
+    if flags is None:
+        flags = index.cache["ddp024.requires_grad"] = [
+            (name, bindings) for (_, name), bindings in index.bindings.items() if name.endswith(".requires_grad")]
+    for name, bindings in flags:
         for binding in bindings:
             if binding.kind != "assign" or not isinstance(binding.value, cst.Name) \
                     or binding.value.value not in params or index.enclosing_scope(binding.node) is not function:
@@ -178,6 +183,7 @@ def _parameter_freezes(index: SemanticIndex, function: cst.FunctionDef) -> list[
             flag = site.node.args[0].value
             if head in params and isinstance(flag, cst.Name) and flag.value in params:
                 found.append((head, flag.value))
+    index.cache[key] = found
     return found
 
 
@@ -220,8 +226,11 @@ def _never_runs_backward(index: SemanticIndex, name: str) -> bool:
     """A wrapped model whose every forward in this module runs with autograd
     off (a momentum / EMA target network: ``with torch.no_grad(): target(x)``):
     it never runs backward, so its reducer never reduces."""
-    forwards = [site for site in index.calls if dotted_name(site.node.func) in (name, name + ".module")]
-    return bool(forwards) and all(grad_mode(index, site.node) == "off" for site in forwards)
+    key = ("ddp024.no_backward", name)
+    if key not in index.cache:
+        forwards = [site for site in index.calls if dotted_name(site.node.func) in (name, name + ".module")]
+        index.cache[key] = bool(forwards) and all(grad_mode(index, site.node) == "off" for site in forwards)
+    return index.cache[key]
 
 
 def _parameters_owner(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
