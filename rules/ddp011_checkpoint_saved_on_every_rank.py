@@ -109,6 +109,13 @@ class CheckpointSavedOnEveryRank(Rule):
         Valid(DIST + "import os\nfn = f'optimizer.{dist.get_rank():05d}.pth'\n"
                      "torch.save(optimizer.state_dict(), os.path.join(out, fn))\n"),
         Valid(DIST + "torch.save(model.state_dict(), 'ckpt_' + str(args.local_rank) + '.pt')\n"),
+        # The helper writes a per-rank file.
+        Valid(DIST + "def write_shard(state):\n    torch.save(state, f'shard_{dist.get_rank()}.pt')\n"
+                     "write_shard(optimizer.state_dict())\n"),
+        # A save into memory (a workaround to load an object) writes no file.
+        Valid(DIST + "import io\ndef load_for_ema(ema, checkpoint):\n    buf = io.BytesIO()\n"
+                     "    torch.save(checkpoint, buf)\n    buf.seek(0)\n    ema.load(buf)\n"
+                     "load_for_ema(model_ema, ckpt['model_ema'])\n"),
         # The helper's own callers choose the state: only they are judged.
         Valid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
                      "def save(state):\n    write_ckpt(state, 'm.pt')\nif dist.get_rank() == 0:\n"
@@ -228,18 +235,29 @@ def _saved_arguments(index: SemanticIndex, project, key, callee: str, site) -> l
 def _path_from_parameters(index: SemanticIndex, expr: cst.BaseExpression, function: cst.FunctionDef) -> bool:
     """Is the file a save writes built from a parameter of its function
     (``torch.save(state, checkpoint_path)``, ``os.path.join(out_dir, name)``)?"""
-    for name in names_in(expr):
-        if "." in name:
-            continue
+    for name in _bare_names(expr):
         for binding in index.reaching(name, expr):
             if binding.kind == "param" and binding.scope is function and name not in ("self", "cls"):
                 return True
             if binding.kind in ("assign", "annassign") and binding.value is not None \
                     and binding.scope is function and any(
                         b.kind == "param" and b.scope is function and n not in ("self", "cls")
-                        for n in names_in(binding.value) if "." not in n for b in index.reaching(n, binding.value)):
+                        for n in _bare_names(binding.value) for b in index.reaching(n, binding.value)):
                 return True
     return False
+
+
+def _bare_names(expr: cst.CSTNode) -> list[str]:
+    """Names read as a whole (``path``, ``out_dir``), not through an attribute
+    (``args`` of ``args.output_dir``: a configuration, not a file the caller chose)."""
+    found, stack = [], [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found.append(node.value)
+        elif not isinstance(node, cst.Attribute):
+            stack.extend(node.children)
+    return found
 
 
 def _builds_state(index: SemanticIndex, expr: cst.BaseExpression) -> bool:

@@ -94,6 +94,11 @@ class DDPWrapperStateDict(Rule):
               "torch.save(sd, 'ckpt.pt')\n"),
         Valid(DDP_SCRIPT + "raw = model.module if hasattr(model, 'module') else model\n"
               "torch.save(raw.state_dict(), 'ckpt.pt')\n"),
+        # The helper unwraps the DDP model its callers pass before saving.
+        Valid(DDP_SCRIPT + "def save_checkpoint(filename, model, rank=0):\n    if rank != 0:\n        return\n"
+              "    if isinstance(model, DDP):\n        model = model.module\n"
+              "    torch.save({'model': model.state_dict()}, filename)\n"
+              "save_checkpoint('ckpt.pt', model, rank)\n"),
         # Helpers: one that does not save, and the inner model handed to a save helper.
         Valid(DDP_SCRIPT + "def log_weights(sd):\n    print(len(sd))\nlog_weights(model.state_dict())\n"),
         Valid(DDP_SCRIPT + "from ckpt_utils import write_ckpt\nwrite_ckpt({'net': model.module.state_dict()}, out)\n"),

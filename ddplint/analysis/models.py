@@ -49,11 +49,36 @@ def wrapped_kind(index, expr, at_order: int) -> str:
             if binding.kind == "param" and isinstance(binding.scope, cst.FunctionDef):
                 kind = project_of(index).wrapped_param(index.path, binding.scope.name.value, expr.value)
                 break
+    if kind and _unwrapped_on_the_way(index, expr):
+        return ""  # ``if isinstance(model, DDP): model = model.module`` before the use
     if kind and {"ddp": names.DDP, "fsdp": names.FSDP}[kind] in not_instance_of(index, expr):
         # ``FSDP(m) if cfg.fsdp else m`` used where ``isinstance(m, FSDP)`` is false.
         if kind == "ddp" or not is_ddp_model(index, expr, at_order, (names.DDP,)):
             return ""
     return kind
+
+
+def _unwrapped_on_the_way(index, expr) -> bool:
+    """Does ``name = name.module`` under ``if isinstance(name, DDP):`` (or
+    ``hasattr(name, "module")``) reach the use? Then the other bindings that
+    reach it (the parameter, the wrap) arrive only when the test was false:
+    the name never holds the wrapper there."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    if not isinstance(expr, cst.Name):
+        return False
+    for binding in index.reaching(expr.value, expr):
+        value = binding.value
+        if binding.kind != "assign" or not isinstance(value, cst.Attribute) or value.attr.value != "module" \
+                or dotted_name(value.value) != expr.value:
+            continue
+        branch = index.enclosing(binding.node, cst.If)
+        if branch is not None and _isinstance_facts(index, branch.test, expr.value, False) \
+                and any(a is branch.body for a in index.ancestors(binding.node)):
+            return True
+    return False
 
 
 def not_instance_of(index, expr) -> frozenset:

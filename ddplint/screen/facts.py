@@ -16,6 +16,7 @@ and call records.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
@@ -458,13 +459,13 @@ class _Extractor:
             # judged where they are.
             if function is not None and not self.guards and not self.opaque:
                 function.collective = True
-        if qualified == names.TORCH_SAVE and function is not None:
+        if qualified == names.TORCH_SAVE and function is not None and not self.in_memory(node):
             saved = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "obj"), None)
             params = self.saved_params(saved) if saved is not None else set()
             function.saves |= params
-            if not self.main_guards and not self.maybe_guards and not function.rank_zero_only:
-                target = node.args[1] if len(node.args) > 1 else next(
-                    (k.value for k in node.keywords if k.arg == "f"), None)
+            target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"), None)
+            if not self.main_guards and not self.maybe_guards and not function.rank_zero_only \
+                    and not self.per_rank_path(target):
                 function.saves_unguarded |= params | self.path_params(target)
                 function.saves_state |= saved is not None and _holds_model_state(saved)
         if qualified in _AGREEING_COLLECTIVES and node.args and isinstance(node.args[0], ast.Name):
@@ -527,6 +528,27 @@ class _Extractor:
             found |= self.saved_params(part, depth + 1)
         return found
 
+    def in_memory(self, node: ast.Call) -> bool:
+        """``torch.save(x, buffer)`` into an ``io.BytesIO()``: not a file."""
+        target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"), None)
+        if target is None:
+            return False
+        values = [target, *(self.values_of(target.id) if isinstance(target, ast.Name) else [])]
+        return any("BytesIO" in (_dotted(v.func) or "") for v in values if isinstance(v, ast.Call))
+
+    def per_rank_path(self, expr: Optional[ast.AST], depth: int = 0) -> bool:
+        """A file name built from the rank (``f"ckpt_{rank}.pt"``, ``dist.get_rank()``,
+        also one binding deep): each rank writes its own file."""
+        if expr is None or depth > 1:
+            return False
+        for node in ast.walk(expr):
+            name = _dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+            if name is not None and any(_PER_RANK_PART.search(part) for part in name.split(".")):
+                return True
+            if isinstance(node, ast.Name) and any(self.per_rank_path(v, depth + 1) for v in self.values_of(node.id)):
+                return True
+        return False
+
     def path_params(self, expr: Optional[ast.AST], depth: int = 0) -> set[str]:
         """The function's parameters a save path is built from (``path``,
         ``os.path.join(out_dir, name)``, ``f"{prefix}.pt"``)."""
@@ -534,13 +556,12 @@ class _Extractor:
         if expr is None or function is None or depth > 2:
             return set()
         found: set[str] = set()
-        for node in ast.walk(expr):
-            if isinstance(node, ast.Name):
-                if node.id in function.params:
-                    found.add(node.id)
-                elif node.id in self.assigned[-1]:
-                    for value in self.values_of(node.id):
-                        found |= self.path_params(value, depth + 1)
+        for name in _bare_names(expr):
+            if name in function.params:
+                found.add(name)
+            elif name in self.assigned[-1]:
+                for value in self.values_of(name):
+                    found |= self.path_params(value, depth + 1)
         return found
 
     def spawned(self, node: ast.Call) -> None:
@@ -688,6 +709,27 @@ class _Extractor:
             if qualified == names.FSDP:
                 return FSDP_MODEL
         return ""
+
+
+# Parts of identifiers that hold a per-process value (mirror of DDP011's test).
+_PER_RANK_PART = re.compile(r"(^|_)(rank|gpu|gpu_id|device_id|proc|proc_id|process_id|process_index|worker|"
+                            r"worker_id|shard|shard_id|node_id)(_|$)|rank$", re.IGNORECASE)
+
+
+def _bare_names(expr: ast.AST) -> list[str]:
+    """Names read as a whole (``path``, ``out_dir`` in ``os.path.join(out_dir, f)``),
+    not through an attribute (``args`` in ``args.output_dir`` is a configuration
+    the function reads, not a file its caller chose)."""
+    found, stack = [], [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name):
+            found.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            continue
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+    return found
 
 
 _STATE_WORDS = ("model", "net", "ckpt", "checkpoint", "state", "optim", "weights", "snapshot")
