@@ -21,14 +21,18 @@ import json
 import os
 import pickle
 import tempfile
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Optional
 
 from ddplint import __version__
-from ddplint.diagnostics import Diagnostic, FileResult
+from ddplint.diagnostics import CellLine, Diagnostic, FileResult
+from ddplint.fixes import Fix
 
 CACHE_DIR_NAME = ".ddplint_cache"
+# The layout of a stored result; part of its key, so entries written before a
+# change of layout (fixes, suppressed findings) are never read as the new one.
+RESULT_FORMAT = "3"
 
 
 def digest(*parts: bytes | str) -> str:
@@ -66,7 +70,7 @@ class Cache:
 
     @staticmethod
     def result_key(content: str, display: str, settings_fingerprint: str, project_digest: str) -> str:
-        return digest("result", __version__, display, settings_fingerprint, project_digest, content)
+        return digest("result", __version__, RESULT_FORMAT, display, settings_fingerprint, project_digest, content)
 
     # ------------------------------------------------------------------ results
     def load_result(self, key: str, display: str) -> Optional[FileResult]:
@@ -77,11 +81,13 @@ class Cache:
             stored = json.loads(raw)
             result = FileResult(
                 display,
-                diagnostics=[Diagnostic(**item) for item in stored["diagnostics"]],
+                diagnostics=[_diagnostic_from_json(item) for item in stored["diagnostics"]],
                 parsed=stored["parsed"],
                 source_lines={int(line): text for line, text in stored["source_lines"].items()},
+                cells={int(line): CellLine(*where) for line, where in stored["cells"].items()},
+                suppressed=[_diagnostic_from_json(item) for item in stored["suppressed"]],
             )
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             self.misses += 1
             return None  # corrupt: the caller lints and rewrites it
         self.hits += 1
@@ -91,9 +97,11 @@ class Cache:
         if result.internal_errors:
             return
         payload = {
-            "diagnostics": [asdict(d) for d in result.diagnostics],
+            "diagnostics": [_diagnostic_to_json(d) for d in result.diagnostics],
+            "suppressed": [_diagnostic_to_json(d) for d in result.suppressed],
             "parsed": result.parsed,
             "source_lines": {str(line): text for line, text in result.source_lines.items()},
+            "cells": {str(line): [where.cell, where.line, where.file_line] for line, where in result.cells.items()},
         }
         self._write(key, ".json", json.dumps(payload).encode("utf-8"))
 
@@ -149,3 +157,14 @@ class Cache:
         if not tag.exists():
             tag.write_text("Signature: 8a477f597d28d172789f06886806bc55\n# ddplint cache\n", encoding="utf-8")
         self._prepared = True
+
+
+def _diagnostic_to_json(diagnostic: Diagnostic) -> dict:
+    item = {field.name: getattr(diagnostic, field.name) for field in fields(Diagnostic)}
+    item["fix"] = diagnostic.fix.to_json() if diagnostic.fix is not None else None
+    return item
+
+
+def _diagnostic_from_json(item: dict) -> Diagnostic:
+    fix = item.get("fix")
+    return Diagnostic(**{**item, "fix": Fix.from_json(fix) if fix is not None else None})

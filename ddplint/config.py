@@ -22,9 +22,10 @@ DEFAULT_EXCLUDE = (
     "node_modules", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache",
     ".ddplint_cache", ".eggs", "*.egg-info", "site-packages",
 )
+DEFAULT_INCLUDE = ("*.py", "*.ipynb")
 CONFIG_KEYS = (
     "select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude",
-    "severity", "fail-on",
+    "include", "extend-include", "severity", "fail-on",
 )
 YAML_NAMES = (".ddplint.yaml", ".ddplint.yml")
 
@@ -41,6 +42,9 @@ class Settings:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     extend_exclude: tuple[str, ...] = ()
+    include: tuple[str, ...] = DEFAULT_INCLUDE
+    extend_include: tuple[str, ...] = ()
+    notebooks: bool = True  # --no-notebooks: no .ipynb file is linted
     severity: tuple[tuple[str, str], ...] = ()
     fail_on: str = "info"
     root: Path = field(default_factory=Path.cwd)
@@ -64,6 +68,16 @@ class Settings:
             if code in _expand((selector,), f"severity.{selector}"):
                 return level
         return default
+
+    def includes(self, relative_path: str) -> bool:
+        """Whether discovery lints this file found below a folder: a pattern with a
+        slash matches the relative path, one without matches the file name."""
+        relative_path = relative_path.replace("\\", "/")
+        if not self.notebooks and relative_path.lower().endswith(".ipynb"):
+            return False
+        name = relative_path.rsplit("/", 1)[-1]
+        return any(fnmatch.fnmatch(relative_path if "/" in pattern else name, pattern)
+                   for pattern in self.include + self.extend_include)
 
     def all_excludes(self) -> tuple[str, ...]:
         return self.exclude + self.extend_exclude
@@ -192,7 +206,7 @@ def settings_from_table(table: dict[str, Any], where: str) -> Settings:
                 hint = f" (did you mean '{key.replace('_', '-')}'?)"
             raise ConfigError(f"{where}: unknown key '{key}'{hint}")
     values: dict[str, Any] = {}
-    for key in ("select", "ignore", "extend-select", "exclude", "extend-exclude"):
+    for key in ("select", "ignore", "extend-select", "exclude", "extend-exclude", "include", "extend-include"):
         if key in table:
             values[key.replace("-", "_")] = _string_list(table[key], f"{where}: '{key}'")
     if "per-file-ignores" in table:

@@ -27,6 +27,17 @@ class Diagnostic:
     fix: Optional["Fix"] = None  # ddplint.fixes.Fix
 
 
+@dataclass(frozen=True)
+class CellLine:
+    """Where a line of a notebook's joined code cells lies (ddplint.notebooks):
+    the cell's number and the line in it (1-based, cells counted as the notebook
+    shows them, markdown included), and the line of the .ipynb file holding it."""
+
+    cell: int
+    line: int
+    file_line: int
+
+
 @dataclass
 class FileResult:
     """Everything the linter learned about one file."""
@@ -36,6 +47,10 @@ class FileResult:
     parsed: bool = False  # False when the text prefilter skipped it (or it failed to read)
     source_lines: dict[int, str] = field(default_factory=dict)  # reported lines only
     internal_errors: int = 0
+    # Notebooks only: reported lines of the joined code -> their cell and line.
+    cells: dict[int, CellLine] = field(default_factory=dict)
+    # Findings silenced by a suppression comment (shown by ``--ignore-noqa``).
+    suppressed: list[Diagnostic] = field(default_factory=list)
 
     def sort(self) -> None:
         self.diagnostics.sort()

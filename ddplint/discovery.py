@@ -143,7 +143,7 @@ class Discovery:
 
 
 def discover(paths: Iterable[str], settings: Settings, force_exclude: bool = False) -> Discovery:
-    """Expand CLI paths into the sorted list of .py files to lint.
+    """Expand CLI paths into the sorted list of files to lint (``include``: .py and .ipynb).
 
     Files named explicitly are linted even when excluded, unless ``force_exclude``
     (the pre-commit hook sets it, so excluded files stay excluded there too).
@@ -164,6 +164,9 @@ def discover(paths: Iterable[str], settings: Settings, force_exclude: bool = Fal
             relative = _relative_to(candidate, settings.root) or _relative_to(candidate, top)
             return any(path_matches(relative, pattern) for pattern in excludes)
 
+        def included(candidate: Path, top: Path = top) -> bool:  # *.py and *.ipynb by default
+            return settings.includes(_relative_to(candidate, settings.root) or _relative_to(candidate, top))
+
         if path.is_file():
             if force_exclude and (excluded(path) or _ignored(
                     path.resolve(), False, _gitignores_above(path.resolve().parent))):
@@ -172,11 +175,12 @@ def discover(paths: Iterable[str], settings: Settings, force_exclude: bool = Fal
             continue
         if not path.is_dir():
             raise PathError(f"not a file or folder: {raw}")
-        _walk(path, excluded, _gitignores_above(path.resolve()), found, errors)
+        _walk(path, excluded, included, _gitignores_above(path.resolve()), found, errors)
     return Discovery(sorted(found, key=lambda p: p.as_posix()), errors)
 
 
-def _walk(folder: Path, excluded, ignores: list[_GitIgnore], found: set[Path], errors: list[str]) -> None:
+def _walk(folder: Path, excluded, included, ignores: list[_GitIgnore], found: set[Path],
+          errors: list[str]) -> None:
     try:
         entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
     except OSError as error:
@@ -195,8 +199,8 @@ def _walk(folder: Path, excluded, ignores: list[_GitIgnore], found: set[Path], e
         if is_dir:
             if excluded(path) or _ignored(path.resolve(), True, ignores):
                 continue
-            _walk(path, excluded, ignores, found, errors)
-        elif is_file and entry.name.endswith(".py"):
+            _walk(path, excluded, included, ignores, found, errors)
+        elif is_file and included(path):
             if excluded(path) or _ignored(path.resolve(), False, ignores):
                 continue
             found.add(path)

@@ -13,7 +13,7 @@ import re
 import sys
 import threading
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple, Optional, Sequence, Union
 
@@ -21,6 +21,7 @@ import libcst as cst
 
 from ddplint.config import Settings
 from ddplint.diagnostics import INTERNAL_ERROR, Diagnostic, FileResult
+from ddplint.notebooks import is_notebook, lint_notebook, python_source
 from ddplint.registry import all_rules
 from ddplint.rule import Report, Rule
 from ddplint.analysis.semantic import SemanticIndex, may_be_in_ddp_context
@@ -28,6 +29,7 @@ from ddplint.source import decode_source
 from ddplint.suppressions import parse_suppressions
 
 SYNTAX_ERROR = "DDP000"
+UNUSED_SUPPRESSION = "DDP100"  # judged after the other rules (rules/ddp100_unused_suppression.py)
 
 
 @dataclass
@@ -57,8 +59,11 @@ class Linter:
         self.settings = settings
         selected = settings.selected_codes()
         self.rules: list[Rule] = [rule() for rule in all_rules()
-                                  if rule.code in selected and rule.code != SYNTAX_ERROR]
+                                  if rule.code in selected and rule.code not in (SYNTAX_ERROR, UNUSED_SUPPRESSION)]
         self.report_syntax_errors = SYNTAX_ERROR in selected
+        self.unused_suppression = next((rule() for rule in all_rules()
+                                        if rule.code == UNUSED_SUPPRESSION and rule.code in selected), None)
+        self._all_codes = frozenset(rule.code for rule in all_rules()) - {UNUSED_SUPPRESSION}
         # The joined facts of the project root (ddplint.screen.project), set by
         # lint_paths / lint_document; None: a file alone is its own project.
         self.project = None
@@ -76,9 +81,16 @@ class Linter:
 
     def lint_source(self, data: Union[str, bytes], display: str = "<stdin>",
                     module: Optional[str] = None) -> FileResult:
-        """Lint one file's text. ``display`` names it in the result; ``module`` is
-        its name in ``self.project`` (``ddplint.discovery.module_key``; default:
-        ``display``), which the semantic index carries as its path."""
+        """Lint one file's text. ``display`` names it in the result (and says
+        whether it is a notebook); ``module`` is its name in ``self.project``
+        (``ddplint.discovery.module_key``; default: ``display``)."""
+        if is_notebook(display):
+            return lint_notebook(self, data, display, module)
+        return self.lint_python(data, display, module)
+
+    def lint_python(self, data: Union[str, bytes], display: str = "<stdin>",
+                    module: Optional[str] = None) -> FileResult:
+        """Lint Python text; the semantic index carries ``module`` as its path."""
         module = module or display
         result = FileResult(display)
         if isinstance(data, bytes):
@@ -104,18 +116,28 @@ class Linter:
         if not rules and not (syntax_wanted and self._always_parse):
             return result
         result.parsed = True
-        on_deep_stack(self._analyse, source, module, rules, syntax_wanted, result)
-        _apply_suppressions(result, source)
+        ran: set[str] = set()
+        on_deep_stack(self._analyse, source, module, rules, syntax_wanted, result, ran)
+        judge = None
+        if self.unused_suppression is not None and UNUSED_SUPPRESSION not in ignored:
+            # A bare suppression can be judged when every rule either ran or cannot fire on this text.
+            cannot_fire = {rule.code for rule in self.rules if rule.code not in ignored and not _has_trigger(rule, source)}
+            judge = (self.unused_suppression, frozenset(ran), self._all_codes <= ran | cannot_fire,
+                     self.settings.severity_of(UNUSED_SUPPRESSION, self.unused_suppression.severity))
+        _apply_suppressions(result, source, judge)
         return result
 
     def _analyse(self, source: str, module_name: str, rules: list[Rule], syntax_wanted: bool,
-                 result: FileResult) -> None:
-        """Parse, index, run the rules and position the findings (on a deep stack)."""
+                 result: FileResult, ran: set[str]) -> None:
+        """Parse, index, run the rules and position the findings (on a deep stack).
+        ``ran`` receives the codes of the rules that ran to the end on the file."""
         module, error_diagnostic = parse_module(source)
         if module is None:
             if syntax_wanted:
                 result.diagnostics.append(error_diagnostic)
             return
+        if syntax_wanted:
+            ran.add(SYNTAX_ERROR)
         try:
             index = SemanticIndex.build(module, source, module_name)
         except RecursionError:
@@ -129,6 +151,7 @@ class Linter:
                 continue
             try:
                 reports.extend(rule.check(index))
+                ran.add(rule.code)
             except RecursionError:
                 result.diagnostics.append(_internal(rule, "the file is too deeply nested to analyse"))
                 result.internal_errors += 1
@@ -148,17 +171,22 @@ class Linter:
     def _positioned(self, index: SemanticIndex, reports: list[Report]) -> list[Diagnostic]:
         from ddplint.analysis.positions import locate
 
+        from ddplint.fixes import resolve
+
         by_code = {rule.code: rule for rule in self.rules}
-        positions = locate(index, (report.node for report in reports))
+        # The nodes that fixes edit are located in the same pass as the findings.
+        fix_nodes = [node for report in reports if report.fix is not None for node in report.fix.nodes()]
+        positions = locate(index, [*(report.node for report in reports), *fix_nodes])
         diagnostics = []
         for report in reports:
             where = positions.get(report.node)
             if where is None:
                 continue
             severity = self.settings.severity_of(report.code, report.severity)
+            fix = resolve(report.fix, positions, index.source) if report.fix is not None else None
             diagnostics.append(Diagnostic(
                 where.start.line, where.start.column + 1, where.end.line, where.end.column + 1,
-                report.code, by_code[report.code].name, severity, report.message,
+                report.code, by_code[report.code].name, severity, report.message, fix,
             ))
         return diagnostics
 
@@ -273,19 +301,40 @@ def _internal(rule: Rule, detail: str) -> Diagnostic:
                       "please report it")
 
 
-def _apply_suppressions(result: FileResult, source: str) -> None:
-    if not result.diagnostics:
+def _apply_suppressions(result: FileResult, source: str, judge=None) -> None:
+    """Move suppressed findings to ``result.suppressed``; with ``judge`` (the
+    DDP100 rule, the codes that ran, whether a bare suppression can be judged,
+    DDP100's severity) report the suppressions that silenced nothing."""
+    if not result.diagnostics and judge is None:
         return
+    from ddplint.fixes import split_lines
+
     suppressions = parse_suppressions(source)
-    lines = source.splitlines()
+    lines = [line.rstrip("\r\n") for line in split_lines(source)]  # not str.splitlines: see split_lines
     kept = []
+    used: dict = {}
     for diagnostic in result.diagnostics:
-        if diagnostic.code != INTERNAL_ERROR and suppressions.suppresses(diagnostic.code, diagnostic.line):
-            continue
-        kept.append(diagnostic)
+        silencers = suppressions.silencers(diagnostic.code, diagnostic.line) \
+            if diagnostic.code != INTERNAL_ERROR else []
+        for directive in silencers:
+            used.setdefault(directive, set()).add(diagnostic.code)
+        (result.suppressed if silencers else kept).append(diagnostic)
+    if judge is not None and suppressions.directives:
+        rule, ran, judge_all, severity = judge
+        for diagnostic in rule.judge(source, suppressions, used, ran, judge_all):
+            diagnostic = replace(diagnostic, severity=severity)
+            # A suppression silences the finding about itself only by naming DDP100
+            # (a bare "# noqa" would otherwise hide its own staleness).
+            if any((d.line, d.column) != (diagnostic.line, diagnostic.column) or UNUSED_SUPPRESSION in d.codes
+                   for d in suppressions.silencers(UNUSED_SUPPRESSION, diagnostic.line)):
+                result.suppressed.append(diagnostic)
+            else:
+                kept.append(diagnostic)
+    for diagnostic in [*kept, *result.suppressed]:
         if 0 < diagnostic.line <= len(lines):
             result.source_lines[diagnostic.line] = lines[diagnostic.line - 1]
     result.diagnostics = kept
+    result.suppressed.sort()
     result.sort()
 
 
@@ -359,7 +408,7 @@ def _summarize_job(job: tuple[str, str, Optional[str]]):
 def _summarize_bytes(data: bytes, module: str):
     from ddplint.screen.facts import summarize
 
-    source, _ = decode_source(data)
+    source = python_source(data) if is_notebook(module) else decode_source(data)[0]
     return summarize(source, module) if source is not None else None
 
 

@@ -18,6 +18,7 @@ import libcst as cst
 
 if TYPE_CHECKING:
     from ddplint.analysis.semantic import SemanticIndex
+    from ddplint.fixes import NodeFix
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
@@ -37,17 +38,24 @@ class Valid:
 
 @dataclass(frozen=True)
 class Invalid:
-    """Code the rule must flag, at 1-based ``line`` and ``column``."""
+    """Code the rule must flag, at 1-based ``line`` and ``column``. ``fixed`` is the
+    source after applying the finding's fix (safe or unsafe); None when the rule
+    offers no fix for it. The example tests check both ways."""
 
     code: str
     line: int
     column: int
     severity: Optional[str] = None
     filename: str = "train.py"
+    fixed: Optional[str] = None
 
     @property
     def source(self) -> str:
         return textwrap.dedent(self.code).lstrip("\n")
+
+    @property
+    def fixed_source(self) -> Optional[str]:
+        return None if self.fixed is None else textwrap.dedent(self.fixed).lstrip("\n")
 
 
 @dataclass
@@ -58,6 +66,7 @@ class Report:
     node: cst.CSTNode
     message: str
     severity: str
+    fix: Optional["NodeFix"] = None  # ddplint.fixes: edits in CST terms, positioned by the engine
 
 
 class Rule:
@@ -74,13 +83,15 @@ class Rule:
     needs_ddp_context: ClassVar[bool] = False
     valid: ClassVar[list[Valid]] = []
     invalid: ClassVar[list[Invalid]] = []
+    # Other rules the examples are linted with (DDP100 judges other rules' suppressions).
+    example_selection: ClassVar[tuple[str, ...]] = ()
 
     def check(self, index: "SemanticIndex") -> Iterable[Report]:
         raise NotImplementedError
 
     def report(self, node: cst.CSTNode, message: Optional[str] = None,
-               severity: Optional[str] = None) -> Report:
-        return Report(self.code, node, message or self.message, severity or self.severity)
+               severity: Optional[str] = None, fix: Optional["NodeFix"] = None) -> Report:
+        return Report(self.code, node, message or self.message, severity or self.severity, fix)
 
     @classmethod
     def documentation(cls) -> str:

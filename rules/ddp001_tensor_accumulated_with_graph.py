@@ -29,6 +29,12 @@ run and on one rank first (the others then hang in the next collective).
         optimizer.step()
         total_loss += loss.item()     # or loss.detach()
 
+Fix (unsafe): keeps `loss.item()` instead of `loss` when the value is a scalar
+loss (a criterion's output, a `.mean()`/`.sum()`, a name like `loss`), else
+`value.detach()`; not offered for `extend(...)`. Unsafe: `.item()` turns the
+accumulator into a Python number (and waits for the GPU), and code that later
+calls tensor methods on it or back-propagates through it changes behaviour.
+
 Not flagged: `.item()`, `.detach()`, `float(...)`, `.tolist()`, `torch.tensor(x)`
 (`.cpu()` and `.to("cpu")` keep the graph); code under `torch.no_grad()`,
 `torch.inference_mode()`, `torch.set_grad_enabled(False)` or in functions
@@ -48,6 +54,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint.analysis import flow
+from ddplint.fixes import UNSAFE, insert_after, insert_before, node_fix
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
@@ -235,7 +242,15 @@ def train(model, loader, optimizer):
         loss.backward()
         optimizer.step()
         total += loss
-""", line=10, column=9, severity="warning"),
+""", line=10, column=9, severity="warning", fixed=TRAIN + """\
+def train(model, loader, optimizer):
+    total = 0.0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss.item()
+"""),
         Invalid(TRAIN + """\
 def train(model, loader, optimizer):
     losses = []
@@ -243,7 +258,14 @@ def train(model, loader, optimizer):
         loss = criterion(model(x), y)
         loss.backward()
         losses.append(loss)
-""", line=9, column=9, severity="warning"),
+""", line=9, column=9, severity="warning", fixed=TRAIN + """\
+def train(model, loader, optimizer):
+    losses = []
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        losses.append(loss.item())
+"""),
         # `.cpu()` keeps the graph.
         Invalid(TRAIN + """\
 def train(model, loader, optimizer):
@@ -252,7 +274,14 @@ def train(model, loader, optimizer):
         loss = criterion(model(x), y)
         loss.backward()
         losses.append(loss.cpu())
-""", line=9, column=9, severity="warning"),
+""", line=9, column=9, severity="warning", fixed=TRAIN + """\
+def train(model, loader, optimizer):
+    losses = []
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        losses.append(loss.cpu().item())
+"""),
         # Evaluation without no_grad: the whole graph of every batch is retained.
         Invalid(TRAIN + """\
 def validate(model, loader):
@@ -263,7 +292,16 @@ def validate(model, loader):
     return total
 
 validate(net, val_loader)
-""", line=8, column=9, severity="error"),
+""", line=8, column=9, severity="error", fixed=TRAIN + """\
+def validate(model, loader):
+    total = 0
+    for x, y in loader:
+        out = model(x)
+        total += criterion(out, y).item()
+    return total
+
+validate(net, val_loader)
+"""),
         Invalid(TRAIN + """\
 def predict(model, loader):
     outputs = []
@@ -272,7 +310,15 @@ def predict(model, loader):
     return outputs
 
 predict(net, test_loader)
-""", line=7, column=9, severity="error"),
+""", line=7, column=9, severity="error", fixed=TRAIN + """\
+def predict(model, loader):
+    outputs = []
+    for x in loader:
+        outputs.append(model(x).to("cpu").detach())
+    return outputs
+
+predict(net, test_loader)
+"""),
         # nanoGPT-style unpacking of (logits, loss).
         Invalid(TRAIN + """\
 def train(model, optimizer):
@@ -282,7 +328,15 @@ def train(model, optimizer):
         loss.backward()
         optimizer.step()
         running = running + loss
-""", line=10, column=9, severity="warning"),
+""", line=10, column=9, severity="warning", fixed=TRAIN + """\
+def train(model, optimizer):
+    running = 0
+    for it in range(max_iters):
+        logits, loss = model(X, Y)
+        loss.backward()
+        optimizer.step()
+        running = running + loss.item()
+"""),
         Invalid(TRAIN + """\
 class Trainer:
     def fit(self, loader):
@@ -291,7 +345,15 @@ class Trainer:
             loss = criterion(out, y).mean()
             loss.backward()
             self.history.append(loss * 2)
-""", line=10, column=13, severity="warning"),
+""", line=10, column=13, severity="warning", fixed=TRAIN + """\
+class Trainer:
+    def fit(self, loader):
+        for x, y in loader:
+            out = self.model(x)
+            loss = criterion(out, y).mean()
+            loss.backward()
+            self.history.append((loss * 2).item())
+"""),
         Invalid(TRAIN + """\
 def train(model, loader, optimizer):
     epoch_loss = 0
@@ -301,7 +363,16 @@ def train(model, loader, optimizer):
         loss.backward()
         optimizer.step()
         epoch_loss += loss[0] if loss.dim() else loss
-""", line=11, column=9, severity="warning"),
+""", line=11, column=9, severity="warning", fixed=TRAIN + """\
+def train(model, loader, optimizer):
+    epoch_loss = 0
+    for batch in loader:
+        out = model(batch["x"])
+        loss = (out - batch["y"]).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        epoch_loss += (loss[0] if loss.dim() else loss).detach()
+"""),
         # A dict of running totals.
         Invalid(TRAIN + """\
 def train(model, loader, optimizer):
@@ -310,20 +381,59 @@ def train(model, loader, optimizer):
         loss = criterion(model(x), y)
         loss.backward()
         totals["loss"] += loss
-""", line=9, column=9, severity="warning"),
+""", line=9, column=9, severity="warning", fixed=TRAIN + """\
+def train(model, loader, optimizer):
+    totals = {"loss": 0.0}
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        totals["loss"] += loss.item()
+"""),
+        # A per-sample loss (reduction="none") is not a scalar: .detach(), not .item().
+        Invalid(TRAIN + """\
+per_sample = nn.CrossEntropyLoss(reduction="none")
+def train(model, loader, optimizer):
+    history = []
+    for x, y in loader:
+        sample_losses = per_sample(model(x), y)
+        sample_losses.mean().backward()
+        history.append(sample_losses)
+""", line=10, column=9, severity="warning", fixed=TRAIN + """\
+per_sample = nn.CrossEntropyLoss(reduction="none")
+def train(model, loader, optimizer):
+    history = []
+    for x, y in loader:
+        sample_losses = per_sample(model(x), y)
+        sample_losses.mean().backward()
+        history.append(sample_losses.detach())
+"""),
+        # extend() takes an iterable of tensors: no fix is offered.
+        Invalid(TRAIN + """\
+def evaluate(model, loader):
+    outs = []
+    for x in loader:
+        outs.extend(model(x).unbind(0))
+    return outs
+
+evaluate(net, val_loader)
+""", line=7, column=9, severity="error"),
         # Module-level evaluation loop.
         Invalid(TRAIN + """\
 outputs = []
 for x in loader:
     outputs.append(torch.softmax(model(x), dim=-1))
-""", line=6, column=5, severity="error"),
+""", line=6, column=5, severity="error", fixed=TRAIN + """\
+outputs = []
+for x in loader:
+    outputs.append(torch.softmax(model(x), dim=-1).detach())
+"""),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for node, accumulator, value, order in _accumulations(index):
             severity = _severity(index, node, accumulator, value, order)
             if severity is not None:
-                yield self.report(node, severity=severity)
+                yield self.report(node, severity=severity, fix=_fix(index, node, value))
 
 
 def _accumulations(index: SemanticIndex):
@@ -351,6 +461,70 @@ def _accumulations(index: SemanticIndex):
                     other = _other_operand(binding.value, target_name)
                     if other is not None:
                         yield binding.node, binding.node.targets[0].target, other, binding.order
+
+
+# Expressions that take a method call without parentheses around them.
+_POSTFIX = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+_REDUCTIONS = ("mean", "sum", "item", "norm")
+_KEEPS_SHAPE = ("cpu", "cuda", "to", "float", "double", "half", "clone", "squeeze", "detach")
+
+
+def _fix(index: SemanticIndex, node: cst.CSTNode, value: cst.BaseExpression):
+    """``value.item()`` for a scalar loss, else ``value.detach()``; the value is
+    parenthesised when it is not a postfix expression (``(loss * 2).item()``)."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "extend":
+        return None  # an iterable of tensors: no single method cuts their graphs
+    method = "item" if _scalar(index, value) else "detach"
+    if isinstance(value, _POSTFIX):
+        edits = (insert_after(value, f".{method}()"),)
+    else:
+        edits = (insert_before(value, "("), insert_after(value, f").{method}()"))
+    what = "a Python number (.item())" if method == "item" else "a detached tensor (.detach())"
+    return node_fix(f"Keep {what} instead of the tensor with its graph", UNSAFE, *edits)
+
+
+def _scalar(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Is ``expr`` a one-element loss, on which ``.item()`` cannot fail?"""
+    if depth > 4:
+        return False
+    if isinstance(expr, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(expr, (cst.Name, cst.Attribute)):
+        values = index.reaching_values(expr)
+        if values:
+            return all(_scalar(index, value, depth + 1) for value in values)
+        name = dotted_name(expr) or ""
+        return "loss" in name.split(".")[-1].lower() and not name.lower().endswith("losses")
+    if isinstance(expr, cst.Call):
+        if isinstance(expr.func, cst.Attribute):
+            method = expr.func.attr.value
+            if method in _REDUCTIONS and not expr.args:
+                return True
+            if method in _KEEPS_SHAPE:
+                return _scalar(index, expr.func.value, depth + 1)
+        return flow.is_criterion(index, expr.func) and _reduces(index, expr)
+    if isinstance(expr, cst.BinaryOperation):
+        return all(_scalar(index, side, depth + 1) for side in (expr.left, expr.right))
+    if isinstance(expr, cst.UnaryOperation):
+        return _scalar(index, expr.expression, depth + 1)
+    return False
+
+
+def _reduces(index: SemanticIndex, call: cst.Call) -> bool:
+    """A criterion call whose result is reduced: no ``reduction="none"`` on the
+    call or on the construction of the criterion it calls."""
+    name = dotted_name(call.func)
+    if name is not None and not name.split(".")[-1].lower().endswith(("loss", "criterion", "entropy")) \
+            and (index.qualified_name(call.func) or "").startswith("torch.nn.functional."):
+        return False  # F.relu, F.softmax...: not losses
+    bindings = index.visible_bindings(name, call) if name is not None else None
+    constructions = [call] + [b.value for b in bindings or [] if isinstance(b.value, cst.Call)]
+    for construction in constructions:
+        for arg in construction.args:
+            if arg.keyword is not None and arg.keyword.value == "reduction" \
+                    and isinstance(arg.value, cst.SimpleString) and arg.value.value.strip("'\"") == "none":
+                return False
+    return True
 
 
 def _order_of(index: SemanticIndex, statement: cst.AugAssign) -> Optional[int]:

@@ -23,6 +23,11 @@ already-clipped gradients. Nothing crashes; the model just trains worse.
     scaler.step(optimizer)          # knows the gradients are already unscaled
     scaler.update()
 
+Fix (safe): inserts `scaler.unscale_(optimizer)` on its own line before the
+clip (moving a later `unscale_` there), when the scaler and the one optimizer
+it steps are named in the same function, the scaled backward runs whenever the
+clip runs, and the clip runs once per optimizer step (not in a loop of its own).
+
 Not flagged: bf16 autocast without a scaler; `GradScaler(enabled=False)`;
 `unscale_` called before the clip (also in a same-module helper that unscales
 and clips); `accelerator.clip_grad_norm_` (the framework unscales); a clip
@@ -34,9 +39,12 @@ under an `if` that runs only without AMP.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Optional
+
+import libcst as cst
 
 from ddplint.analysis import flow
+from ddplint.fixes import SAFE, NodeFix, delete_line, insert_line_before, node_fix
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
@@ -160,14 +168,30 @@ for x, y in loader:
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     scaler.step(optimizer)
     scaler.update()
-""", line=8, column=5),
+""", line=8, column=5, fixed=AMP + """\
+for x, y in loader:
+    with autocast():
+        loss = model(x).sum()
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+"""),
         Invalid(AMP + """\
 from torch.nn.utils import clip_grad_value_
 for x in loader:
     scaler.scale(model(x).sum()).backward()
     clip_grad_value_(model.parameters(), 0.5)
     scaler.step(optimizer)
-""", line=7, column=5),
+""", line=7, column=5, fixed=AMP + """\
+from torch.nn.utils import clip_grad_value_
+for x in loader:
+    scaler.scale(model(x).sum()).backward()
+    scaler.unscale_(optimizer)
+    clip_grad_value_(model.parameters(), 0.5)
+    scaler.step(optimizer)
+"""),
         # The unscale comes too late.
         Invalid(AMP + """\
 for x in loader:
@@ -175,7 +199,13 @@ for x in loader:
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     scaler.unscale_(optimizer)
     scaler.step(optimizer)
-""", line=6, column=5),
+""", line=6, column=5, fixed=AMP + """\
+for x in loader:
+    scaler.scale(model(x).sum()).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+"""),
         # A scaler passed in as a parameter, in a train-step function.
         Invalid("""\
 import torch
@@ -186,7 +216,17 @@ def train_step(model, batch, optimizer, scaler, max_norm):
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
     scaler.step(optimizer)
     scaler.update()
-""", line=6, column=9),
+""", line=6, column=9, fixed="""\
+import torch
+def train_step(model, batch, optimizer, scaler, max_norm):
+    loss = model(batch).mean()
+    scaler.scale(loss).backward()
+    if max_norm > 0:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+"""),
         # The clip in a helper that does not unscale.
         Invalid(AMP + """\
 def clip(model):
@@ -196,7 +236,16 @@ for x in loader:
     scaler.scale(model(x).sum()).backward()
     clip(model)
     scaler.step(optimizer)
-""", line=5, column=5),
+""", line=5, column=5, fixed=AMP + """\
+def clip(model):
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+
+for x in loader:
+    scaler.scale(model(x).sum()).backward()
+    scaler.unscale_(optimizer)
+    clip(model)
+    scaler.step(optimizer)
+"""),
         # A batch helper with AMP and fp32 branches: only the AMP clip is wrong.
         Invalid("""\
 import torch
@@ -217,7 +266,27 @@ class Trainer:
     def _run_epoch(self, loader):
         for x, y in loader:
             self._run_batch(x, y)
-""", line=9, column=13),
+""", line=9, column=13, fixed="""\
+import torch
+class Trainer:
+    def __init__(self, cfg):
+        self.scaler = torch.cuda.amp.GradScaler()
+    def _run_batch(self, x, y):
+        _, loss = self.model(x, y)
+        if self.cfg.use_amp:
+            self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.optimizer.step()
+    def _run_epoch(self, loader):
+        for x, y in loader:
+            self._run_batch(x, y)
+"""),
         # FSDP's own clip also needs unscaled gradients.
         Invalid(AMP + """\
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
@@ -226,7 +295,15 @@ for x in loader:
     scaler.scale(model(x).sum()).backward()
     model.clip_grad_norm_(1.0)
     scaler.step(optimizer)
-""", line=8, column=5),
+""", line=8, column=5, fixed=AMP + """\
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+model = FSDP(net)
+for x in loader:
+    scaler.scale(model(x).sum()).backward()
+    scaler.unscale_(optimizer)
+    model.clip_grad_norm_(1.0)
+    scaler.step(optimizer)
+"""),
         Invalid("""\
 import torch
 class Trainer:
@@ -238,7 +315,35 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_norm)
             self.scaler.step(self.optimizer)
             self.scaler.update()
-""", line=8, column=13),
+""", line=8, column=13, fixed="""\
+import torch
+class Trainer:
+    def __init__(self):
+        self.scaler = torch.amp.GradScaler("cuda")
+    def fit(self, loader):
+        for x in loader:
+            self.scaler.scale(self.model(x).mean()).backward()
+            self.scaler.unscale_(self.optimizer)
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_norm)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+"""),
+        # A clip per parameter group: unscale_ may run only once per step, so no fix.
+        Invalid(AMP + """\
+for x in loader:
+    scaler.scale(model(x).sum()).backward()
+    for group in optimizer.param_groups:
+        torch.nn.utils.clip_grad_norm_(group["params"], 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+""", line=7, column=9),
+        # CRLF line endings and an assignment: the inserted line keeps both the indentation and CRLF.
+        Invalid(AMP.replace("\n", "\r\n") + "for x in loader:\r\n\tscaler.scale(model(x).sum()).backward()\r\n"
+                "\tgrad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\r\n"
+                "\tscaler.step(opt)\r\n", line=6, column=14,
+                fixed=AMP.replace("\n", "\r\n") + "for x in loader:\r\n\tscaler.scale(model(x).sum()).backward()\r\n"
+                "\tscaler.unscale_(opt)\r\n\tgrad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\r\n"
+                "\tscaler.step(opt)\r\n"),
         # The backward path differs by branch; the clip runs on both.
         Invalid(AMP + """\
 for x in loader:
@@ -270,7 +375,7 @@ for x in loader:
                         and not flow.events_exclusive(index, scaled, event) \
                         and id(site.node) not in reported:
                     reported.add(id(site.node))
-                    yield self.report(site.node)
+                    yield self.report(site.node, fix=_fix(index, region, scaled, event))
 
 
 def _is_clip(index: SemanticIndex, site: CallSite) -> bool:
@@ -280,3 +385,80 @@ def _is_clip(index: SemanticIndex, site: CallSite) -> bool:
     if receiver is not None and receiver.split(".")[-1].lower() in FRAMEWORK_RECEIVERS:
         return False
     return True
+
+
+def _fix(index: SemanticIndex, region: cst.CSTNode, scaled: flow.Event, clip: flow.Event) -> Optional[NodeFix]:
+    """Insert ``scaler.unscale_(optimizer)`` before the statement that clips (the
+    clip itself, or the helper call that runs it), moving a later ``unscale_``.
+
+    Events seen from a loop may sit in a helper it calls: when the backward and
+    the clip share one helper, the edit goes inside it; otherwise before the
+    loop's statement that runs the clip."""
+    scaler = flow.scaled_backward_scaler(index, scaled.site)
+    if scaler is None or dotted_name(scaler) is None:
+        return None
+    in_helper = clip.inlined and scaled.anchor is clip.anchor
+
+    def place(event: flow.Event) -> Optional[cst.CSTNode]:
+        """Where ``event`` runs, at the level of the edit; None at another level."""
+        if in_helper:
+            return event.site.node if event.anchor is clip.anchor else None
+        return None if event.inlined and event is not clip else event.anchor
+
+    at, backward = place(clip), place(scaled)
+    function = flow.enclosing_function(index, at)
+    if backward is None or flow.enclosing_function(index, backward) is not function:
+        return None
+    # The scaled backward runs whenever the clip does (no branch of its own).
+    clip_branches = {(id(node), body) for node, body in flow.if_ancestors(index, at, stop=region)}
+    if any((id(node), body) not in clip_branches
+           for node, body in flow.if_ancestors(index, backward, stop=region)):
+        return None
+    events = flow.events(index, region)
+    later = events[events.index(clip) + 1:]
+    steps = [e for e in later if flow.is_scaler_step(e.site) and flow.same_text(e.site.receiver, scaler)]
+    optimizers = {index.module.code_for_node(e.site.node.args[0].value) for e in steps}
+    if len(optimizers) != 1 or place(steps[0]) is None or flow.enclosing_function(index, place(steps[0])) is not function:
+        return None
+    optimizer = steps[0].site.node.args[0].value
+    if dotted_name(optimizer) is None:
+        return None
+    # unscale_ may run once per step: the clip must not sit in a loop the step is outside of.
+    if flow.enclosing_loops(index, at)[:1] != flow.enclosing_loops(index, place(steps[0]))[:1]:
+        return None
+    statement = _statement_of(index, at)
+    if statement is None:
+        return None
+    text = f"{dotted_name(scaler)}.unscale_({dotted_name(optimizer)})"
+    edits = [insert_line_before(statement, text)]
+    for event in later:
+        if event is steps[0]:
+            break
+        if event.site.method == "unscale_" and flow.same_text(event.site.receiver, scaler):
+            late = _statement_of(index, event.site.node) if place(event) is event.site.node else None
+            if late is None or not _deletable(index, late):
+                return None
+            edits.append(delete_line(late))
+    description = f"Insert {text} before the clip" + (" (moved from after it)" if len(edits) > 1 else "")
+    return node_fix(description, SAFE, *edits)
+
+
+def _statement_of(index: SemanticIndex, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The simple statement holding ``node`` (``clip(...)``, ``norm = clip(...)``);
+    None inside a compound statement's header (an ``elif`` or a loop condition
+    has no "line before" that runs each time)."""
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.BaseSmallStatement):
+            return ancestor
+        if isinstance(ancestor, (cst.BaseCompoundStatement, cst.Lambda, cst.BaseSuite)):
+            return None
+    return None
+
+
+def _deletable(index: SemanticIndex, statement: cst.CSTNode) -> bool:
+    """A lone expression statement whose block keeps other statements."""
+    line = index.parent(statement)
+    block = index.parent(line) if line is not None else None
+    return (isinstance(statement, cst.Expr) and isinstance(line, cst.SimpleStatementLine)
+            and len(line.body) == 1 and isinstance(block, (cst.IndentedBlock, cst.Module))
+            and len(block.body) > 1)

@@ -22,12 +22,16 @@ step on every rank.
 
 An explicit `pin_memory=False` is taken as a deliberate choice and not flagged.
 
+Fix (unsafe): adds `pin_memory=True` to the call. Unsafe because pinned memory
+is page-locked host memory: many workers with large batches can exhaust it.
+
 ## References
 - https://pytorch.org/docs/stable/data.html#memory-pinning
 - https://pytorch.org/tutorials/intermediate/pinmem_nonblock.html
 """
 
 from ddplint import names
+from ddplint.fixes import UNSAFE, add_keyword, node_fix
 from ddplint.analysis.values import fstring_prefix, is_literal_zero
 from ddplint.rule import Invalid, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex
@@ -69,22 +73,50 @@ class DataLoaderWithoutPinMemory(Rule):
     ]
     invalid = [
         Invalid(LOADER + "loader = DataLoader(ds, batch_size=32, num_workers=4)\n"
-                "for x, y in loader:\n    x = x.cuda(non_blocking=True)\n", line=2, column=10),
+                "for x, y in loader:\n    x = x.cuda(non_blocking=True)\n", line=2, column=10,
+                fixed=LOADER + "loader = DataLoader(ds, batch_size=32, num_workers=4, pin_memory=True)\n"
+                "for x, y in loader:\n    x = x.cuda(non_blocking=True)\n"),
+        # One argument per line: the keyword gets its own line (no trailing comma before).
         Invalid("import torch\nloader = torch.utils.data.DataLoader(\n    ds, batch_size=32, shuffle=False,\n"
-                "    num_workers=args.workers)\ndevice = torch.device('cuda', local_rank)\n", line=2, column=10),
+                "    num_workers=args.workers)\ndevice = torch.device('cuda', local_rank)\n", line=2, column=10,
+                fixed="import torch\nloader = torch.utils.data.DataLoader(\n    ds, batch_size=32, shuffle=False,\n"
+                "    num_workers=args.workers, pin_memory=True)\ndevice = torch.device('cuda', local_rank)\n"),
         Invalid("import torch\nfrom torch.utils.data import DataLoader\n"
                 "train_loader = DataLoader(train_set, 64, False, sampler, None, 8)\n"
-                "model = model.to(f'cuda:{local_rank}')\n", line=3, column=16),
+                "model = model.to(f'cuda:{local_rank}')\n", line=3, column=16,
+                fixed="import torch\nfrom torch.utils.data import DataLoader\n"
+                "train_loader = DataLoader(train_set, 64, False, sampler, None, 8, pin_memory=True)\n"
+                "model = model.to(f'cuda:{local_rank}')\n"),
         Invalid("from torch.utils.data import dataloader\nimport torch\n"
                 "loader = dataloader.DataLoader(ds, num_workers=2)\ntorch.cuda.set_device(local_rank)\n",
-                line=3, column=10),
+                line=3, column=10,
+                fixed="from torch.utils.data import dataloader\nimport torch\n"
+                "loader = dataloader.DataLoader(ds, num_workers=2, pin_memory=True)\n"
+                "torch.cuda.set_device(local_rank)\n"),
         Invalid(LOADER + "def build(cfg, ds):\n    return DataLoader(ds, batch_size=cfg.bs,\n"
                 "                      num_workers=cfg.workers, drop_last=True)\n"
-                "def step(x):\n    return x.cuda()\n", line=3, column=12),
+                "def step(x):\n    return x.cuda()\n", line=3, column=12,
+                fixed=LOADER + "def build(cfg, ds):\n    return DataLoader(ds, batch_size=cfg.bs,\n"
+                "                      num_workers=cfg.workers, drop_last=True, pin_memory=True)\n"
+                "def step(x):\n    return x.cuda()\n"),
         Invalid("import torch.utils.data as tud\nloader = tud.DataLoader(ds, num_workers=os.cpu_count())\n"
-                "device = 'cuda'\n", line=2, column=10),
+                "device = 'cuda'\n", line=2, column=10,
+                fixed="import torch.utils.data as tud\n"
+                "loader = tud.DataLoader(ds, num_workers=os.cpu_count(), pin_memory=True)\ndevice = 'cuda'\n"),
         Invalid(LOADER + "val_loader = DataLoader(val_set, batch_size=256, num_workers=4, shuffle=False)\n"
-                "images = images.cuda()\n", line=2, column=14),
+                "images = images.cuda()\n", line=2, column=14,
+                fixed=LOADER + "val_loader = DataLoader(val_set, batch_size=256, num_workers=4, shuffle=False, "
+                "pin_memory=True)\nimages = images.cuda()\n"),
+        # Arguments one per line with a trailing comma: the style is kept (CRLF too).
+        Invalid(LOADER.replace("\n", "\r\n") + "loader = DataLoader(\r\n    ds,\r\n    num_workers=8,  # tuned\r\n)\r\n"
+                "x = x.cuda()\r\n", line=2, column=10,
+                fixed=LOADER.replace("\n", "\r\n") + "loader = DataLoader(\r\n    ds,\r\n    num_workers=8,  # tuned\r\n"
+                "    pin_memory=True,\r\n)\r\nx = x.cuda()\r\n"),
+        # No trailing comma and a comment after the last argument: the comment stays with it.
+        Invalid(LOADER + "loader = DataLoader(\n\tds,\n\tnum_workers=8  # tuned\n)\nx = x.cuda()\n",
+                line=2, column=10,
+                fixed=LOADER + "loader = DataLoader(\n\tds,\n\tnum_workers=8,  # tuned\n\tpin_memory=True\n)\n"
+                "x = x.cuda()\n"),
     ]
 
     def check(self, index):
@@ -96,4 +128,5 @@ class DataLoaderWithoutPinMemory(Rule):
             workers = call.argument("num_workers")
             if workers is None or is_literal_zero(workers.value):
                 continue
-            yield self.report(call.node)
+            yield self.report(call.node, fix=node_fix("Add pin_memory=True", UNSAFE,
+                                                      add_keyword(call.node, "pin_memory", "True")))

@@ -38,7 +38,7 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.values import literal_bool, literal_str
-from ddplint.analysis.models import project_of
+from ddplint.analysis.models import function_key, project_of
 from ddplint.screen.facts import SHARDING_FRAMEWORKS
 from ddplint.analysis.ranks import is_rank_guarded, is_rank_value
 from ddplint.analysis.roles import is_worker_code
@@ -219,7 +219,7 @@ def _callers_known_plain(index: SemanticIndex, site: CallSite) -> bool:
     project = project_of(index)
     if not isinstance(scope, cst.FunctionDef) or not project.complete:
         return False
-    callers = project.caller_modules(index.path, scope.name.value)
+    callers = project.caller_modules(index.path, function_key(index, scope))
     return callers is not None and not any(m.uses_sharding_framework for m in callers)
 
 

@@ -53,9 +53,10 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint.analysis.flow import calls_in_function, helper_functions
-from ddplint.analysis.models import guard_encloses_wrap, project_of, wrap_process_group, wrapped_kind, wrapped_slots
+from ddplint.analysis.models import (guard_encloses_wrap, project_callee, project_of, wrap_process_group,
+                                     wrapped_kind, wrapped_slots)
 from ddplint.screen.facts import COLLECTIVE_STATE_DICT, COLLECTIVES
-from ddplint.analysis.ranks import Guard, guard_restricts, rank_guards
+from ddplint.analysis.ranks import Guard, guard_restricts, rank_guards, selects_group_members
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
@@ -179,6 +180,11 @@ class RankConditionalCollective(Rule):
         Invalid(FSDP_IMPORT + "model = FSDP(net) if cfg.fsdp else net\nif rank == 0:\n"
                               "    if isinstance(model, FSDP):\n        sd = model.state_dict()\n",
                 line=7, column=14),
+        # A collective over a group that rank 0 alone enters (the group has other members).
+        Invalid(DIST + "g = dist.new_group(list(range(world_size)))\nif rank == 0:\n"
+                       "    dist.monitored_barrier(group=g, wait_all_ranks=True)\n", line=5, column=5),
+        Invalid(DIST + "def step(rank, world_size, group):\n    if rank == world_size - 1:\n        return\n"
+                       "    dist.all_reduce(t, group=group)\n", line=6, column=5),
         # A DDP forward on rank 0 only (buffers broadcast by rank 0 alone: may hang).
         Invalid(DDP_IMPORT + "model = DDP(net)\nif rank == 0:\n    with torch.no_grad():\n"
                              "        preds = model(batch)\n", line=7, column=17),
@@ -193,7 +199,7 @@ class RankConditionalCollective(Rule):
             guards = [g for g in rank_guards(index, site.node) if guard_restricts(index, g)]
             if not guards or _issued_on_every_branch(index, site, guards):
                 continue
-            if _group_scoped(index, site):
+            if _group_scoped(index, site) and all(selects_group_members(index, g.node.test) for g in guards):
                 continue  # a subgroup collective: the guard selects the group's members
             if all(guard_encloses_wrap(index, g, site.node) for g in guards):
                 continue  # the ranks that own the wrapped model are the ranks that run it
@@ -219,13 +225,13 @@ class RankConditionalCollective(Rule):
             return None
         project = project_of(index)
         slots = wrapped_slots(index, site)
-        reached = project.call_reaches(index.path, callee, index.imports, slots)
+        reached = project.call_reaches(index.path, project_callee(index, site.node) or callee, index.imports, slots)
         if reached == "collective":
             return f"call of {callee}(), which issues a collective,", HANGS
         if reached == "forward":
             return f"call of {callee}(), which runs a forward of a wrapped model,", DESYNC
         if slots and _evaluation_name(callee) and not qualified.startswith(_NOT_EVALUATION) \
-                and project.resolve_function(index.path, callee, index.imports) is None \
+                and project.resolve_function(index.path, project_callee(index, site.node) or callee, index.imports) is None \
                 and not helper_functions(index, site):
             # The body is not visible (another library, an object of unknown class):
             # the name says it evaluates the wrapped model it is given.

@@ -46,7 +46,7 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.flow import names_in
-from ddplint.analysis.models import checkpoint_file_name, project_of
+from ddplint.analysis.models import checkpoint_file_name, function_key, project_callee, project_of
 from ddplint.analysis.ranks import enclosing_function, runs_on_rank_subset
 from ddplint.analysis.roles import is_worker_code
 from ddplint.rule import Invalid, Report, Rule, Valid
@@ -158,6 +158,17 @@ class CheckpointSavedOnEveryRank(Rule):
         Invalid(DIST + "def save(args, model, path):\n"
                        "    torch.save({'args': args, 'model': model.state_dict()}, path)\n"
                        "save(args, net, 'm.pt')\n", line=5, column=1),
+        Invalid(DIST + "import os\nclass Trainer:\n    def save_checkpoint(self, checkpoint_path):\n"
+                       "        state = {'model': self.model.module.state_dict(), 'steps': self.steps}\n"
+                       "        torch.save(state, checkpoint_path)\n    def run(self):\n        pass\n"
+                       "def main():\n    trainer = Trainer()\n    try:\n        trainer.run()\n    finally:\n"
+                       "        trainer.save_checkpoint(os.path.join(out, 'last.pkl'))\nmain()\n",
+                line=15, column=9),
+        # Reached from ``Loop(model).run()`` through ``self.*`` methods.
+        Invalid(DIST + "class Loop:\n    def __init__(self, model):\n        self.model = model\n"
+                       "    def on_epoch_end(self):\n        torch.save(self.model.module.state_dict(), 'last.pt')\n"
+                       "    def run(self):\n        for epoch in range(3):\n            self.on_epoch_end()\n"
+                       "Loop(model).run()\n", line=7, column=9),
         # ``torch`` reached only through a star import.
         Invalid("from common import *\ndist.init_process_group('nccl')\n"
                 "torch.save(model.state_dict(), 'last.pt')\n", line=3, column=1),
@@ -178,7 +189,7 @@ class CheckpointSavedOnEveryRank(Rule):
             name = checkpoint_file_name(index, target.value)
             yield self.report(site.node, _message(name))
         for site in index.calls:
-            callee = dotted_name(site.node.func)
+            callee = project_callee(index, site.node)
             key = project.saving_function(index.path, callee, index.imports, unguarded=True) if callee else None
             if key is None or site.qualified_name == names.TORCH_SAVE:
                 continue
@@ -187,7 +198,7 @@ class CheckpointSavedOnEveryRank(Rule):
                                 if not _is_model_state(index, arg.value)):
                 continue  # a per-rank file (the state arguments say nothing about the file)
             if _runs_on_every_rank(index, site):
-                yield self.report(site.node, f"save helper {callee}() called on every rank: "
+                yield self.report(site.node, f"save helper {dotted_name(site.node.func) or callee}() called on every rank: "
                                              "N processes write the same file")
 
 
@@ -207,7 +218,7 @@ def _runs_on_every_rank(index: SemanticIndex, site) -> bool:
         return True
     if _class_level_unknown(index, function):
         return False
-    return project_of(index).callers_guarded(index.path, function.name.value) is False
+    return project_of(index).callers_guarded(index.path, function_key(index, function)) is False
 
 
 def _saved_arguments(index: SemanticIndex, project, key, callee: str, site) -> list:
@@ -216,7 +227,8 @@ def _saved_arguments(index: SemanticIndex, project, key, callee: str, site) -> l
     not the caller's own parameter that its callers choose (then the caller is a
     save helper too, reported where it is called)."""
     function = enclosing_function(index, site.node)
-    own = project.saved_params(index.path, function.name.value, unguarded=True) if function is not None else set()
+    own = project.saved_params(index.path, function_key(index, function), unguarded=True) \
+        if function is not None else set()
     saved, position = [], 0
     for arg in site.node.args:
         if arg.star:

@@ -25,6 +25,11 @@ and a value read from `LOCAL_RANK` is fine whatever it is called. Not flagged:
 its worker (a single-node launch); unit tests (`test_*.py`, `tests/`), which run
 on one node; values ddplint cannot trace.
 
+Fix (unsafe): when a variable holding the local rank (read from `LOCAL_RANK`,
+`SLURM_LOCALID` or `OMPI_COMM_WORLD_LOCAL_RANK`) is bound earlier in scope, the
+global rank is replaced by it. Unsafe: on a launch whose local rank is not the
+intended device (a custom `CUDA_VISIBLE_DEVICES` scheme) the device changes.
+
 ## References
 - https://pytorch.org/docs/stable/elastic/run.html#environment-variables
 - https://pytorch.org/docs/stable/distributed.html#torch.distributed.get_rank
@@ -32,12 +37,13 @@ on one node; values ddplint cannot trace.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Optional
 
 import libcst as cst
 
-from ddplint.analysis.values import device_arguments, fstring_prefix, is_global_rank, is_test_module
+from ddplint.analysis.values import device_arguments, environ_key, fstring_prefix, is_global_rank, is_test_module
 from ddplint.analysis.roles import is_worker_code
+from ddplint.fixes import UNSAFE, NodeFix, node_fix, replace
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex
 
@@ -80,6 +86,22 @@ class GlobalRankAsDevice(Rule):
         Invalid(DIST + "rank = int(os.getenv('RANK', '0'))\nx = torch.zeros(3, device=rank)\n",
                 line=5, column=27),
         Invalid(DIST + "rank = dist.get_rank()\nbatch = batch.to(f'cuda:{rank}')\n", line=5, column=18),
+        # A local-rank variable is in scope: the fix uses it.
+        Invalid(DIST + "local_rank = int(os.environ['LOCAL_RANK'])\nrank = dist.get_rank()\n"
+                "torch.cuda.set_device(rank)\n", line=6, column=23,
+                fixed=DIST + "local_rank = int(os.environ['LOCAL_RANK'])\nrank = dist.get_rank()\n"
+                "torch.cuda.set_device(local_rank)\n"),
+        Invalid(DIST + "lrank = int(os.environ['LOCAL_RANK'])\nrank = int(os.environ['RANK'])\n"
+                "device = torch.device(f'cuda:{rank}')\n", line=6, column=23,
+                fixed=DIST + "lrank = int(os.environ['LOCAL_RANK'])\nrank = int(os.environ['RANK'])\n"
+                "device = torch.device(f'cuda:{lrank}')\n"),
+        Invalid(DIST + "def setup(model):\n    gpu = int(os.getenv('SLURM_LOCALID'))\n"
+                "    model.cuda(dist.get_rank())\n", line=6, column=16,
+                fixed=DIST + "def setup(model):\n    gpu = int(os.getenv('SLURM_LOCALID'))\n"
+                "    model.cuda(gpu)\n"),
+        # Bound only after the use: no fix.
+        Invalid(DIST + "rank = dist.get_rank()\ntorch.cuda.set_device(rank)\n"
+                "local_rank = int(os.environ['LOCAL_RANK'])\n", line=5, column=23),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
@@ -89,7 +111,7 @@ class GlobalRankAsDevice(Rule):
         for node in _device_index_expressions(index):
             if id(node) not in seen and _carries_global_rank(index, node) and is_worker_code(index, node):
                 seen.add(id(node))
-                yield self.report(node)
+                yield self.report(node, fix=_fix(index, node))
 
 
 def _device_index_expressions(index: SemanticIndex) -> Iterator[cst.BaseExpression]:
@@ -108,3 +130,37 @@ def _carries_global_rank(index: SemanticIndex, node: cst.BaseExpression) -> bool
         holes = [part for part in node.parts if isinstance(part, cst.FormattedStringExpression)]
         return len(holes) == 1 and fstring_prefix(node) == "cuda:" and is_global_rank(index, holes[0].expression)
     return is_global_rank(index, node)
+
+
+LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK")
+
+
+def _fix(index: SemanticIndex, node: cst.BaseExpression) -> Optional[NodeFix]:
+    """Replace the global rank (the f-string's placeholder) by a local-rank variable in scope."""
+    target = node
+    if isinstance(node, cst.FormattedString):
+        target = next(part for part in node.parts if isinstance(part, cst.FormattedStringExpression)).expression
+    name = _local_rank_variable(index, target)
+    if name is None:
+        return None
+    return node_fix(f"Use {name} (the local rank) as the device index", UNSAFE, replace(target, name))
+
+
+def _local_rank_variable(index: SemanticIndex, at: cst.CSTNode) -> Optional[str]:
+    """A plain name that holds the local rank where ``at`` runs: every binding
+    of it that reaches ``at`` reads a local-rank variable (and one does)."""
+    scopes = set()
+    scope = index.enclosing_scope(at)
+    while True:
+        scopes.add(id(scope))
+        if scope is index.module:
+            break
+        scope = index.enclosing_scope(scope)
+    candidates = sorted({name for scope_id, name in index.bindings if scope_id in scopes and "." not in name},
+                        key=lambda name: (name != "local_rank", name))
+    for name in candidates:
+        reaching = index.reaching(name, at)
+        if reaching and all(binding.kind in ("assign", "annassign") and binding.value is not None
+                            and environ_key(index, binding.value) in LOCAL_RANK_VARIABLES for binding in reaching):
+            return name
+    return None

@@ -17,6 +17,10 @@ ranks silently keep a second CUDA context there.
     # or map_location=f"cuda:{local_rank}"
     model.load_state_dict(state["model"])
 
+Fix (unsafe): adds `map_location="cpu"` (or replaces `map_location=None`).
+Unsafe: tensors that the code uses directly after loading (rather than copying
+them into a model that is already on its GPU) now start on the CPU.
+
 ## References
 - https://pytorch.org/docs/stable/generated/torch.load.html
 - https://pytorch.org/tutorials/intermediate/ddp_tutorial.html#save-and-load-checkpoints
@@ -30,6 +34,7 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.roles import is_worker_code
+from ddplint.fixes import UNSAFE, add_keyword, node_fix, replace, string_literal
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, iter_literal_strings
 
@@ -61,19 +66,37 @@ class LoadWithoutMapLocation(Rule):
                      "    state = torch.load(path)\n"),
     ]
     invalid = [
-        Invalid(DIST + "model.cuda()\nstate = torch.load('checkpoint.pt')\n", line=4, column=9),
+        Invalid(DIST + "model.cuda()\nstate = torch.load('checkpoint.pt')\n", line=4, column=9,
+                fixed=DIST + "model.cuda()\nstate = torch.load('checkpoint.pt', map_location='cpu')\n"),
         Invalid(DIST + "device = torch.device('cuda', rank)\nmodel.load_state_dict(torch.load(args.resume))\n",
-                line=4, column=23),
-        Invalid(DIST + "model.cuda()\nsd = torch.hub.load_state_dict_from_url(url)\n", line=4, column=6),
+                line=4, column=23,
+                fixed=DIST + "device = torch.device('cuda', rank)\n"
+                "model.load_state_dict(torch.load(args.resume, map_location='cpu'))\n"),
+        Invalid(DIST + "model.cuda()\nsd = torch.hub.load_state_dict_from_url(url)\n", line=4, column=6,
+                fixed=DIST + "model.cuda()\nsd = torch.hub.load_state_dict_from_url(url, map_location=\"cpu\")\n"),
         Invalid("from torch import load\nimport torch.distributed as dist\nnet.cuda()\nckpt = load(path)\n",
-                line=4, column=8),
+                line=4, column=8,
+                fixed="from torch import load\nimport torch.distributed as dist\nnet.cuda()\n"
+                "ckpt = load(path, map_location=\"cpu\")\n"),
         Invalid(DIST + "def resume(model, path):\n    ckpt = torch.load(path, weights_only=True)\n"
-                       "    model.load_state_dict(ckpt['model'])\nmodel.cuda()\n", line=4, column=12),
-        Invalid(DIST + "model.to('cuda')\nstate = torch.load(path, map_location=None)\n", line=4, column=9),
+                       "    model.load_state_dict(ckpt['model'])\nmodel.cuda()\n", line=4, column=12,
+                fixed=DIST + "def resume(model, path):\n    ckpt = torch.load(path, weights_only=True, "
+                "map_location='cpu')\n    model.load_state_dict(ckpt['model'])\nmodel.cuda()\n"),
+        Invalid(DIST + "model.to('cuda')\nstate = torch.load(path, map_location=None)\n", line=4, column=9,
+                fixed=DIST + "model.to('cuda')\nstate = torch.load(path, map_location='cpu')\n"),
         Invalid(DIST + "class Trainer:\n    def load(self, path):\n        self.model.cuda()\n"
-                       "        return torch.load(path)\n", line=6, column=16),
+                       "        return torch.load(path)\n", line=6, column=16,
+                fixed=DIST + "class Trainer:\n    def load(self, path):\n        self.model.cuda()\n"
+                       "        return torch.load(path, map_location=\"cpu\")\n"),
         Invalid(DIST + "torch.cuda.set_device(local_rank)\nif rank == 0:\n"
-                       "    pretrained = torch.load(args.pretrained)\n", line=5, column=18),
+                       "    pretrained = torch.load(args.pretrained)\n", line=5, column=18,
+                fixed=DIST + "torch.cuda.set_device(local_rank)\nif rank == 0:\n"
+                       "    pretrained = torch.load(args.pretrained, map_location=\"cpu\")\n"),
+        # Arguments one per line: the new one follows their layout.
+        Invalid(DIST + "torch.cuda.set_device(local_rank)\nstate = torch.load(\n    os.path.join(run_dir, 'last.pt'),\n"
+                       "    weights_only=False,\n)\n", line=4, column=9,
+                fixed=DIST + "torch.cuda.set_device(local_rank)\nstate = torch.load(\n    os.path.join(run_dir, 'last.pt'),\n"
+                       "    weights_only=False,\n    map_location='cpu',\n)\n"),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
@@ -89,7 +112,28 @@ class LoadWithoutMapLocation(Rule):
             path = site.argument("f", 0)
             if path is not None and any(name in index.module.code_for_node(path.value) for name in cpu_files):
                 continue  # written by this module after .cpu()
-            yield self.report(site.node)
+            yield self.report(site.node, fix=_fix(index, site))
+
+
+def _fix(index: SemanticIndex, site: CallSite):
+    """``map_location="cpu"``, in the quote style of the call's (else the module's) strings."""
+    strings = [node for node in _strings_in(site.node)] + [node for node, _ in index.strings]
+    cpu = string_literal("cpu", strings)
+    given = site.argument("map_location")
+    if given is not None:  # map_location=None
+        return node_fix(f"Replace map_location=None by map_location={cpu}", UNSAFE, replace(given.value, cpu))
+    return node_fix(f"Add map_location={cpu}", UNSAFE, add_keyword(site.node, "map_location", cpu))
+
+
+def _strings_in(call: cst.Call) -> list:
+    found = []
+    for arg in call.args:
+        value = arg.value
+        if isinstance(value, cst.SimpleString):
+            found.append(value)
+        elif isinstance(value, cst.Call):
+            found.extend(_strings_in(value))
+    return found
 
 
 def _maps(site: CallSite) -> bool:

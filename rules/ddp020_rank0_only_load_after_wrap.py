@@ -40,11 +40,11 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint.analysis.flow import calls_in_function, helper_functions
-from ddplint.analysis.models import guard_encloses_wrap, project_of, wrapped_root, wrapped_slots
+from ddplint.analysis.models import guard_encloses_wrap, project_callee, project_of, wrapped_root
 from ddplint.screen.facts import COLLECTIVES
 from ddplint.analysis.ranks import guard_restricts, rank_guards
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
+from ddplint.analysis.semantic import CallSite, SemanticIndex
 
 IMPORTS = ("import torch\nimport torch.distributed as dist\n"
            "from torch.nn.parallel import DistributedDataParallel as DDP\n")
@@ -117,6 +117,11 @@ class Rank0OnlyLoadAfterWrap(Rule):
                           "        self.model.module.load_state_dict(torch.load(path))\n"
                           "    def setup(self):\n        if self.rank == 0:\n"
                           "            self.load_checkpoint(self.path)\n", line=11, column=13),
+        # Through a loader object of another class (``store.restore(inner)``).
+        Invalid(IMPORTS + "class Store:\n    def restore(self, path, model):\n"
+                          "        model.load_state_dict(torch.load(path, map_location='cpu'))\n"
+                          "store = Store()\nddp = DDP(net)\ninner = ddp.module\nif rank == 0:\n"
+                          "    store.restore(path, inner)\n", line=11, column=5),
         # A later broadcast of counters is not a parameter resync.
         Invalid(IMPORTS + "model = DDP(net)\nif rank == 0:\n    model.load_state_dict(sd['model'])\n"
                           "start = torch.tensor([sd['epoch']])\ndist.broadcast(start, src=0)\n",
@@ -132,15 +137,29 @@ class Rank0OnlyLoadAfterWrap(Rule):
                 if wrapped_root(index, site.receiver, site.order) is None:
                     continue
             elif not _local_helper_loads(index, site):
-                callee = dotted_name(site.node.func)
+                callee = project_callee(index, site.node)
                 key = project.loading_function(index.path, callee, index.imports) if callee else None
-                if key is None or not any(kind == "ddp" and project.call_loads_into(key, callee, slot)
-                                          for slot, kind in wrapped_slots(index, site).items()):
+                if key is None or not any(project.call_loads_into(key, callee, slot)
+                                          for slot in _model_slots(index, site)):
                     continue
             guards = [g for g in rank_guards(index, site.node) if guard_restricts(index, g)
                       and not guard_encloses_wrap(index, g, site.node)]
             if guards and not _broadcast_after(index, site):
                 yield self.report(site.node)
+
+
+def _model_slots(index: SemanticIndex, site: CallSite) -> list[str]:
+    """Argument slots that carry the DDP model or the model inside it (the
+    wrapper, ``ddp.module``, ``inner = ddp.module``, the model passed to ``DDP``)."""
+    slots, position = [], 0
+    for arg in site.node.args:
+        if arg.star:
+            break
+        slot = arg.keyword.value if arg.keyword is not None else str(position)
+        position += arg.keyword is None
+        if wrapped_root(index, arg.value, site.order) is not None:
+            slots.append(slot)
+    return slots
 
 
 def _local_helper_loads(index: SemanticIndex, site: CallSite, depth: int = 0) -> bool:

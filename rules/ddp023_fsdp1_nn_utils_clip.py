@@ -20,6 +20,11 @@ inconsistent updates and the "clipped" norm is not the real one.
     loss.backward()
     fsdp_model.clip_grad_norm_(1.0)     # all-reduces the shard norms
 
+Fix (unsafe): `torch.nn.utils.clip_grad_norm_(fsdp_model.parameters(), 1.0)`
+becomes `fsdp_model.clip_grad_norm_(1.0)` (the other arguments kept), unless it
+passes arguments the FSDP method does not take (`error_if_nonfinite`,
+`foreach`). Unsafe: the clip coefficient changes to the true global one.
+
 ## References
 - https://pytorch.org/docs/stable/fsdp.html#torch.distributed.fsdp.FullyShardedDataParallel.clip_grad_norm_
 """
@@ -31,6 +36,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint.analysis.models import wrapped_kind
+from ddplint.fixes import UNSAFE, NodeFix, delete_until, node_fix, replace
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
@@ -70,32 +76,49 @@ class Fsdp1NnUtilsClip(Rule):
     ]
     invalid = [
         Invalid(IMPORTS + "model = FSDP(net)\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
-                line=4, column=1),
+                line=4, column=1,
+                fixed=IMPORTS + "model = FSDP(net)\nmodel.clip_grad_norm_(1.0)\n"),
         Invalid(IMPORTS + "from torch.nn.utils import clip_grad_norm_\nmodel = FSDP(net)\n"
-                          "clip_grad_norm_(model.parameters(), max_norm=1.0)\n", line=5, column=1),
+                          "clip_grad_norm_(model.parameters(), max_norm=1.0)\n", line=5, column=1,
+                fixed=IMPORTS + "from torch.nn.utils import clip_grad_norm_\nmodel = FSDP(net)\nmodel.clip_grad_norm_(max_norm=1.0)\n"),
         Invalid(IMPORTS + "import torch.nn as nn\nmodel = FSDP(net, auto_wrap_policy=p)\n"
-                          "nn.utils.clip_grad_norm_(model.parameters(), args.clip)\n", line=5, column=1),
+                          "nn.utils.clip_grad_norm_(model.parameters(), args.clip)\n", line=5, column=1,
+                fixed=IMPORTS + "import torch.nn as nn\nmodel = FSDP(net, auto_wrap_policy=p)\nmodel.clip_grad_norm_(args.clip)\n"),
         Invalid(IMPORTS + "class T:\n    def __init__(self, net):\n        self.model = FSDP(net)\n"
                           "    def step(self):\n        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)\n",
-                line=7, column=9),
+                line=7, column=9,
+                fixed=IMPORTS + "class T:\n    def __init__(self, net):\n        self.model = FSDP(net)\n    def step(self):\n        self.model.clip_grad_norm_(1.0)\n"),
         Invalid(IMPORTS + "def train_step(model):\n    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"
-                          "train_step(FSDP(net))\n", line=4, column=5),
+                          "train_step(FSDP(net))\n", line=4, column=5,
+                fixed=IMPORTS + "def train_step(model):\n    model.clip_grad_norm_(1.0)\ntrain_step(FSDP(net))\n"),
         Invalid("import torch\nfrom torch.distributed.fsdp.fully_sharded_data_parallel import FullyShardedDataParallel\n"
                 "model = FullyShardedDataParallel(net)\n"
-                "gn = torch.nn.utils.clip_grad.clip_grad_norm_(model.parameters(), 1.0)\n", line=4, column=6),
+                "gn = torch.nn.utils.clip_grad.clip_grad_norm_(model.parameters(), 1.0)\n", line=4, column=6,
+                fixed="import torch\nfrom torch.distributed.fsdp.fully_sharded_data_parallel import FullyShardedDataParallel\nmodel = FullyShardedDataParallel(net)\ngn = model.clip_grad_norm_(1.0)\n"),
         Invalid(IMPORTS + "model = FSDP(net)\nfor x in loader:\n    model(x).sum().backward()\n"
                           "    torch.nn.utils.clip_grad_norm_(parameters=model.parameters(), max_norm=1.0)\n",
-                line=6, column=5),
+                line=6, column=5,
+                fixed=IMPORTS + "model = FSDP(net)\nfor x in loader:\n    model(x).sum().backward()\n    model.clip_grad_norm_(max_norm=1.0)\n"),
         Invalid(IMPORTS + "model = FSDP(net)\ntorch.nn.utils.clip_grad_norm_(list(model.parameters()), 1.0)\n",
+                line=4, column=1,
+                fixed=IMPORTS + "model = FSDP(net)\nmodel.clip_grad_norm_(1.0)\n"),
+        # Arguments the FSDP method does not take: no fix.
+        Invalid(IMPORTS + "model = FSDP(net)\n"
+                          "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)\n",
                 line=4, column=1),
         # Aliases of a wrapped attribute (plain and tuple-unpacked).
         Invalid(IMPORTS + "class T:\n    def __init__(self, net):\n        self.net = FSDP(net)\n"
                           "    def step(self):\n        net = self.net\n"
-                          "        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)\n", line=8, column=9),
+                          "        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)\n", line=8, column=9,
+                fixed=IMPORTS + "class T:\n    def __init__(self, net):\n        self.net = FSDP(net)\n"
+                "    def step(self):\n        net = self.net\n        net.clip_grad_norm_(1.0)\n"),
         Invalid(IMPORTS + "class T:\n    def __init__(self, net, opt):\n        self.net = FSDP(net)\n"
                           "        self.opt = opt\n    def step(self):\n        net, opt = self.net, self.opt\n"
                           "        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)\n        opt.step()\n",
-                line=9, column=9),
+                line=9, column=9,
+                fixed=IMPORTS + "class T:\n    def __init__(self, net, opt):\n        self.net = FSDP(net)\n"
+                "        self.opt = opt\n    def step(self):\n        net, opt = self.net, self.opt\n"
+                "        net.clip_grad_norm_(1.0)\n        opt.step()\n"),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
@@ -104,7 +127,22 @@ class Fsdp1NnUtilsClip(Rule):
             model = _parameters_receiver(params.value) if params is not None else None
             if model is not None and wrapped_kind(index, model, site.order) == "fsdp" \
                     and not _fsdp_path_elsewhere(index, site, model):
-                yield self.report(site.node)
+                yield self.report(site.node, fix=_fix(site.node, params, model))
+
+
+FSDP_CLIP_PARAMETERS = ("max_norm", "norm_type")
+
+
+def _fix(call: cst.Call, params: cst.Arg, model: cst.BaseExpression) -> Optional[NodeFix]:
+    """``model.clip_grad_norm_(<the other arguments>)``."""
+    name = dotted_name(model)
+    rest = [arg for arg in call.args if arg is not params]
+    if name is None or not rest or call.args[0] is not params or any(
+            arg.star or (arg.keyword is not None and arg.keyword.value not in FSDP_CLIP_PARAMETERS)
+            for arg in rest) or len(rest) > len(FSDP_CLIP_PARAMETERS):
+        return None
+    return node_fix(f"Call {name}.clip_grad_norm_ (the FSDP method)", UNSAFE,
+                    replace(call.func, f"{name}.clip_grad_norm_"), delete_until(params, rest[0]))
 
 
 def _fsdp_path_elsewhere(index: SemanticIndex, site, model: cst.BaseExpression) -> bool:

@@ -11,6 +11,12 @@ named like a save). The model may be wrapped on one branch only
 with a DDP model. Each `state_dict()` call is reported once, however many
 saves write it.
 
+Fix (unsafe): `ddp_model.state_dict()` becomes `ddp_model.module.state_dict()`,
+offered only where the name always holds the wrapper (not for a conditional
+wrap, a wrap on one branch, or a parameter). Unsafe: the checkpoint's keys
+change, and code that loads it back into the DDP wrapper must then load into
+`ddp_model.module`.
+
 Not flagged: `ddp_model.module.state_dict()` (also through
 `raw = m.module if hasattr(m, "module") else m` or an `isinstance(m, DDP)`
 test); `torch.save(ddp_model)` (the whole object); keys rewritten before the
@@ -49,13 +55,39 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.flow import helper_functions, precedes
-from ddplint.analysis.models import checkpoint_file_name, project_of, wrapped_kind
+from ddplint.analysis.models import checkpoint_file_name, project_callee, project_of, wrapped_kind
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
-from ddplint.analysis.values import literal_str
+from ddplint.analysis.values import is_ddp_model, literal_str
+from ddplint.fixes import UNSAFE, insert_after, node_fix
 from ddplint.rule import Invalid, Report, Rule, Valid
 
 DDP_SCRIPT = ("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
               "model = DDP(model, device_ids=[local_rank])\n")
+
+
+DICT_CALL = DDP_SCRIPT + "torch.save(dict(step=step, w=model.state_dict()), 'ckpt.pt')\n"
+STORED = DDP_SCRIPT + "ckpt = {}\nckpt['model'] = model.state_dict()\ntorch.save(ckpt, path)\n"
+LOCAL_HELPER = (DDP_SCRIPT + "import os\ndef write_ckpt(state, d):\n    torch.save(state, os.path.join(d, 'ckpt.pt'))\n"
+                "write_ckpt({'net': model.state_dict(), 'step': step}, out)\n")
+HIDDEN_HELPER = DDP_SCRIPT + "from ckpt_utils import write_ckpt\nwrite_ckpt({'net': model.state_dict()}, out)\n"
+METHOD_HELPER = (DDP_SCRIPT + "class Checkpointer:\n    def write(self, state, path):\n"
+                 "        torch.save(state, path)\nckpt = Checkpointer()\n"
+                 "ckpt.write({'m': model.state_dict()}, 'm.pt')\n")
+TWO_SAVES = DDP_SCRIPT + "sd = model.state_dict()\ntorch.save(sd, 'last.pt')\nif is_best:\n    torch.save(sd, 'best.pt')\n"
+PRETRAINED_STRIP = (DDP_SCRIPT + "sd = torch.load(args.pretrained, map_location='cpu')\n"
+                    "net.load_state_dict({k.replace('module.', ''): v for k, v in sd.items()})\n"
+                    "torch.save(model.state_dict(), 'ckpt.pt')\n")
+NAMES_STRIP = (DDP_SCRIPT + "for n, p in model.named_parameters():\n    print(n.replace('module.', ''))\n"
+               "torch.save(model.state_dict(), 'ckpt.pt')\n")
+TEACHER_STRIP = (DDP_SCRIPT + "torch.save(model.state_dict(), 'ckpt.pt')\n"
+                 "def load_teacher(net):\n    sd = torch.load('teacher.pt', map_location='cpu')\n"
+                 "    net.load_state_dict({k[7:]: v for k, v in sd.items()})\n")
+
+
+def _module(source: str) -> str:
+    """The example's source after the fix: ``model.state_dict()`` of the saved
+    wrapper becomes ``model.module.state_dict()``."""
+    return source.replace("model.state_dict()", "model.module.state_dict()", 1)
 
 
 class DDPWrapperStateDict(Rule):
@@ -105,35 +137,48 @@ class DDPWrapperStateDict(Rule):
         Valid(DDP_SCRIPT + "from ckpt_utils import load_ckpt\nload_ckpt(model.state_dict(), 'ckpt.pt')\n"),
     ]
     invalid = [
-        Invalid(DDP_SCRIPT + "torch.save(model.state_dict(), 'ckpt.pt')\n", line=4, column=12),
+        Invalid(DDP_SCRIPT + "torch.save(model.state_dict(), 'ckpt.pt')\n", line=4, column=12,
+                fixed=DDP_SCRIPT + "torch.save(model.module.state_dict(), 'ckpt.pt')\n"),
         Invalid(DDP_SCRIPT + "torch.save({'epoch': epoch, 'model': model.state_dict(),\n"
-                "            'optimizer': optimizer.state_dict()}, path)\n", line=4, column=38),
+                "            'optimizer': optimizer.state_dict()}, path)\n", line=4, column=38,
+                fixed=DDP_SCRIPT + "torch.save({'epoch': epoch, 'model': model.module.state_dict(),\n"
+                "            'optimizer': optimizer.state_dict()}, path)\n"),
         Invalid(DDP_SCRIPT + "checkpoint = {'model': model.state_dict(), 'step': step}\n"
-                "torch.save(checkpoint, path)\n", line=4, column=24),
+                "torch.save(checkpoint, path)\n", line=4, column=24,
+                fixed=DDP_SCRIPT + "checkpoint = {'model': model.module.state_dict(), 'step': step}\n"
+                "torch.save(checkpoint, path)\n"),
         Invalid("import torch\nimport torch.nn as nn\nnet = nn.parallel.DistributedDataParallel(net)\n"
-                "if rank == 0:\n    torch.save(net.state_dict(), f'{out}/net.pt')\n", line=5, column=16),
+                "if rank == 0:\n    torch.save(net.state_dict(), f'{out}/net.pt')\n", line=5, column=16,
+                fixed="import torch\nimport torch.nn as nn\nnet = nn.parallel.DistributedDataParallel(net)\n"
+                "if rank == 0:\n    torch.save(net.module.state_dict(), f'{out}/net.pt')\n"),
         Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel\n"
                 "class Trainer:\n    def __init__(self, model):\n"
                 "        self.model = DistributedDataParallel(model)\n"
                 "    def save(self, path):\n        torch.save(self.model.state_dict(), path)\n",
-                line=7, column=20),
+                line=7, column=20,
+                fixed="import torch\nfrom torch.nn.parallel import DistributedDataParallel\n"
+                "class Trainer:\n    def __init__(self, model):\n"
+                "        self.model = DistributedDataParallel(model)\n"
+                "    def save(self, path):\n        torch.save(self.model.module.state_dict(), path)\n"),
         Invalid(DDP_SCRIPT + "for epoch in range(10):\n    train(model)\n"
-                "    torch.save(model.state_dict(), f'epoch{epoch}.pt')\n", line=6, column=16),
+                "    torch.save(model.state_dict(), f'epoch{epoch}.pt')\n", line=6, column=16,
+                fixed=DDP_SCRIPT + "for epoch in range(10):\n    train(model)\n"
+                "    torch.save(model.module.state_dict(), f'epoch{epoch}.pt')\n"),
         Invalid("from torch import save\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
-                "ddp = DDP(net)\nsave(ddp.state_dict(), 'x.pt')\n", line=4, column=6),
-        Invalid(DDP_SCRIPT + "torch.save(dict(step=step, w=model.state_dict()), 'ckpt.pt')\n", line=4, column=30),
-        Invalid(DDP_SCRIPT + "ckpt = {}\nckpt['model'] = model.state_dict()\ntorch.save(ckpt, path)\n",
-                line=5, column=17),
+                "ddp = DDP(net)\nsave(ddp.state_dict(), 'x.pt')\n", line=4, column=6,
+                fixed="from torch import save\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "ddp = DDP(net)\nsave(ddp.module.state_dict(), 'x.pt')\n"),
+        Invalid(DICT_CALL, line=4, column=30, fixed=_module(DICT_CALL)),
+        Invalid(STORED, line=5, column=17, fixed=_module(STORED)),
         # Through a save helper of this module, and one whose body is not visible.
-        Invalid(DDP_SCRIPT + "import os\ndef write_ckpt(state, d):\n    torch.save(state, os.path.join(d, 'ckpt.pt'))\n"
-                "write_ckpt({'net': model.state_dict(), 'step': step}, out)\n", line=7, column=20),
-        Invalid(DDP_SCRIPT + "from ckpt_utils import write_ckpt\nwrite_ckpt({'net': model.state_dict()}, out)\n",
-                line=5, column=20),
-        # A parameter that the callers fill with a DDP model.
+        Invalid(LOCAL_HELPER, line=7, column=20, fixed=_module(LOCAL_HELPER)),
+        Invalid(HIDDEN_HELPER, line=5, column=20, fixed=_module(HIDDEN_HELPER)),
+        Invalid(METHOD_HELPER, line=8, column=18, fixed=_module(METHOD_HELPER)),
+        # A parameter that the callers fill with a DDP model (no fix: other callers may pass a plain model).
         Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
                 "def save(model, path):\n    torch.save(model.state_dict(), path)\n"
                 "ddp = DDP(net)\nsave(ddp, 'm.pt')\n", line=4, column=16),
-        # A conditional wrap; a wrap on one branch.
+        # A conditional wrap; a wrap on one branch (no fix: '.module' breaks the other path).
         Invalid("import torch\nimport torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
                 "model = DDP(net) if dist.is_initialized() else net\ntorch.save(model.state_dict(), 'm.pt')\n",
                 line=5, column=12),
@@ -141,17 +186,11 @@ class DDPWrapperStateDict(Rule):
                 "if args.distributed:\n    model = DDP(model, device_ids=[args.gpu])\n"
                 "torch.save({'model': model.state_dict()}, 'm.pt')\n", line=5, column=22),
         # One report for one state_dict() call, however many saves write it.
-        Invalid(DDP_SCRIPT + "sd = model.state_dict()\ntorch.save(sd, 'last.pt')\nif is_best:\n"
-                "    torch.save(sd, 'best.pt')\n", line=4, column=6),
+        Invalid(TWO_SAVES, line=4, column=6, fixed=_module(TWO_SAVES)),
         # The module strips the prefix of other weights (pretrained, parameter names), not of this checkpoint.
-        Invalid(DDP_SCRIPT + "sd = torch.load(args.pretrained, map_location='cpu')\n"
-                "net.load_state_dict({k.replace('module.', ''): v for k, v in sd.items()})\n"
-                "torch.save(model.state_dict(), 'ckpt.pt')\n", line=6, column=12),
-        Invalid(DDP_SCRIPT + "for n, p in model.named_parameters():\n    print(n.replace('module.', ''))\n"
-                "torch.save(model.state_dict(), 'ckpt.pt')\n", line=6, column=12),
-        Invalid(DDP_SCRIPT + "torch.save(model.state_dict(), 'ckpt.pt')\n"
-                "def load_teacher(net):\n    sd = torch.load('teacher.pt', map_location='cpu')\n"
-                "    net.load_state_dict({k[7:]: v for k, v in sd.items()})\n", line=4, column=12),
+        Invalid(PRETRAINED_STRIP, line=6, column=12, fixed=_module(PRETRAINED_STRIP)),
+        Invalid(NAMES_STRIP, line=6, column=12, fixed=_module(NAMES_STRIP)),
+        Invalid(TEACHER_STRIP, line=4, column=12, fixed=_module(TEACHER_STRIP)),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
@@ -168,9 +207,41 @@ class DDPWrapperStateDict(Rule):
                         continue
                     reported.add(id(call.node))
                     receiver = dotted_name(call.receiver)
+                    fix = node_fix("Save the wrapped module's state_dict (.module.state_dict())", UNSAFE,
+                                   insert_after(call.receiver, ".module")) \
+                        if _always_wrapped(index, call.receiver, call.order) else None
                     yield self.report(call.node, None if receiver is None else (
                         f"state_dict() of the DDP wrapper {receiver}: every key gets a 'module.' prefix "
-                        f"and will not load into a plain model; save {receiver}.module.state_dict()"))
+                        f"and will not load into a plain model; save {receiver}.module.state_dict()"), fix=fix)
+
+
+def _always_wrapped(index: SemanticIndex, expr: cst.BaseExpression, order: int) -> bool:
+    """Does every binding that may reach ``expr`` hold the wrapper (so that
+    ``.module`` is right on every path)? Not a conditional wrap, a wrap on one
+    branch, or a parameter."""
+    if isinstance(expr, cst.Call):
+        return is_ddp_model(index, expr, order) and not isinstance(expr, cst.IfExp)
+    name = dotted_name(expr)
+    if name is None:
+        return False
+    bindings = index.reaching(name, expr)
+    return bool(bindings) and all(
+        b.kind in ("assign", "annassign") and b.value is not None and not isinstance(b.value, cst.IfExp)
+        and is_ddp_model(index, b.value, order) and _on_every_path_to(index, b.node, expr) for b in bindings)
+
+
+def _on_every_path_to(index: SemanticIndex, binding: cst.CSTNode, use: cst.CSTNode) -> bool:
+    """Is the binding not on a branch or loop the use may run without
+    (``if args.distributed: model = DDP(model)``)? A binding in another
+    function (``self.model = DDP(...)`` in ``__init__``) must not be on a
+    branch of that function."""
+    around_use = {id(a) for a in index.ancestors(use)}
+    for ancestor in index.ancestors(binding):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.Module)):
+            return True
+        if isinstance(ancestor, (cst.If, cst.IfExp, cst.For, cst.While, cst.Try)) and id(ancestor) not in around_use:
+            return False
+    return True
 
 
 def _text(index: SemanticIndex, expr) -> str:
@@ -195,7 +266,8 @@ def _saves(index: SemanticIndex) -> Iterator[tuple[list[cst.BaseExpression], Opt
             if obj is not None:
                 yield [obj.value], target.value if target is not None else None
             continue
-        callee = dotted_name(site.node.func)
+        written = dotted_name(site.node.func)
+        callee = project_callee(index, site.node) or written
         if callee is None or qualified.startswith("torch."):
             continue
         key = project.saving_function(index.path, callee, index.imports)

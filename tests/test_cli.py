@@ -241,8 +241,8 @@ def test_github_format(project):
     result = run_cli("--format", "github", "--select", "DDP007", "bad.py", cwd=project)
     assert result.stdout.strip() == (
         "::warning file=bad.py,line=7,col=18,endLine=7,endColumn=26,"
-        "title=ddplint DDP007 (hardcoded-device)::DDP007 hard-coded device index%3A"
-        .replace("%3A", ":") + " every rank lands on the same GPU; derive it from LOCAL_RANK"
+        "title=DDP007::hard-coded device index%3A"
+        .replace("%3A", ":") + " every rank lands on the same GPU; derive it from LOCAL_RANK (hardcoded-device)"
     )
 
 

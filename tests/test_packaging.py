@@ -106,3 +106,49 @@ def test_pre_commit_hook_fails_then_passes(tmp_path):
     passing = hook()
     assert passing.returncode == 0, passing.stdout + passing.stderr
     assert "Passed" in passing.stdout
+
+
+AMP_SCRIPT = """\
+import torch
+from torch.cuda.amp import GradScaler, autocast
+
+scaler = GradScaler()
+for x in loader:
+    with autocast():
+        loss = model(x).sum()
+    scaler.scale(loss).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(optimizer)
+    scaler.update()
+"""
+
+
+@pytest.mark.slow
+def test_pre_commit_fix_hook_fixes_then_passes(tmp_path):
+    """The `ddplint-fix` hook applies the safe fix (pre-commit fails the run
+    because a file changed), and the next run passes on the fixed file."""
+    if shutil.which("pre-commit") is None and not _run([sys.executable, "-m", "pre_commit", "--version"]).returncode == 0:
+        pytest.skip("pre-commit is not installed")
+    work = tmp_path / "user-repo"
+    work.mkdir()
+    env = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"), GIT_AUTHOR_NAME="t",
+               GIT_AUTHOR_EMAIL="t@example.com", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.com")
+    _run(["git", "init", "-q"], cwd=work, env=env)
+    script = write(work / "train.py", AMP_SCRIPT)
+    _run(["git", "add", "train.py"], cwd=work, env=env)
+
+    def hook():
+        return _run([sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), "ddplint-fix", "--files",
+                     "train.py"], cwd=work, env=env)
+
+    fixing = hook()
+    assert fixing.returncode == 1, fixing.stdout + fixing.stderr
+    assert "files were modified by this hook" in fixing.stdout
+    assert "Fixed 1 finding in 1 file." in fixing.stdout
+    assert script.read_text() == AMP_SCRIPT.replace(
+        "    torch.nn.utils.clip", "    scaler.unscale_(optimizer)\n    torch.nn.utils.clip")
+
+    _run(["git", "add", "train.py"], cwd=work, env=env)
+    passing = hook()
+    assert passing.returncode == 0, passing.stdout + passing.stderr
+    assert "Passed" in passing.stdout

@@ -393,3 +393,134 @@ def test_a_helper_that_all_reduces_its_argument_returns_an_agreed_value():
     assert not project.returns_agreed("train.py", "util.local", imports)
     assert not project.returns_agreed("train.py", "util.reduced", imports)  # only dst holds it
     assert not project.returns_agreed("train.py", "missing", imports)
+
+
+# ---------------------------------------------------------------------- calls through instances
+LOOP = """\
+import torch
+
+class Loop:
+    def run(self):
+        for epoch in range(3):
+            self.on_epoch_end(epoch)
+
+    def on_epoch_end(self, epoch):
+        torch.save(self.state, f"ckpt{epoch}.pt")
+
+class Other:
+    def on_epoch_end(self, epoch):
+        pass
+"""
+
+
+def test_methods_are_keyed_by_class_and_bases_are_recorded():
+    facts = summarize(LOOP + "class Sub(Loop, pkg.Mixin):\n    def run(self):\n        pass\n", "loop.py")
+    assert {"Loop.run", "Loop.on_epoch_end", "Other.on_epoch_end", "Sub.run"} <= set(facts.functions)
+    assert facts.classes == {"Loop": (), "Other": (), "Sub": ("Loop", "pkg.Mixin")}
+    assert facts.functions["Loop.on_epoch_end"].params == ("self", "epoch")
+
+
+def test_self_calls_and_constructed_instances_reach_methods():
+    unguarded = _project({"loop.py": LOOP, "main.py": "from loop import Loop\nLoop().run()\n"})
+    assert unguarded.callers_guarded("loop.py", "Loop.on_epoch_end") is False
+    assert unguarded.callers_guarded("loop.py", "Other.on_epoch_end") is None
+    guarded = _project({"loop.py": LOOP, "main.py": "import torch.distributed as dist\nimport loop\n"
+                                                    "runner = loop.Loop()\n"
+                                                    "if dist.get_rank() == 0:\n    runner.run()\n"})
+    assert guarded.callers_guarded("loop.py", "Loop.on_epoch_end") is True
+
+
+def test_wrapped_models_reach_methods_of_instances():
+    project = _project({
+        "store.py": "class Store:\n    def restore(self, path, model):\n        model.load_state_dict(path)\n"
+                    "    def __call__(self, net):\n        net(1)\n",
+        "trainer.py": "from store import Store\n"
+                      "class Trainer:\n    def __init__(self, model):\n        self.store = Store()\n"
+                      "        self.model = model\n"
+                      "    def resume(self, model):\n        self.store.restore('x.pt', model)\n",
+        "main.py": "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                   "from store import Store\nfrom trainer import Trainer\n"
+                   "model = DDP(net)\nstore = Store()\nstore.restore('x.pt', model)\nstore(model)\n"
+                   "Trainer(model).resume(model)\n",
+    })
+    assert project.wrapped_param("store.py", "Store.restore", "model") == "ddp"
+    assert project.wrapped_param("store.py", "Store.__call__", "net") == "ddp"
+    assert project.wrapped_param("trainer.py", "Trainer.__init__", "model") == "ddp"
+    assert project.wrapped_param("trainer.py", "Trainer.resume", "model") == "ddp"
+    imports = project.modules["main.py"].imports
+    assert project.loading_function("main.py", "Store.restore", imports) == ("store.py", "Store.restore")
+    assert project.call_loads_into(("store.py", "Store.restore"), "store.restore", "1")
+
+
+def test_methods_resolve_through_project_bases_and_re_exports():
+    project = _project({
+        "pkg/__init__.py": "from .base import BaseTrainer\n",
+        "pkg/base.py": "import torch.distributed as dist\n"
+                       "class BaseTrainer:\n    def __init__(self, model):\n        self.model = model\n"
+                       "    def evaluate(self):\n        dist.all_reduce(self.total)\n",
+        "main.py": "from pkg import BaseTrainer\n"
+                   "class Trainer(BaseTrainer):\n"
+                   "    def __init__(self, model):\n        BaseTrainer.__init__(self, model)\n"
+                   "    def fit(self):\n        self.evaluate()\n"
+                   "def run(model):\n    Trainer(model).fit()\n",
+    })
+    imports = project.modules["main.py"].imports
+    assert project.resolve_function("main.py", "BaseTrainer", imports) == ("pkg/base.py", "BaseTrainer.__init__")
+    assert project.resolve_function("main.py", "Trainer.evaluate", imports) == ("pkg/base.py", "BaseTrainer.evaluate")
+    assert project.reaches_collective(("main.py", "Trainer.fit"))
+    assert project.reaches_collective(("main.py", "run"))
+    # The unbound call passes ``self`` itself: ``model`` fills the second slot.
+    call = next(c for c in project.modules["main.py"].calls if c.callee == "BaseTrainer.__init__")
+    assert project._param_for_slot(("pkg/base.py", "BaseTrainer.__init__"), call, "1") == "model"
+
+
+def test_a_bare_method_name_is_the_one_method_of_that_name():
+    project = _project({"loop.py": LOOP, "main.py": "from loop import Loop\nLoop().run()\n"})
+    assert project.callers_guarded("loop.py", "run") is False  # Loop.run, called at module level
+    assert project.function_key("loop.py", "run") == ("loop.py", "Loop.run")
+    assert project.function_key("loop.py", "on_epoch_end") == ("loop.py", "on_epoch_end")  # two classes
+
+
+def _lint_tree(root: Path, files: dict, select) -> set:
+    write(root / "pyproject.toml", "")
+    for name, source in files.items():
+        write(root / name, source)
+    named = [root / name for name in files]
+    results = lint_paths(named, Settings(select=tuple(select), root=root), display={p: p.name for p in named})
+    return {(r.path, d.line, d.code) for r in results for d in r.diagnostics}
+
+
+def test_rules_follow_calls_through_instances(tmp_path):
+    store = ("class Store:\n    def restore(self, path, model):\n        model.load_state_dict(path)\n")
+    evaluator = ("import torch.distributed as dist\n"
+                 "class Evaluator:\n    def run(self, total):\n        dist.all_reduce(total)\n")
+    main = ("import torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "from store import Store\nfrom evaluator import Evaluator\n"
+            "class App:\n    def __init__(self):\n        self.store = Store()\n"
+            "    def resume(self, model):\n        if dist.get_rank() == 0:\n"
+            "            self.store.restore('x.pt', model)\n"
+            "def main():\n    dist.init_process_group('nccl')\n    model = DDP(net)\n"
+            "    store, ev = Store(), Evaluator()\n    checker = Evaluator()\n"
+            "    if dist.get_rank() == 0:\n        Store().restore('x.pt', model)\n"
+            "        checker.run(total)\n"
+            "    App().resume(model)\n    dist.destroy_process_group()\n")
+    found = _lint_tree(tmp_path / "proj", {"store.py": store, "evaluator.py": evaluator, "main.py": main},
+                       ("DDP010", "DDP020"))
+    assert found == {("main.py", 10, "DDP020"), ("main.py", 17, "DDP020"), ("main.py", 18, "DDP010")}
+
+
+def test_a_save_reached_through_self_calls_needs_a_guard_above(tmp_path):
+    loop = ("import torch\nimport torch.distributed as dist\n"
+            "class Loop:\n    def __init__(self, model):\n        self.model = model\n"
+            "    def run(self):\n        for epoch in range(3):\n            self.on_epoch_end(epoch)\n"
+            "    def on_epoch_end(self, epoch):\n        torch.save(self.model.state_dict(), 'ckpt.pt')\n")
+    main = ("import torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "from loop import Loop\n"
+            "def main():\n    dist.init_process_group('nccl')\n    model = DDP(net)\n"
+            "    {call}\n    dist.destroy_process_group()\n"
+            "if __name__ == '__main__':\n    main()\n")
+    unguarded = _lint_tree(tmp_path / "a", {"loop.py": loop, "main.py": main.format(call="Loop(model).run()")},
+                           ("DDP011",))
+    assert unguarded == {("loop.py", 10, "DDP011")}
+    guarded = main.format(call="if dist.get_rank() == 0:\n        Loop(model).run()")
+    assert _lint_tree(tmp_path / "b", {"loop.py": loop, "main.py": guarded}, ("DDP011",)) == set()

@@ -3,12 +3,14 @@
 Adding a rule (or an example) needs no test code: this file finds them.
 """
 
+import ast
 from pathlib import Path
 
 import pytest
 
 from ddplint.config import Settings
 from ddplint.engine import Linter
+from ddplint.fixes import APPLICABILITIES, apply_edits
 from ddplint.registry import all_rules
 
 
@@ -18,9 +20,9 @@ def _cases(kind):
             yield pytest.param(rule, example, id=f"{rule.code}-{kind}-{number}")
 
 
-def _lint(rule, example):
-    linter = Linter(Settings(select=(rule.code,), root=Path.cwd()))
-    return linter.lint_source(example.source, example.filename)
+def _lint(rule, example, source=None):
+    linter = Linter(Settings(select=(rule.code, *rule.example_selection), root=Path.cwd()))
+    return linter.lint_source(example.source if source is None else source, example.filename)
 
 
 @pytest.mark.parametrize("rule,example", list(_cases("valid")))
@@ -37,6 +39,25 @@ def test_invalid_example_is_flagged_at_its_position(rule, example):
     assert found == [(rule.code, example.line, example.column)], example.source
     if example.severity is not None:
         assert result.diagnostics[0].severity == example.severity
+
+
+@pytest.mark.parametrize("rule,example", list(_cases("invalid")))
+def test_invalid_example_fix_gives_its_fixed_source(rule, example):
+    """An example with ``fixed`` must get a fix (safe or unsafe) whose edits turn
+    the source into exactly that text, which parses and no longer has the
+    finding; an example without ``fixed`` must get no fix."""
+    result = _lint(rule, example)
+    diagnostic = result.diagnostics[0]
+    if example.fixed_source is None:
+        assert diagnostic.fix is None, f"{rule.code} offers a fix; give the example its fixed source"
+        return
+    assert diagnostic.fix is not None, f"{rule.code} offers no fix for:\n{example.source}"
+    assert diagnostic.fix.applicability in APPLICABILITIES and diagnostic.fix.description
+    fixed = apply_edits(example.source, diagnostic.fix.edits)
+    assert fixed == example.fixed_source
+    ast.parse(fixed)
+    again = _lint(rule, example, fixed)
+    assert [d for d in again.diagnostics if d.code == rule.code] == []
 
 
 @pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.code)

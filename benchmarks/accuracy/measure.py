@@ -34,8 +34,10 @@ from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from mirrors import lay_out_snapshot  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
-MIRRORS = Path(os.environ.get("DDPLINT_MIRRORS", "/work/.mirror"))
 TOLERANCE = 3
 RULES = [f"DDP{n:03d}" for n in range(1, 26)]
 
@@ -90,46 +92,8 @@ def load_adjudications(path: Path) -> dict[tuple[str, str, str, int], str]:
     return {(e["repo"], e["path"], e["rule"], int(e["line"])): e["verdict"] for e in entries}
 
 
-# What a lint of the repository reads: Python files, the files that mark or
-# configure a project root, and .gitignore files (discovery honours them).
-_WANTED_NAMES = ("pyproject.toml", "setup.py", "setup.cfg", ".ddplint.yaml", ".gitignore")
-
-
 def lay_out(repo: Repo, scratch: Path) -> Path:
-    """Write the snapshot's Python and project files at the labelled commit
-    (snapshots lack files of 4 MiB and more, so ``git archive`` cannot be used)."""
-    git_dir = MIRRORS / repo.name.replace("/", "+") / "repo"
-    if not git_dir.exists():
-        raise FileNotFoundError(f"no mirror for {repo.name} at {git_dir} (fetch it first)")
-    target = scratch / repo.name.replace("/", "+")
-    if (target / ".git").exists():
-        return target
-    git = ["git", f"--git-dir={git_dir}"]
-    listing = subprocess.run([*git, "ls-tree", "-r", "-z", repo.commit], capture_output=True, check=True).stdout
-    wanted = []
-    for entry in listing.decode("utf-8", "surrogateescape").split("\0"):
-        if not entry:
-            continue
-        meta, path = entry.split("\t", 1)
-        mode, kind, sha = meta.split()
-        if kind == "blob" and mode != "120000" and (path.endswith(".py") or path.rsplit("/", 1)[-1] in _WANTED_NAMES):
-            wanted.append((sha, path))
-    batch = subprocess.run([*git, "cat-file", "--batch"], input="".join(f"{sha}\n" for sha, _ in wanted).encode(),
-                           capture_output=True, check=True).stdout
-    position = 0
-    for sha, path in wanted:
-        header_end = batch.index(b"\n", position)
-        header = batch[position:header_end].split()
-        position = header_end + 1
-        if header[-1] == b"missing":
-            continue
-        size = int(header[2])
-        destination = target / path
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        destination.write_bytes(batch[position:position + size])
-        position += size + 1
-    subprocess.run(["git", "init", "-q", str(target)], check=True)
-    return target
+    return lay_out_snapshot(repo.name, repo.commit, scratch / repo.name.replace("/", "+"))
 
 
 def run_ddplint(command: list[str], root: Path, paths: list[str], env: dict) -> dict[str, list[tuple[str, int]]]:

@@ -47,7 +47,7 @@ def wrapped_kind(index, expr, at_order: int) -> str:
     elif isinstance(expr, cst.Name):
         for binding in index.reaching(expr.value, expr):
             if binding.kind == "param" and isinstance(binding.scope, cst.FunctionDef):
-                kind = project_of(index).wrapped_param(index.path, binding.scope.name.value, expr.value)
+                kind = project_of(index).wrapped_param(index.path, function_key(index, binding.scope), expr.value)
                 break
     if kind and _unwrapped_on_the_way(index, expr):
         return ""  # ``if isinstance(model, DDP): model = model.module`` before the use
@@ -223,7 +223,7 @@ def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.
                         and wrapped_root(index, value, at_order, wrappers, _depth + 1) is not None:
                     return prefix
             if binding.kind == "param" and size == 1 and isinstance(binding.scope, cst.FunctionDef):
-                kind = project_of(index).wrapped_param(index.path, binding.scope.name.value, prefix)
+                kind = project_of(index).wrapped_param(index.path, function_key(index, binding.scope), prefix)
                 if kind and {"ddp": names.DDP, "fsdp": names.FSDP}[kind] in wrappers:
                     return prefix
         for site in wrap_calls:
@@ -236,14 +236,84 @@ def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.
 
 def function_key(index, function) -> str:
     """The project's name of a function definition: "Class.method" for a method
-    defined in a class body, the plain name otherwise."""
+    defined in a class body ("Outer.Inner.method" in a nested class), the plain
+    name otherwise (as ``ddplint.screen.facts`` keys them)."""
+    owner = _owning_class(index, function)
+    return f"{owner}.{function.name.value}" if owner else function.name.value
+
+
+def _owning_class(index, node) -> str:
+    """The key of the class whose body directly holds ``node`` (a def or a
+    class), "" when none."""
     import libcst as cst
 
-    block = index.parent(function)
+    block = index.parent(node)
     owner = index.parent(block) if block is not None else None
-    if isinstance(owner, cst.ClassDef):
-        return f"{owner.name.value}.{function.name.value}"
-    return function.name.value
+    if not isinstance(owner, cst.ClassDef):
+        return ""
+    outer = _owning_class(index, owner)
+    return f"{outer}.{owner.name.value}" if outer else owner.name.value
+
+
+# Calls into these are never calls of the project's classes.
+_LIBRARY_PREFIXES = ("torch.", "os.", "sys.", "numpy.")
+
+
+def project_callee(index, call) -> Optional[str]:
+    """A call's callee as the project's facts spell it: the dotted name as
+    written, or for a call through an instance of a class of the project
+    "Cls.method" / "Cls.__call__": ``self.m()`` in a method of Cls, ``obj.m()``
+    with ``obj = Cls(...)``, ``self.x.m()`` with ``self.x = Cls(...)``,
+    ``Cls(...).m()``, ``obj(...)``. ``Project.resolve_function`` resolves both."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        holder = _instance_class(index, func.value)
+        if holder:
+            return f"{holder}.{func.attr.value}"
+        if isinstance(func.value, cst.Name) and func.value.value in ("self", "cls") \
+                and not _instance_class(index, func):
+            owner = _self_class(index, call)
+            if owner:
+                return f"{owner}.{func.attr.value}"
+    holder = _instance_class(index, func)
+    return f"{holder}.__call__" if holder else dotted_name(func)
+
+
+def _self_class(index, node) -> str:
+    """The class ``self`` belongs to at ``node``: that of the nearest enclosing
+    method (a function nested in a method keeps its ``self``)."""
+    import libcst as cst
+
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.FunctionDef):
+            owner = _owning_class(index, ancestor)
+            if owner:
+                return owner
+    return ""
+
+
+def _instance_class(index, expr, depth: int = 0) -> str:
+    """The class (as written) of the instance ``expr`` holds when every value
+    that may reach it is a construction of one class (``Cls(...)``), or ""."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    if isinstance(expr, cst.Call):
+        name = dotted_name(expr.func)
+        if name is None or not name.split(".")[-1][:1].isupper():
+            return ""
+        return "" if (index.qualified_name(expr.func) or "").startswith(_LIBRARY_PREFIXES) else name
+    name = dotted_name(expr)
+    if name is None or name in ("self", "cls") or depth > 2:
+        return ""
+    values = index.reaching_values(expr) or []
+    classes = {_instance_class(index, value, depth + 1) for value in values}
+    return classes.pop() if len(classes) == 1 else ""
 
 
 def parameter_values(index, binding) -> Optional[frozenset[str]]:

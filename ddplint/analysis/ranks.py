@@ -26,6 +26,7 @@ means a report (DDP010) use the strict form.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Iterator, Optional, Union
 
@@ -336,3 +337,50 @@ def iter_guarded_calls(index: SemanticIndex, lenient: bool = False) -> Iterator[
         guards = rank_guards(index, site.node, lenient)
         if guards:
             yield site, guards
+
+
+# ---------------------------------------------------------------------- subgroups
+_COORDINATE = re.compile(
+    r"^_*(tp|pp|dp|cp|ep|sp|mp|tensor|pipeline|data|context|expert|model|sequence|stage|replica|shard|group)"
+    r"(_model)?(_parallel)?_?(rank|rank_id|group_rank|index|idx)$", re.IGNORECASE)
+_GLOBAL_GETTERS = ("get_rank", "get_local_rank", "get_global_rank", "get_world_rank", "get_node_local_rank")
+
+
+def selects_group_members(index: SemanticIndex, test: cst.BaseExpression) -> bool:
+    """Does a rank test pick the members of a subgroup rather than single out
+    the main rank? A membership test (``rank in dist.get_process_group_ranks(g)``),
+    a range (``start <= rank < start + size``, ``rank < n``), or a test of a
+    coordinate that every member of the group shares (``tp_rank == 0``,
+    ``mpu.get_pipeline_model_parallel_rank() == 0``, ``dist.get_rank(group)``).
+    ``rank == 0`` / ``is_main_process()`` single out one rank: not a selection."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return selects_group_members(index, test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return selects_group_members(index, test.left) or selects_group_members(index, test.right)
+    if not isinstance(test, cst.Comparison):
+        return False
+    operators = [target.operator for target in test.comparisons]
+    if any(isinstance(o, (cst.In, cst.NotIn)) for o in operators):
+        return True
+    if len(operators) > 1 or any(isinstance(o, (cst.LessThan, cst.LessThanEqual, cst.GreaterThan,
+                                                  cst.GreaterThanEqual)) for o in operators):
+        return True
+    operands = [test.left, *(target.comparator for target in test.comparisons)]
+    return any(_is_coordinate(index, operand) for operand in operands)
+
+
+def _is_coordinate(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    if depth > 3:
+        return False
+    if isinstance(expr, cst.Call):
+        name = (dotted_name(expr.func) or "").split(".")[-1]
+        if name in _GLOBAL_GETTERS:
+            return bool(expr.args)  # ``dist.get_rank(group)``: the rank inside the group
+        return name.startswith("get_") and _COORDINATE.match(name[4:]) is not None
+    name = dotted_name(expr)
+    if name is None:
+        return False
+    if _COORDINATE.match(name.split(".")[-1]):
+        return True
+    values = index.reaching_values(expr) if isinstance(expr, cst.Name) else None
+    return bool(values) and all(_is_coordinate(index, value, depth + 1) for value in values)

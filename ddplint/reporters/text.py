@@ -24,22 +24,49 @@ def use_colour(stream: TextIO, force: bool | None = None) -> bool:
     return hasattr(stream, "isatty") and stream.isatty()
 
 
+def position(file: FileResult, d: Diagnostic) -> str:
+    """``line:col``, or in a notebook ``cell 3:line 2:col 5``."""
+    where = file.cells.get(d.line)
+    if where is None:
+        return f"{d.line}:{d.column}"
+    return f"cell {where.cell}:line {where.line}:col {d.column}"
+
+
 def code_frame(file: FileResult, d: Diagnostic) -> list[str]:
     """Plain-text frame: gutter, the source line, and carets under the range."""
     source = file.source_lines.get(d.line)
     if source is None:
         return []
-    width = len(str(d.line))
+    shown_line = file.cells[d.line].line if d.line in file.cells else d.line
+    width = len(str(shown_line))
     end = d.end_column if d.end_line == d.line else len(source.rstrip()) + 1
     carets = "^" * max(1, end - d.column)
     gutter = " " * width
     # Keep tabs in the padding so the carets line up under tabbed code.
     padding = "".join("\t" if char == "\t" else " " for char in source[: d.column - 1])
-    return [f"{gutter} |", f"{d.line} | {source.rstrip()}", f"{gutter} | {padding}{carets}"]
+    return [f"{gutter} |", f"{shown_line} | {source.rstrip()}", f"{gutter} | {padding}{carets}"]
 
 
 def _headline(file: FileResult, d: Diagnostic) -> str:
-    return f"{file.path}:{d.line}:{d.column}: {d.code} {d.message}"
+    return f"{file.path}:{position(file, d)}: {d.code} {d.message}"
+
+
+def fix_line(d: Diagnostic) -> str:
+    assert d.fix is not None
+    return f"  = fix ({d.fix.applicability}): {d.fix.description}"
+
+
+def fixable_line(result: RunResult) -> str:
+    """How many findings ``--fix`` (and ``--unsafe-fixes``) would fix; "" when none."""
+    fixes = [d.fix for f in result.files for d in f.diagnostics if d.fix is not None]
+    safe = sum(1 for fix in fixes if fix.is_safe)
+    unsafe = len(fixes) - safe
+    if not fixes:
+        return ""
+    if not safe:
+        return f"{unsafe} fixable with --fix --unsafe-fixes (review them first: `--diff --unsafe-fixes`)."
+    more = f" ({unsafe} more with --unsafe-fixes)" if unsafe else ""
+    return f"{safe} fixable with --fix{more}."
 
 
 def _totals_line(result: RunResult) -> str:
@@ -70,9 +97,10 @@ def statistics_lines(result: RunResult) -> list[str]:
 
 
 def report(result: RunResult, stream: TextIO, show_source: bool = True,
-           statistics: bool = False, colour: bool | None = None, **_: object) -> None:
+           statistics: bool = False, colour: bool | None = None, show_fixes: bool = False,
+           **_: object) -> None:
     if use_colour(stream, colour):
-        _report_rich(result, stream, show_source, statistics)
+        _report_rich(result, stream, show_source, statistics, show_fixes)
         return
     for file in result.files:
         for d in file.diagnostics:
@@ -80,13 +108,18 @@ def report(result: RunResult, stream: TextIO, show_source: bool = True,
             if show_source:
                 for line in code_frame(file, d):
                     stream.write(line + "\n")
+            if show_fixes and d.fix is not None:
+                stream.write(fix_line(d) + "\n")
     if statistics:
         for line in statistics_lines(result):
             stream.write(line + "\n")
     stream.write(_totals_line(result) + "\n")
+    if fixable_line(result):
+        stream.write(fixable_line(result) + "\n")
 
 
-def _report_rich(result: RunResult, stream: TextIO, show_source: bool, statistics: bool) -> None:
+def _report_rich(result: RunResult, stream: TextIO, show_source: bool, statistics: bool,
+                 show_fixes: bool = False) -> None:
     from rich.console import Console
     from rich.text import Text
 
@@ -96,7 +129,7 @@ def _report_rich(result: RunResult, stream: TextIO, show_source: bool, statistic
     for file in result.files:
         for d in file.diagnostics:
             line = Text()
-            line.append(f"{file.path}:{d.line}:{d.column}:", style="bold")
+            line.append(f"{file.path}:{position(file, d)}:", style="bold")
             line.append(" ")
             line.append(d.code, style=STYLE[d.severity])
             line.append(f" {d.message}")
@@ -107,7 +140,11 @@ def _report_rich(result: RunResult, stream: TextIO, show_source: bool, statistic
                     console.print(Text(frame[0], style="blue"))
                     console.print(Text(frame[1]))
                     console.print(Text(frame[2], style=STYLE[d.severity]))
+            if show_fixes and d.fix is not None:
+                console.print(Text(fix_line(d), style="green"))
     if statistics:
         for text in statistics_lines(result):
             console.print(text)
     console.print(Text(_totals_line(result), style="bold"))
+    if fixable_line(result):
+        console.print(Text(fixable_line(result), style="green"))

@@ -9,6 +9,8 @@ from typing import Iterable
 
 import torch
 
+from ddplint.runtime.growth import linear_growth
+
 
 class _Held:
     """Weak-referenceable box around a saved tensor: dies when autograd frees the graph."""
@@ -28,9 +30,14 @@ class SavedTensorTracker:
     """
 
     def __init__(self, ignore: Iterable[torch.Tensor] = ()):
-        self._ignore = {t.untyped_storage().data_ptr() for t in ignore}
+        self._ignore: set[int] = set()
         self._live: "weakref.WeakSet[_Held]" = weakref.WeakSet()
         self._hooks = None
+        self.add_ignored(ignore)
+
+    def add_ignored(self, tensors: Iterable[torch.Tensor]) -> None:
+        """Stop counting these tensors' storages (parameters known only after entering)."""
+        self._ignore.update(t.untyped_storage().data_ptr() for t in tensors)
 
     def __enter__(self) -> "SavedTensorTracker":
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
@@ -49,8 +56,10 @@ class SavedTensorTracker:
     def _unpack(held: _Held) -> torch.Tensor:
         return held.tensor
 
-    def live_bytes(self) -> int:
-        gc.collect()
+    def live_bytes(self, generation: int = 2) -> int:
+        """Bytes of live saved tensors, after a garbage collection of ``generation``
+        (a full one costs ~0.1 s with torch loaded; graphs die by reference counting)."""
+        gc.collect(generation)
         seen: set[int] = set()
         total = 0
         for held in list(self._live):
@@ -132,11 +141,7 @@ class MemoryGrowthMonitor:
 
     def growth(self) -> tuple[float, float] | None:
         """(slope in bytes/step, R^2) of the last ``steps`` values, if they rise every step."""
-        tail = self.values[-self.window:]
-        if len(tail) < self.window or any(b <= a for a, b in zip(tail, tail[1:])):
-            return None
-        slope, r2 = _linear_fit(tail)
-        return (slope, r2) if slope >= self.min_slope and r2 >= self.min_r2 else None
+        return linear_growth(self.values, self.window, self.min_slope, self.min_r2)
 
     def check(self) -> None:
         found = self.growth()
@@ -149,16 +154,3 @@ class MemoryGrowthMonitor:
             f"{what} memory grew on every one of the last {self.window} steps, linearly "
             f"(R^2={r2:.3f}): +{slope:,.0f} bytes/step, from {tail[0]:,} to {tail[-1]:,} bytes. "
             "Something keeps a reference per step (e.g. a loss appended with its graph).")
-
-
-def _linear_fit(ys: list[int]) -> tuple[float, float]:
-    n = len(ys)
-    xs = range(n)
-    mx, my = (n - 1) / 2, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    slope = sxy / sxx
-    ss_tot = sum((y - my) ** 2 for y in ys)
-    ss_res = sum((y - (my + slope * (x - mx))) ** 2 for x, y in zip(xs, ys))
-    r2 = 1.0 - ss_res / ss_tot if ss_tot else 1.0
-    return slope, r2

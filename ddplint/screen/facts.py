@@ -45,6 +45,7 @@ COLLECTIVE_STATE_DICT = frozenset({
 })
 SHARDING_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspeed", "ray", "horovod",
                        "composer", "torchdata", "webdataset", "ffcv")
+_LIBRARY_PREFIXES = ("torch.", "os.", "sys.", "numpy.")
 _SPAWNERS = ("spawn", "start_processes", "Process", "launch", "elastic_launch", "run")
 _PROCESS_INDEX_NAMES = ("gpu", "gpu_id", "device_id", "proc_id", "process_id", "local_gpu", "dev_id")
 # What a call passes in an argument slot (CallFact.args), as far as the screen can
@@ -71,7 +72,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "2+saves"
+FACTS_VERSION = "4"  # 3: methods keyed by class; 4: save helpers, main-rank guards, prefix strips
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -82,8 +83,11 @@ _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_
 class CallFact:
     """A call (or a ``mp.spawn(fn)`` reference) that may reach a project function."""
 
-    callee: str  # dotted, as written: "train", "engine.train", "self.save"
-    caller: str  # the enclosing function's name, "" at module level
+    # dotted, as written ("train", "engine.train"), or for a call through an
+    # instance the class as written and the method ("Trainer.fit", "eng.Loop.run",
+    # "Net.__call__"; ``instance`` is then True)
+    callee: str
+    caller: str  # the enclosing function's key ("train", "Trainer.fit"), "" at module level
     guarded: bool  # under a rank condition (strict)
     guarded_lenient: bool  # ... or under a process-index test (``args.gpu == 0``)
     # argument slot (position as str, or keyword) -> "ddp" / "fsdp" / "param:NAME"
@@ -91,11 +95,14 @@ class CallFact:
     # imported helpers called in enclosing ``if`` tests: a guard when one of them
     # turns out (at the join) to be a rank predicate defined in another module
     maybe_guards: tuple[str, ...] = ()
+    # a bound call: ``self.m()``, ``obj.m()``, ``obj()``, ``Cls().m()`` (the first
+    # parameter, ``self``, is not an argument slot)
+    instance: bool = False
 
 
 @dataclass(slots=True)
 class FunctionFacts:
-    name: str
+    name: str  # the key in ModuleFacts.functions: "train", or "Trainer.fit" for a method
     params: tuple[str, ...]
     collective: bool = False  # issues a collective / collective state-dict call itself
     forwards: set[str] = field(default_factory=set)  # params called as ``param(...)``
@@ -122,7 +129,8 @@ class ModuleFacts:
     imports: dict[str, str] = field(default_factory=dict)  # local name -> target ("..pkg.mod.f")
     star_imports: list[str] = field(default_factory=list)  # modules of ``from M import *``
     own_ddp_context: bool = False
-    functions: dict[str, FunctionFacts] = field(default_factory=dict)
+    functions: dict[str, FunctionFacts] = field(default_factory=dict)  # "f" / "Cls.method" -> facts
+    classes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # "Cls" / "Outer.Inner" -> bases
     calls: list[CallFact] = field(default_factory=list)
     calls_set_epoch: bool = False
     destroys_process_group: bool = False
@@ -148,7 +156,7 @@ def summarize(source: str, path: str) -> Optional[ModuleFacts]:
         _Extractor(facts, "local_rank" in source).module(tree)
     except RecursionError:
         return None
-    facts.calls = [call for call in facts.calls if _may_reach_project_function(call.callee, facts)]
+    facts.calls = [call for call in facts.calls if _may_reach_project_function(call, facts)]
     facts.reads_local_rank_env = "LOCAL_RANK" in source
     if any(marker in source for marker in _STRIP_MARKERS):
         facts.prefix_strips = prefix_strips(tree, facts)
@@ -157,18 +165,19 @@ def summarize(source: str, path: str) -> Optional[ModuleFacts]:
     return facts
 
 
-def _may_reach_project_function(callee: str, facts: "ModuleFacts") -> bool:
-    """Keep only calls ``Project.resolve_function`` could resolve: a function of
-    this module (also ``self.f``), or a name imported into it. Dropping the rest
-    (``x.append``, ``print``, ``logger.info``) keeps summaries small: they are
-    cached, pickled to every worker, and held for the whole run."""
-    parts = callee.split(".")
+def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
+    """Keep only calls ``Project.resolve_function`` could resolve: a function or
+    class of this module, a method through an instance of one, or a name
+    imported into it. Dropping the rest (``x.append``, ``print``, ``logger.info``)
+    keeps summaries small: they are cached, pickled to every worker, and held
+    for the whole run."""
+    parts = call.callee.split(".")
     head = parts[0]
     if head in facts.imports:
         return True
-    if len(parts) == 1:
-        return head in facts.functions
-    return head in ("self", "cls") and len(parts) == 2 and parts[1] in facts.functions
+    if call.instance:
+        return ".".join(parts[:-1]) in facts.classes
+    return len(parts) == 1 and (head in facts.functions or head in facts.classes)
 
 
 
@@ -212,6 +221,13 @@ class _Extractor:
         self.assigned: list[dict[str, list[ast.AST]]] = [{}]  # per scope: name -> values
         self.returns: list[list[ast.AST]] = [[]]  # per function: returned values
         self.agreed: list[set[str]] = [set()]  # per function: names a collective agreed on
+        # Classes: the class whose body directly holds the statement being read
+        # ("" elsewhere), the class ``self`` belongs to in the enclosing method,
+        # and per class, instance attributes bound to a constructor call
+        # (``self.store = Store()``: "store" -> "Store").
+        self.owner = ""
+        self.self_class = ""
+        self.attributes: dict[str, dict[str, str]] = {}
 
     # ------------------------------------------------------------------ names
     def qualified(self, expr: ast.AST) -> Optional[str]:
@@ -319,8 +335,7 @@ class _Extractor:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self.function_def(node)
         elif isinstance(node, ast.ClassDef):
-            self.expressions(node.decorator_list)
-            self.block(node.body)
+            self.class_def(node)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -408,10 +423,42 @@ class _Extractor:
                     found.append(dotted)
         return found
 
+    def class_def(self, node: ast.ClassDef) -> None:
+        """Methods are keyed by class ("Trainer.fit"); only the statements
+        directly in the class body are its methods and nested classes."""
+        self.expressions(node.decorator_list)
+        key = f"{self.owner}.{node.name}" if self.owner else node.name
+        self.facts.classes.setdefault(key, tuple(filter(None, (_dotted(base) for base in node.bases))))
+        self.attributes.setdefault(key, self.instance_attributes(node))
+        outer = self.owner
+        for statement in node.body:
+            direct = isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            self.owner = key if direct else ""
+            self.statement(statement)
+        self.owner = outer
+
+    def instance_attributes(self, node: ast.ClassDef) -> dict[str, str]:
+        """``self.NAME = Cls(...)`` anywhere in the class's methods: NAME -> "Cls"
+        (attributes bound to different classes are left out)."""
+        found: dict[str, set[str]] = {}
+        for child in ast.walk(node):
+            if isinstance(child, (ast.Assign, ast.AnnAssign)) and isinstance(child.value, ast.Call):
+                targets = child.targets if isinstance(child, ast.Assign) else [child.target]
+                cls = self.class_ref(child.value.func)
+                for target in targets:
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                            and target.value.id == "self":
+                        found.setdefault(target.attr, set()).add(cls)
+        return {name: refs.pop() for name, refs in found.items() if len(refs) == 1 and "" not in refs}
+
     def function_def(self, node: ast.AST) -> None:
         args = node.args
         params = tuple(a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs])
-        facts = FunctionFacts(node.name, params)
+        key = f"{self.owner}.{node.name}" if self.owner else node.name
+        facts = FunctionFacts(key, params)
+        outer_owner, outer_self = self.owner, self.self_class
+        self.self_class = self.owner or self.self_class  # nested functions keep the method's ``self``
+        self.owner = ""
         facts.rank_zero_only = any(
             (_dotted(d.func if isinstance(d, ast.Call) else d) or "").split(".")[-1]
             in _rank_zero_decorators() for d in node.decorator_list)
@@ -431,7 +478,8 @@ class _Extractor:
         self.assigned.pop()
         self.function, self.guards, self.maybe_guards, self.opaque = outer, outer_guards, outer_maybe, outer_opaque
         self.main_guards = outer_main
-        self.facts.functions.setdefault(node.name, facts)
+        self.owner, self.self_class = outer_owner, outer_self
+        self.facts.functions.setdefault(key, facts)
 
     def returns_rank_test(self, node: ast.AST) -> bool:
         returns = self.returns[-1]
@@ -497,7 +545,10 @@ class _Extractor:
                     function.loads.add(head)
         if method in _SPAWNERS:
             self.spawned(node)
-        if dotted and not qualified.startswith(("torch.", "os.", "sys.", "numpy.")):
+        bound = self.bound_callee(node.func)
+        if bound:
+            self.record_call(node, bound, instance=True)
+        elif dotted and not qualified.startswith(_LIBRARY_PREFIXES):
             self.record_call(node, dotted)
 
     def saved_params(self, expr: ast.AST, depth: int = 0) -> set[str]:
@@ -569,9 +620,10 @@ class _Extractor:
         candidates = [node.args[0]] if node.args else []
         candidates += [k.value for k in node.keywords if k.arg in ("fn", "target", "entrypoint")]
         for candidate in candidates:
-            if isinstance(candidate, ast.Name):
-                self.facts.calls.append(CallFact(candidate.id, self.caller(), False, False,
-                                                 self.spawned_arguments(node)))
+            bound = self.bound_callee(candidate, called=False)
+            if isinstance(candidate, ast.Name) or bound:
+                self.facts.calls.append(CallFact(bound or candidate.id, self.caller(), False, False,
+                                                 self.spawned_arguments(node), instance=bool(bound)))
 
     def spawned_arguments(self, node: ast.Call) -> dict[str, str]:
         """What the worker's parameters receive: ``mp.spawn(fn, args=(a, b))`` calls
@@ -592,7 +644,42 @@ class _Extractor:
     def caller(self) -> str:
         return self.function.name if self.function is not None else ""
 
-    def record_call(self, node: ast.Call, dotted: str) -> None:
+    # ------------------------------------------------------------------ instances
+    def bound_callee(self, func: ast.AST, called: bool = True) -> str:
+        """"Cls.method" when ``func`` is a method of an instance of a class named
+        in this module: ``self.m`` (the enclosing class), ``obj.m`` / ``self.x.m``
+        with ``obj = Cls(...)`` / ``self.x = Cls(...)``, ``Cls(...).m``; and, for a
+        called instance (``obj(...)``), "Cls.__call__". "" otherwise."""
+        if isinstance(func, ast.Attribute):
+            holder = self.instance_class(func.value)
+            if holder:
+                return f"{holder}.{func.attr}"
+            if isinstance(func.value, ast.Name) and func.value.id in ("self", "cls") and self.self_class \
+                    and func.attr not in self.attributes.get(self.self_class, {}):
+                return f"{self.self_class}.{func.attr}"
+        holder = self.instance_class(func) if called else ""
+        return f"{holder}.__call__" if holder else ""
+
+    def instance_class(self, expr: ast.AST, depth: int = 0) -> str:
+        """The class (as written) of the instance ``expr`` holds, or ""."""
+        if isinstance(expr, ast.Call):
+            return self.class_ref(expr.func)
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+            return self.attributes.get(self.self_class, {}).get(expr.attr, "")
+        if isinstance(expr, ast.Name) and expr.id not in ("self", "cls") and depth < 2:
+            refs = {self.instance_class(value, depth + 1) for value in self.values_of(expr.id)}
+            return refs.pop() if len(refs) == 1 else ""
+        return ""
+
+    def class_ref(self, func: ast.AST) -> str:
+        """``Trainer`` / ``engine.Trainer`` when ``func`` may name a project class
+        (CapWords, not a library's); the join decides whether it is one."""
+        dotted = _dotted(func)
+        if dotted is None or not dotted.split(".")[-1][:1].isupper():
+            return ""
+        return "" if (self.qualified(func) or "").startswith(_LIBRARY_PREFIXES) else dotted
+
+    def record_call(self, node: ast.Call, dotted: str, instance: bool = False) -> None:
         strict = any(self.main_guards)
         lenient = bool(self.main_guards)
         slots: dict[str, str] = {}
@@ -608,7 +695,7 @@ class _Extractor:
                 if tag:
                     slots[keyword.arg] = tag
         self.facts.calls.append(CallFact(dotted, self.caller(), strict, lenient, slots,
-                                         tuple(self.maybe_guards)))
+                                         tuple(self.maybe_guards), instance))
 
     def arg_tag(self, expr: ast.AST) -> str:
         """What an argument passes (the vocabulary at the top of this module):

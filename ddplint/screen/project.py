@@ -92,29 +92,86 @@ class Project:
     def resolve_function(self, path: str, callee: str,
                          imports: Optional[dict[str, str]] = None) -> Optional[FunctionKey]:
         """The project function that ``callee`` (dotted, as written in module
-        ``path``) names, or None when unknown."""
+        ``path``) names, or None when unknown: a function ("train",
+        "engine.train"), a method through its class or the class's project bases
+        ("Trainer.fit", "engine.Trainer.fit"), a constructor ("Trainer" ->
+        "Trainer.__init__"), or ``self.m`` when one class of the module has ``m``."""
         module = self.modules.get(path)
         if module is None:
             return None
         imports = module.imports if imports is None else imports
-        parts = callee.split(".")
-        head = parts[0]
-        if len(parts) == 1 and head not in imports:
-            return (path, head) if head in module.functions else None
-        if head in ("self", "cls") and len(parts) == 2:
-            return (path, parts[1]) if parts[1] in module.functions else None
-        target = imports.get(head)
-        if target is None:
-            return None
-        dotted = target + ("." + ".".join(parts[1:]) if len(parts) > 1 else "")
-        # "pkg.mod.func": the last part is the function, the rest the module.
-        module_part, _, function = dotted.rpartition(".")
-        if not function:
-            return None
-        resolved = self.resolve_module(path, module_part) if module_part else None
-        if resolved is not None and function in self.modules[resolved].functions:
-            return (resolved, function)
+        head, _, method = callee.partition(".")
+        if head in ("self", "cls") and "." not in method:
+            return self._unique_method(path, method)
+        found = self._definition(path, callee, imports)
+        if found is not None:
+            if found[1] in self.modules[found[0]].functions:
+                return found
+            return self._method(found, "__init__")  # a class: its constructor
+        holder, _, method = callee.rpartition(".")
+        owner = self._definition(path, holder, imports) if holder else None
+        if owner is not None and owner[1] in self.modules[owner[0]].classes:
+            return self._method(owner, method)
         return None
+
+    def _definition(self, path: str, name: str, imports: Optional[dict[str, str]] = None,
+                    depth: int = 0) -> Optional[tuple[str, str]]:
+        """(module, key) of the function or class that ``name`` (dotted, as written
+        in module ``path``) names, following imports and re-exports
+        (``pkg/__init__.py``: ``from .engine import Trainer``)."""
+        module = self.modules.get(path)
+        if module is None or depth > 4:
+            return None
+        imports = module.imports if imports is None else imports
+        head, _, rest = name.partition(".")
+        if head not in imports:
+            return (path, name) if name in module.functions or name in module.classes else None
+        target = imports[head] + ("." + rest if rest else "")
+        level = len(target) - len(target.lstrip("."))
+        pieces = target[level:].split(".")
+        # "pkg.mod.Cls.fit": the longest prefix that is a project module holds the rest.
+        for split in range(len(pieces) - 1, -1 if level else 0, -1):
+            module_name = "." * level + ".".join(pieces[:split])
+            inner = ".".join(pieces[split:])
+            resolved = self.resolve_module(path, module_name)
+            if resolved is not None and resolved != path:
+                found = self._definition(resolved, inner, None, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def _method(self, owner: tuple[str, str], method: str, depth: int = 0) -> Optional[FunctionKey]:
+        """Method ``method`` of class ``owner`` (module, class key), or of its
+        project bases (first found, in base order)."""
+        path, cls = owner
+        module = self.modules[path]
+        if f"{cls}.{method}" in module.functions:
+            return (path, f"{cls}.{method}")
+        for base in module.classes.get(cls, ()) if depth < 8 else ():
+            found = self._definition(path, base)
+            if found is not None and found[1] in self.modules[found[0]].classes:
+                key = self._method(found, method, depth + 1)
+                if key is not None:
+                    return key
+        return None
+
+    def _unique_method(self, path: str, method: str) -> Optional[FunctionKey]:
+        """The one method named ``method`` of the classes of module ``path`` (the
+        judge's ``self.m`` and bare method names); None when none or several."""
+        module = self.modules.get(path)
+        if module is None:
+            return None
+        found = [key for key in module.functions
+                 if key.endswith("." + method) and key[:-len(method) - 1] in module.classes]
+        return (path, found[0]) if len(found) == 1 else None
+
+    def function_key(self, path: str, function: str) -> FunctionKey:
+        """The key of ``function`` in module ``path``: itself ("train",
+        "Trainer.fit"), or for a bare method name the one method of that name."""
+        module = self.modules.get(path)
+        if module is None or function in module.functions:
+            return (path, function)
+        return self._unique_method(path, function) or (path, function)
 
     def _link_calls(self) -> None:
         for path, module in self.modules.items():
@@ -166,9 +223,7 @@ class Project:
             return None
         if not slot.isdigit():
             return slot if slot in function.params else None
-        params = function.params
-        if params and params[0] in ("self", "cls") and "." in call.callee:
-            params = params[1:]
+        params = _argument_params(function, call)
         position = int(slot)
         return params[position] if position < len(params) else None
 
@@ -274,11 +329,11 @@ class Project:
     def call_saves(self, key: FunctionKey, callee: str, slot: str, unguarded: bool = False) -> bool:
         """Does a call of the save helper ``key`` save what it passes in ``slot``?"""
         saves = self._saves_unguarded if unguarded else self._saves
-        return self._slot_saved(key, CallFact(callee, "", False, False), slot, saves)
+        return self._slot_saved(key, _judge_call(callee), slot, saves)
 
     def saved_params(self, path: str, function: str, unguarded: bool = False) -> set[str]:
         saves = self._saves_unguarded if unguarded else self._saves
-        return saves.get((path, function), set())
+        return saves.get(self.function_key(path, function), set())
 
     # ------------------------------------------------------------------ values across calls
     def param_values(self, path: str, function: str, param: str) -> Optional[frozenset[str]]:
@@ -289,7 +344,7 @@ class Project:
         passed on, with UNKNOWN for a call that passes anything else (or nothing).
         None when no call is known. Callers that disagree are the caller's
         question (``{GLOBAL_RANK, UNKNOWN}`` is not a global rank)."""
-        key = (path, function)
+        key = self.function_key(path, function)
         if not self.callers.get(key) or self.function(key) is None:
             return None
         if (key, param) not in self._param_values:
@@ -347,9 +402,7 @@ class Project:
         if param in call.args:
             return call.args[param]
         function = self.function(key)
-        params = function.params if function is not None else ()
-        if params and params[0] in ("self", "cls") and "." in call.callee:
-            params = params[1:]
+        params = _argument_params(function, call) if function is not None else ()
         if param not in params:
             return ""
         return call.args.get(str(params.index(param)), "")
@@ -378,7 +431,7 @@ class Project:
         function, module = self.function(key), self.modules[key[0]]
         if function is not None and function.forwards_globals & module.wrapped_globals.keys():
             return "forward"  # ``def estimate_loss(): model(x)`` with a module-level DDP model
-        call = CallFact(callee, "", False, False)
+        call = _judge_call(callee)
         for slot in wrapped_slots:
             param = self._param_for_slot(key, call, slot)
             if param is not None and param in self._forwards.get(key, ()):
@@ -392,12 +445,12 @@ class Project:
         return key if key is not None and self._loads.get(key) else None
 
     def call_loads_into(self, key: FunctionKey, callee: str, slot: str) -> bool:
-        param = self._param_for_slot(key, CallFact(callee, "", False, False), slot)
+        param = self._param_for_slot(key, _judge_call(callee), slot)
         return param is not None and param in self._loads.get(key, ())
 
     def wrapped_param(self, path: str, function: str, param: str) -> str:
         """"ddp"/"fsdp" when some call site passes a wrapped model as ``param``."""
-        return self.ddp_params.get((path, function), {}).get(param, "")
+        return self.ddp_params.get(self.function_key(path, function), {}).get(param, "")
 
     def is_rank_predicate(self, path: str, imports: dict[str, str], callee: str) -> bool:
         key = self.resolve_function(path, callee, imports)
@@ -408,7 +461,7 @@ class Project:
         """True when every known call of the function runs under a rank guard
         (itself, or in a caller that is only ever called guarded); False when
         some call is unguarded; None when no call is known."""
-        key = (path, function)
+        key = self.function_key(path, function)
         seen = _seen if _seen is not None else set()
         if key in seen:
             return None
@@ -423,7 +476,7 @@ class Project:
             caller = self.function((caller_path, call.caller)) if call.caller else None
             if caller is not None and caller.rank_zero_only:
                 continue
-            if call.caller and call.caller != function:
+            if call.caller and call.caller != key[1]:
                 above = self.callers_guarded(caller_path, call.caller, seen)
                 if above is True:
                     continue
@@ -435,7 +488,7 @@ class Project:
 
     def caller_modules(self, path: str, function: str) -> Optional[list[ModuleFacts]]:
         """The modules that call the function; None when no call is known."""
-        calls = self.callers.get((path, function))
+        calls = self.callers.get(self.function_key(path, function))
         return [self.modules[caller] for caller, _ in calls] if calls else None
 
     def any_module(self, attribute: str) -> bool:
@@ -502,6 +555,27 @@ class Project:
             self._imported_cache = {target for other_path, other in self.modules.items()
                                     if other.own_ddp_context for target in self.imported[other_path]}
         return self._imported_cache
+
+
+def _argument_params(function: FunctionFacts, call: CallFact) -> tuple[str, ...]:
+    """The parameters that positional arguments fill: without ``self`` for a
+    bound call (``obj.fit(x)``, ``Trainer(x)``, ``self.fit(x)``, a classmethod
+    ``Cls.make(x)``), with it for an explicit unbound one (``Base.__init__(self, x)``)."""
+    params = function.params
+    if not params or params[0] not in ("self", "cls"):
+        return params
+    holder = call.callee.rpartition(".")[0]
+    unbound = not call.instance and params[0] == "self" and holder.split(".")[-1][:1].isupper()
+    return params if unbound else params[1:]
+
+
+def _judge_call(callee: str) -> CallFact:
+    """A call as the judge names it (``ddplint.analysis.models.project_callee``):
+    "Cls.method" stands for a call through an instance (bound), except
+    ``Base.__init__(self, ...)``, which passes ``self`` itself."""
+    holder, _, method = callee.rpartition(".")
+    bound = holder.split(".")[-1][:1].isupper() and method != "__init__"
+    return CallFact(callee, "", False, False, instance=bound)
 
 
 def _closure(starts: Iterable[str], edges: dict[str, set[str]]) -> set[str]:
