@@ -18,9 +18,10 @@ main-process-first idiom `if not leader: barrier()` ... `if leader: barrier()`);
 calls on `model.module` (the unwrapped model); tests that say whether the run is
 distributed (`if world_size > 1`, `local_rank != -1`); a bare function reference
 (`if is_main_process:` is always true); collectives over a subgroup (`group=g`)
-and forwards of a DDP built with `process_group=g` (membership tests, rank ranges
-and coordinates select the group's members); a rank test that also encloses the
-wrap; `fsdp_model.state_dict()` where `isinstance(model, FSDP)` is false;
+and forwards of a DDP built with `process_group=g` under a test that selects the
+group's members (`rank in dist.get_process_group_ranks(g)`, a rank range
+`start <= rank < start + size` / `rank < n`, a coordinate every member shares:
+`tp_rank == 0`); a rank test that also encloses the wrap; `fsdp_model.state_dict()` where `isinstance(model, FSDP)` is false;
 `obj = [x] if rank == 0 else [None]` followed by the collective outside the branch.
 
 ## Why is this bad?
