@@ -135,6 +135,14 @@ class RankConditionalCollective(Rule):
                            "    test_model(model)\n"),
         Valid(DDP_IMPORT + "from engine import run_validation\nmodel = DDP(net)\nif rank == 0:\n"
                            "    run_validation(model.module, val_loader)\n"),
+        # The helper's collective runs only when the caller asks for it (here: it does not).
+        Valid(DIST + "import time\ndef now(do_broadcast=True):\n"
+                     "    if not do_broadcast or not dist.is_initialized():\n        return time.time()\n"
+                     "    t = torch.tensor([time.time()])\n    dist.broadcast(t, src=0)\n    return t.item()\n"
+                     "if rank == 0:\n    start = now(do_broadcast=False)\n"),
+        Valid(DIST + "def log_progress(msg, barrier=True):\n    if barrier and dist.is_initialized():\n"
+                     "        dist.barrier()\n    print(msg)\nif dist.get_rank() == 0:\n"
+                     "    log_progress('saved', barrier=False)\n"),
         # The rank test also encloses the wrap: the ranks that own the model run it.
         Valid(DDP_IMPORT + "if rank in trainers:\n    model = DDP(net, process_group=pg)\n    out = model(x)\n"),
     ]

@@ -338,14 +338,19 @@ def _per_rank_or_in_memory(index: SemanticIndex, expr: cst.BaseExpression) -> bo
     literal text does not count: every rank writes ``'best_gpu.pt'``), or an
     in-memory buffer."""
     identifiers = set(names_in(expr))
-    for name in sorted(identifiers):
-        if "." in name:
-            continue
-        for binding in index.reaching(name, expr):
-            if binding.kind in ("assign", "annassign") and binding.value is not None:
-                identifiers |= names_in(binding.value)
-                if "BytesIO" in index.module.code_for_node(binding.value):
-                    return True
+    pending, seen = [(expr, 0)], set()
+    while pending:  # the names a path is built from, three bindings deep
+        node, depth = pending.pop()
+        for name in sorted(names_in(node)):
+            if "." in name or name in seen or depth > 2:
+                continue
+            seen.add(name)
+            for binding in index.reaching(name, node):
+                if binding.kind in ("assign", "annassign") and binding.value is not None:
+                    identifiers |= names_in(binding.value)
+                    pending.append((binding.value, depth + 1))
+                    if "BytesIO" in index.module.code_for_node(binding.value):
+                        return True
     if any(_PER_RANK.search(part) for name in identifiers for part in name.split(".")):
         return True
     if "BytesIO" in index.module.code_for_node(expr):

@@ -315,7 +315,7 @@ class _Extractor:
         self.block(tree.body)
 
     def block(self, statements: list[ast.stmt]) -> None:
-        pushed = main_pushed = 0
+        pushed = main_pushed = opaque_pushed = 0
         for statement in statements:
             self.statement(statement)
             # ``if rank != 0: return`` guards the rest of the block.
@@ -326,10 +326,16 @@ class _Extractor:
                     if _main_only(statement.test, False):
                         self.main_guards.append(self.guards[-1])
                         main_pushed += 1
+                elif self.reads_flag_parameter(statement.test):
+                    # ``if not do_broadcast: return``: what follows runs only when the
+                    # caller asks for it (a collective there is the caller's choice).
+                    self.opaque += 1
+                    opaque_pushed += 1
         if pushed:
             del self.guards[-pushed:]
         if main_pushed:
             del self.main_guards[-main_pushed:]
+        self.opaque -= opaque_pushed
 
     def statement(self, node: ast.stmt) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -357,7 +363,7 @@ class _Extractor:
             strict = self.rank_test(node.test, lenient=False)
             lenient = strict or self.rank_test(node.test, lenient=True)
             maybe = [] if lenient else self.imported_calls(node.test)
-            opaque = not lenient and not _is_distribution_test(node.test)
+            opaque = not lenient and (not _is_distribution_test(node.test) or self.reads_flag_parameter(node.test))
             if lenient:
                 self.guards.append(strict)
             self.maybe_guards.extend(maybe)
@@ -551,6 +557,17 @@ class _Extractor:
         elif dotted and not qualified.startswith(_LIBRARY_PREFIXES):
             self.record_call(node, dotted)
 
+    def reads_flag_parameter(self, test: ast.AST) -> bool:
+        """Does an ``if`` test read a parameter of the function that is not a
+        "distributed or not" flag (``do_broadcast``, ``use_fsdp_eval``)? Then the
+        caller decides whether the branch runs."""
+        function = self.function
+        if function is None:
+            return False
+        return any(name in function.params and name not in ("self", "cls")
+                   and not any(word in name.lower() for word in _DISTRIBUTION_WORDS)
+                   for name in _bare_names(test))
+
     def saved_params(self, expr: ast.AST, depth: int = 0) -> set[str]:
         """The function's parameters whose value ``expr`` (a saved object) holds:
         the parameter itself, a value of a dict / list / ``dict(...)`` display, a
@@ -590,7 +607,7 @@ class _Extractor:
     def per_rank_path(self, expr: Optional[ast.AST], depth: int = 0) -> bool:
         """A file name built from the rank (``f"ckpt_{rank}.pt"``, ``dist.get_rank()``,
         also one binding deep): each rank writes its own file."""
-        if expr is None or depth > 1:
+        if expr is None or depth > 3:
             return False
         for node in ast.walk(expr):
             name = _dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
