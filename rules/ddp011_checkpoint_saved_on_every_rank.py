@@ -109,6 +109,13 @@ class CheckpointSavedOnEveryRank(Rule):
         Valid(DIST + "import os\nfn = f'optimizer.{dist.get_rank():05d}.pth'\n"
                      "torch.save(optimizer.state_dict(), os.path.join(out, fn))\n"),
         Valid(DIST + "torch.save(model.state_dict(), 'ckpt_' + str(args.local_rank) + '.pt')\n"),
+        # The rank kept in a configuration dict.
+        Valid(DIST + "class Trainer:\n    def save_checkpoint(self, path):\n"
+                     "        torch.save({'model': self.model.module.state_dict()}, path)\n"
+                     "    def _check_save_interval(self):\n        self.save_checkpoint(f'ckpt-{self.steps}.pkl')\n"
+                     "    def _train_step(self):\n        if self.config['rank'] == 0:\n"
+                     "            self._check_save_interval()\n    def run(self):\n        self._train_step()\n"
+                     "Trainer().run()\n"),
         # The helper writes a per-rank file.
         Valid(DIST + "def write_shard(state):\n    torch.save(state, f'shard_{dist.get_rank()}.pt')\n"
                      "write_shard(optimizer.state_dict())\n"),

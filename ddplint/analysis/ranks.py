@@ -34,7 +34,7 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.names import RANK_NAME, RANK_PREDICATES, RANK_VARIABLES, RANK_ZERO_DECORATORS  # noqa: F401
-from ddplint.analysis.values import environ_key, literal_int
+from ddplint.analysis.values import environ_key, literal_int, literal_str
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
 # Functions returning the rank (``get_rank()`` helpers wrap ``dist.get_rank``).
@@ -70,7 +70,12 @@ def is_rank_value(index: SemanticIndex, expr: cst.BaseExpression, lenient: bool 
         method = dotted_name(expr.func)
         return method is not None and method.split(".")[-1] in _RANK_GETTERS
     if isinstance(expr, cst.Subscript):
-        return environ_key(index, expr) in RANK_VARIABLES
+        if environ_key(index, expr) in RANK_VARIABLES:
+            return True
+        # ``config["rank"]``, ``args["local_rank"]``: a rank kept in a dict
+        key = expr.slice[0].slice if len(expr.slice) == 1 else None
+        text = literal_str(key.value) if isinstance(key, cst.Index) else None
+        return text is not None and RANK_NAME.match(text) is not None
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Modulo, cst.FloorDivide)):
         # ``args.rank % ngpus_per_node`` is the local rank.
         return is_rank_value(index, expr.left, lenient, depth + 1)

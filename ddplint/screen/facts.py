@@ -252,7 +252,9 @@ class _Extractor:
             return dotted.split(".")[-1] in ("get_rank", "get_local_rank", "get_global_rank",
                                              "get_node_local_rank", "get_world_rank")
         if isinstance(expr, ast.Subscript):
-            return self.env_key(expr) in _RANK_VARIABLES
+            key = expr.slice
+            return self.env_key(expr) in _RANK_VARIABLES or (
+                isinstance(key, ast.Constant) and isinstance(key.value, str) and RANK_NAME.match(key.value) is not None)
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mod, ast.FloorDiv)):
             return self.rank_value(expr.left, lenient, depth + 1)
         dotted = _dotted(expr)
