@@ -119,6 +119,19 @@ RANK_PREDICATES = frozenset({
     "is_rank_zero", "is_rank_0", "is_global_zero", "is_local_zero", "is_main_rank", "is_primary",
     "is_main_worker", "is_chief", "is_leader", "main_process", "is_main",
 })
+# Predicates named like ``is_first_worker()``, ``is_master_node()``, ``is_chief_process()``
+# (imported helpers whose body ddplint may not see): ``is_`` + a "main" word + process words.
+# Not ``is_first_epoch`` / ``is_main_thread``: the suffix must name a process.
+RANK_PREDICATE_NAME = re.compile(
+    r"^_*is_(?:(?:main|master|chief|leader|primary|rank_?0|rank_?zero)(?:_(?:{w}))*|first(?:_(?:{w}))+)$"
+    .format(w="worker|process|proc|rank|node|host|gpu|device|replica|machine|local|global|zero|card"))
+
+
+def is_rank_predicate_name(name: str) -> bool:
+    """``is_main_process``, ``is_first_worker``, ...: a predicate true on the main process only."""
+    return name in RANK_PREDICATES or RANK_PREDICATE_NAME.match(name) is not None
+
+
 # Decorators that make a function run on rank 0 only (Lightning, mmcv, ...).
 RANK_ZERO_DECORATORS = ("rank_zero_only", "master_only", "main_process_only", "on_main_process",
                         "on_local_main_process", "rank_zero", "only_rank_zero", "is_main_process")

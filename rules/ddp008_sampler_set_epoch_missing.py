@@ -1,8 +1,12 @@
 """## What it does
 Flags a shuffling `DistributedSampler` used for training when nothing calls
 `set_epoch` (on the sampler, on the loader's `.sampler`, or in a helper) in this
-module or, with project analysis, anywhere in the project, while an epoch loop
-runs.
+module or anywhere its entry script reaches (its imports and calls), while an
+epoch loop runs. A one-file project is complete; independent scripts of one
+folder (an examples repository) never satisfy each other.
+
+Not flagged: `shuffle=False`; single-pass scripts without an epoch loop;
+validation/test samplers; a helper that calls `set_epoch`.
 
 ## Why is this bad?
 `DistributedSampler` seeds its shuffle with `seed + epoch`. Without

@@ -1,6 +1,15 @@
 """## What it does
 Flags a training `DataLoader` (its name says `train`, or it shuffles) over a
-map-style dataset, in DDP code, built with no `sampler` and no `batch_sampler`.
+map-style dataset, in DDP code, built with no `sampler` and no `batch_sampler`;
+also `DataLoader(ds, **kw)` where `kw` is a dict built in the function from
+literal keys (`{"shuffle": True, ...}`, `dict(...)`, `kw.update({...})`) that
+shuffles and carries no sampler.
+
+Not flagged: an `IterableDataset` (it shards itself); a custom sampler or batch
+sampler; data sharded by rank by hand (`Subset(ds, range(rank, n, world))`,
+`ds.use_partition(rank)`); evaluation loaders and loaders built on rank 0 only;
+single-process branches and launcher-parent code; `**kwargs` ddplint cannot
+read; loaders prepared by accelerate / Lightning.
 
 ## Why is this bad?
 Without a `DistributedSampler` every rank iterates the whole dataset: an epoch
@@ -28,10 +37,10 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.values import literal_bool
+from ddplint.analysis.values import literal_bool, literal_str
 from ddplint.analysis.models import function_key, project_of
 from ddplint.screen.facts import SHARDING_FRAMEWORKS
-from ddplint.analysis.ranks import is_rank_guarded
+from ddplint.analysis.ranks import is_rank_guarded, is_rank_value
 from ddplint.analysis.roles import is_worker_code
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
@@ -73,6 +82,21 @@ class MissingDistributedSampler(Rule):
         Valid(IMPORTS + "def build_loaders(cfg, train_set):\n"
                         "    train_dl = DataLoader(train_set, shuffle=True) if train_set is not None else None\n"
                         "    return train_dl, None\n"),
+        # Sharded by hand through a call that takes the rank.
+        Valid(IMPORTS + "train_set = Corpus(path)\ntrain_set.use_partition(dist.get_rank())\n"
+                        "train_loader = DataLoader(train_set, batch_size=8, shuffle=True)\n"),
+        Valid(IMPORTS + "def main(rank, world_size):\n    ds = Shards(root)\n    ds.select(rank, world_size)\n"
+                        "    train_loader = DataLoader(ds, batch_size=8, shuffle=True)\n"),
+        # The single-process branch.
+        Valid(IMPORTS + "if args.distributed:\n    sampler = DistributedSampler(ds)\n"
+                        "    train_loader = DataLoader(ds, batch_size=8, sampler=sampler)\nelse:\n"
+                        "    train_loader = DataLoader(ds, batch_size=8, shuffle=True)\n"),
+        # Spread keywords that carry a sampler, or that ddplint cannot read.
+        Valid(IMPORTS + "kw = {'batch_size': 8, 'sampler': DistributedSampler(ds)}\n"
+                        "train_loader = DataLoader(ds, **kw)\n"),
+        Valid(IMPORTS + "kw = dict(batch_size=8, shuffle=True)\nkw.update(extra)\ntrain_loader = DataLoader(ds, **kw)\n"),
+        Valid(IMPORTS + "kw = {'batch_size': 8, 'shuffle': True}\nkw['sampler'] = sampler\n"
+                        "train_loader = DataLoader(ds, **kw)\n"),
     ]
     invalid = [
         Invalid(IMPORTS + "train_loader = DataLoader(train_set, batch_size=64, shuffle=True)\n",
@@ -91,17 +115,25 @@ class MissingDistributedSampler(Rule):
                 line=3, column=16),
         Invalid(IMPORTS + "for epoch in range(3):\n    for x in DataLoader(train_ds, shuffle=True):\n"
                           "        step(x)\n", line=4, column=14),
+        # Spread keywords from a local dict literal that shuffles, with no sampler.
+        Invalid(IMPORTS + "kw = {'batch_size': 8, 'shuffle': True, 'num_workers': 4}\n"
+                          "loader = DataLoader(ds, **kw)\n", line=4, column=10),
+        Invalid(IMPORTS + "kw = dict(batch_size=8)\nkw.update({'shuffle': True, 'drop_last': True})\n"
+                          "loader = DataLoader(ds, **kw)\n", line=5, column=10),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if any(index.imports_module(framework) for framework in SHARDING_FRAMEWORKS):
             return
         for site in index.calls_to(names.DATALOADER):
-            if site.has_star_kwargs or site.has_star_args or _has_sampler(site):
+            spread = _spread_keywords(index, site) if site.has_star_kwargs else {}
+            if spread is None or site.has_star_args or _has_sampler(site) \
+                    or any(key in spread for key in ("sampler", "batch_sampler")):
                 continue
             target = _assigned_name(index, site.node)
             shuffle = site.argument("shuffle")
-            shuffles = shuffle is not None and literal_bool(shuffle.value) is True
+            shuffle_value = shuffle.value if shuffle is not None else spread.get("shuffle")
+            shuffles = shuffle_value is not None and literal_bool(shuffle_value) is True
             named_train = target is not None and "train" in target.lower()
             if not (shuffles or named_train) or (target is not None and _EVAL_NAME.search(target)):
                 continue
@@ -111,6 +143,53 @@ class MissingDistributedSampler(Rule):
             if _returned(index, site, target) and not _callers_known_plain(index, site):
                 continue
             yield self.report(site.node)
+
+
+def _spread_keywords(index: SemanticIndex, site: CallSite) -> Optional[dict[str, cst.BaseExpression]]:
+    """The keywords ``DataLoader(ds, **kw)`` passes when ``kw`` is a dict built
+    here from literal keys (a display or ``dict(...)``, then ``kw.update({...})``
+    / ``kw["k"] = v``); None when any part of it is unknown."""
+    spread: dict[str, cst.BaseExpression] = {}
+    for arg in site.node.args:
+        if arg.star != "**":
+            continue
+        if not isinstance(arg.value, cst.Name):
+            return None
+        name = arg.value.value
+        values = index.reaching_values(arg.value)
+        if not values or len(values) != 1 or not _literal_keys(values[0], spread):
+            return None
+        scope = index.enclosing_scope(site.node)
+        for other in index.method_calls("update", "setdefault", "pop"):
+            if dotted_name(other.receiver) == name and other.scope is scope and other.order < site.order:
+                if other.method != "update" or len(other.node.args) != 1 \
+                        or not _literal_keys(other.node.args[0].value, spread):
+                    return None
+        for target, value in index.subscript_assignments:
+            if dotted_name(target.value) == name and index.enclosing_scope(target) is scope:
+                key = target.slice[0].slice if len(target.slice) == 1 else None
+                text = literal_str(key.value) if isinstance(key, cst.Index) else None
+                if text is None:
+                    return None
+                spread[text] = value
+    return spread
+
+
+def _literal_keys(expr: cst.BaseExpression, into: dict[str, cst.BaseExpression]) -> bool:
+    if isinstance(expr, cst.Dict):
+        for element in expr.elements:
+            key = literal_str(element.key) if isinstance(element, cst.DictElement) else None
+            if key is None:
+                return False
+            into[key] = element.value
+        return True
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "dict":
+        for arg in expr.args:
+            if arg.keyword is None:
+                return False
+            into[arg.keyword.value] = arg.value
+        return True
+    return False
 
 
 def _returned(index: SemanticIndex, site: CallSite, target: Optional[str]) -> bool:
@@ -175,7 +254,26 @@ def _not_map_style(index: SemanticIndex, site: CallSite) -> bool:
         if isinstance(value, cst.Call):
             texts.extend(_class_bases(index, value.func))
     joined = " ".join(texts)
-    return bool(_SHARDED_BY_HAND.search(joined)) or "Iterable" in joined or "Stream" in joined
+    if _SHARDED_BY_HAND.search(joined) or "Iterable" in joined or "Stream" in joined:
+        return True
+    return _sharded_by_a_call(index, site, dotted_name(dataset.value))
+
+
+def _sharded_by_a_call(index: SemanticIndex, site: CallSite, name: Optional[str]) -> bool:
+    """``ds.use_partition(rank)`` / ``ds.shard(world_size, rank)`` before the
+    loader: the dataset is split by rank by hand through a call taking the rank."""
+    if name is None:
+        return False
+    scope = index.enclosing_scope(site.node)
+    for other in index.calls:
+        if other.scope is not scope or other.order > site.order or other.receiver is None:
+            continue
+        if dotted_name(other.receiver) != name:
+            continue
+        if any(is_rank_value(index, arg.value) or _SHARDED_BY_HAND.search(index.module.code_for_node(arg.value))
+               for arg in other.node.args):
+            return True
+    return False
 
 
 def _class_bases(index: SemanticIndex, func: cst.BaseExpression) -> list[str]:

@@ -5,7 +5,24 @@ collective state-dict call (`fsdp_model.state_dict()`, `FSDP.full_optim_state_di
 `get_model_state_dict`, `torch.distributed.checkpoint.save/load`) or a forward pass of
 a DDP/FSDP-wrapped model that runs only under a rank condition (`if rank == 0:`,
 `if is_main_process():`, after `if rank != 0: return`), directly or through a
-function of the project that reaches one (`if rank == 0: evaluate(ddp_model)`).
+function of the project that reaches one (`if rank == 0: evaluate(ddp_model)`,
+`self.checkpoint()` ending in `dist.barrier()`). A wrapped model handed under a
+rank condition to an evaluation function whose body is not visible
+(`run_validation(ddp_model, loader)` from another library) is flagged too. A DDP
+forward is reported as "may hang or desynchronise" (DDP broadcasts buffers in
+forward); collectives and FSDP forwards hang.
+
+Not flagged: point-to-point `send`/`recv`; the same collective issued on every
+branch of the rank test (also through a function of this module, and the
+main-process-first idiom `if not leader: barrier()` ... `if leader: barrier()`);
+calls on `model.module` (the unwrapped model); tests that say whether the run is
+distributed (`if world_size > 1`, `local_rank != -1`); a bare function reference
+(`if is_main_process:` is always true); collectives over a subgroup (`group=g`)
+and forwards of a DDP built with `process_group=g` under a test that selects the
+group's members (`rank in dist.get_process_group_ranks(g)`, a rank range
+`start <= rank < start + size` / `rank < n`, a coordinate every member shares:
+`tp_rank == 0`); a rank test that also encloses the wrap; `fsdp_model.state_dict()` where `isinstance(model, FSDP)` is false;
+`obj = [x] if rank == 0 else [None]` followed by the collective outside the branch.
 
 ## Why is this bad?
 Every rank must enter a collective for it to complete. When only rank 0 calls
@@ -31,13 +48,16 @@ the job hangs until the NCCL timeout kills it, usually with no hint of where.
 
 from __future__ import annotations
 
+import re
 from typing import Iterator, Optional
 
 import libcst as cst
 
-from ddplint.analysis.models import project_callee, project_of, wrapped_kind, wrapped_slots
+from ddplint.analysis.flow import calls_in_function, helper_functions
+from ddplint.analysis.models import (guard_encloses_wrap, project_callee, project_of, wrap_process_group,
+                                     wrapped_kind, wrapped_slots)
 from ddplint.screen.facts import COLLECTIVE_STATE_DICT, COLLECTIVES
-from ddplint.analysis.ranks import Guard, guard_restricts, rank_guards
+from ddplint.analysis.ranks import Guard, guard_restricts, rank_guards, selects_group_members
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
@@ -86,6 +106,45 @@ class RankConditionalCollective(Rule):
                      "    if rank == 0:\n        dist.barrier()\ndef build(rank):\n    zero_first(rank)\n"
                      "if rank in {-1, 0}:\n    build(-1)\n"),
         Valid("import torch\nif rank == 0:\n    torch.save(model.state_dict(), 'm.pt')\n"),
+        # Not an FSDP model in the arm where ``isinstance(model, FSDP)`` is false.
+        Valid(FSDP_IMPORT + "model = FSDP(net) if cfg.fsdp else net\nif rank == 0:\n"
+                            "    if not isinstance(model, FSDP):\n        sd = model.state_dict()\n"),
+        Valid(FSDP_IMPORT + "model = FSDP(net) if cfg.fsdp else net\n"
+                            "if rank == 0 and not isinstance(model, FSDP):\n    sd = model.state_dict()\n"),
+        # A DDP over a subgroup, run by exactly the members of that subgroup.
+        Valid(DDP_IMPORT + "grp = dist.new_group(list(range(n)))\nmodel = DDP(net, process_group=grp)\n"
+                           "if rank < n:\n    out = model(x)\n"),
+        # The same collective on the other arm, through a function of this module.
+        Valid(DIST + "def receive(buf):\n    dist.broadcast(buf, src=0)\n    return buf\n"
+                     "if rank == 0:\n    dist.broadcast(t, src=0)\nelse:\n    receive(t)\n"),
+        # Subgroup collectives guarded by membership, a rank range or a shared coordinate.
+        Valid(DIST + "if rank in dist.get_process_group_ranks(g):\n    dist.all_reduce(x, group=g)\n"),
+        Valid(DIST + "for start in range(0, world, size):\n    if start <= rank < start + size:\n"
+                     "        dist.all_reduce(x, group=groups[start // size])\n"),
+        Valid(DIST + "if tp_rank == 0:\n    dist.broadcast(x, src, group=dp_group)\n"),
+        Valid(DIST + "if pp_rank == 0:\n    dist.all_reduce(x, dist.ReduceOp.SUM, embedding_group)\n"),
+        # Main process first: every rank passes exactly one barrier (through a helper).
+        Valid(DIST + "import contextlib\ndef wait_for_everyone():\n    dist.barrier()\n"
+                     "@contextlib.contextmanager\ndef main_process_first(leader):\n    if not leader:\n"
+                     "        wait_for_everyone()\n    yield\n    if leader:\n        wait_for_everyone()\n"
+                     "leader = dist.get_rank() == 0\n"),
+        # A function object is always true (RULES.md, Clarifications).
+        Valid(DIST + "from utils import is_main_process\nif is_main_process:\n    dist.barrier()\n"),
+        # The evaluation helper's body is visible and runs no forward; the inner model.
+        Valid(DDP_IMPORT + "def test_model(m):\n    print(m)\nmodel = DDP(net)\nif rank == 0:\n"
+                           "    test_model(model)\n"),
+        Valid(DDP_IMPORT + "from engine import run_validation\nmodel = DDP(net)\nif rank == 0:\n"
+                           "    run_validation(model.module, val_loader)\n"),
+        # The helper's collective runs only when the caller asks for it (here: it does not).
+        Valid(DIST + "import time\ndef now(do_broadcast=True):\n"
+                     "    if not do_broadcast or not dist.is_initialized():\n        return time.time()\n"
+                     "    t = torch.tensor([time.time()])\n    dist.broadcast(t, src=0)\n    return t.item()\n"
+                     "if rank == 0:\n    start = now(do_broadcast=False)\n"),
+        Valid(DIST + "def log_progress(msg, barrier=True):\n    if barrier and dist.is_initialized():\n"
+                     "        dist.barrier()\n    print(msg)\nif dist.get_rank() == 0:\n"
+                     "    log_progress('saved', barrier=False)\n"),
+        # The rank test also encloses the wrap: the ranks that own the model run it.
+        Valid(DDP_IMPORT + "if rank in trainers:\n    model = DDP(net, process_group=pg)\n    out = model(x)\n"),
     ]
     invalid = [
         Invalid(DIST + "if dist.get_rank() == 0:\n    dist.barrier()\n", line=4, column=5),
@@ -116,6 +175,28 @@ class RankConditionalCollective(Rule):
                              "        losses = estimate_loss()\n", line=11, column=18),
         Invalid(DIST + "def log_metrics(distributed, rank):\n    if distributed and rank != 0:\n        return\n"
                        "    dist.barrier()\n", line=6, column=5),
+        # An evaluation function whose body is not visible, handed the DDP model.
+        Invalid(DDP_IMPORT + "from engine import run_validation\nmodel = DDP(net)\nif rank == 0:\n"
+                             "    acc = run_validation(model, val_loader)\n", line=7, column=11),
+        # A function of the project that ends in a barrier, called on the main rank only.
+        Invalid(DIST + "def save_all(model, path):\n    torch.save(model.module.state_dict(), path)\n"
+                       "    dist.barrier()\nif dist.get_rank() == 0:\n    save_all(model, path)\n",
+                line=7, column=5),
+        Invalid(DIST + "class Trainer:\n    def checkpoint(self):\n        torch.save(self.state, self.path)\n"
+                       "        dist.barrier()\n    def fit(self):\n        if self.rank == 0:\n"
+                       "            self.checkpoint()\n", line=9, column=13),
+        # FSDP state_dict() on the arm where the model IS the FSDP model.
+        Invalid(FSDP_IMPORT + "model = FSDP(net) if cfg.fsdp else net\nif rank == 0:\n"
+                              "    if isinstance(model, FSDP):\n        sd = model.state_dict()\n",
+                line=7, column=14),
+        # A collective over a group that rank 0 alone enters (the group has other members).
+        Invalid(DIST + "g = dist.new_group(list(range(world_size)))\nif rank == 0:\n"
+                       "    dist.monitored_barrier(group=g, wait_all_ranks=True)\n", line=5, column=5),
+        Invalid(DIST + "def step(rank, world_size, group):\n    if rank == world_size - 1:\n        return\n"
+                       "    dist.all_reduce(t, group=group)\n", line=6, column=5),
+        # A DDP forward on rank 0 only (buffers broadcast by rank 0 alone: may hang).
+        Invalid(DDP_IMPORT + "model = DDP(net)\nif rank == 0:\n    with torch.no_grad():\n"
+                             "        preds = model(batch)\n", line=7, column=17),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
@@ -123,60 +204,130 @@ class RankConditionalCollective(Rule):
             what = self._reaches(index, site)
             if what is None:
                 continue
+            description, consequence = what
             guards = [g for g in rank_guards(index, site.node) if guard_restricts(index, g)]
-            if not guards or self._issued_on_every_branch(index, site, guards):
+            if not guards or _issued_on_every_branch(index, site, guards):
                 continue
-            if site.keyword("group") is not None and any(_membership_test(g) for g in guards):
-                continue  # subgroup collective guarded by group membership
-            yield self.report(site.node, f"{what} under a rank condition: the other ranks never "
-                                         "join it and the job hangs")
+            if _group_scoped(index, site) and all(selects_group_members(index, g.node.test) for g in guards):
+                continue  # a subgroup collective: the guard selects the group's members
+            if all(guard_encloses_wrap(index, g, site.node) for g in guards):
+                continue  # the ranks that own the wrapped model are the ranks that run it
+            yield self.report(site.node, f"{description} under a rank condition: {consequence}")
 
-    def _reaches(self, index: SemanticIndex, site: CallSite) -> Optional[str]:
-        """What the call is, when it is collective: a description, else None."""
+    def _reaches(self, index: SemanticIndex, site: CallSite) -> Optional[tuple[str, str]]:
+        """What the call is, when it is collective: (a description, the
+        consequence), else None."""
         qualified = site.qualified_name or ""
-        if qualified in COLLECTIVES:
-            return f"collective {qualified.rsplit('.', 1)[-1]}()"
-        if qualified in COLLECTIVE_STATE_DICT:
-            return f"collective {qualified.rsplit('.', 1)[-1]}()"
+        if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT:
+            return f"collective {qualified.rsplit('.', 1)[-1]}()", HANGS
         if site.method == "state_dict" and site.receiver is not None \
                 and wrapped_kind(index, site.receiver, site.order) == "fsdp":
-            return "FSDP state_dict() (all-gathers parameters)"
+            return "FSDP state_dict() (all-gathers parameters)", HANGS
         if isinstance(site.node.func, (cst.Name, cst.Attribute)) and qualified == "":
             kind = wrapped_kind(index, site.node.func, site.order)
-            if kind:
-                return f"forward of a {kind.upper()} model (a collective)"
+            if kind == "ddp":
+                return "forward of a DDP model (broadcasts buffers)", DESYNC
+            if kind == "fsdp":
+                return "forward of an FSDP model (all-gathers parameters)", HANGS
         callee = dotted_name(site.node.func)
         if callee is None:
             return None
-        reached = project_of(index).call_reaches(index.path, project_callee(index, site.node) or callee,
-                                                 index.imports, wrapped_slots(index, site))
+        project = project_of(index)
+        slots = wrapped_slots(index, site)
+        reached = project.call_reaches(index.path, project_callee(index, site.node) or callee, index.imports, slots)
         if reached == "collective":
-            return f"call of {callee}(), which issues a collective,"
+            return f"call of {callee}(), which issues a collective,", HANGS
         if reached == "forward":
-            return f"call of {callee}(), which runs a forward of a wrapped model,"
+            return f"call of {callee}(), which runs a forward of a wrapped model,", DESYNC
+        if slots and _evaluation_name(callee) and not qualified.startswith(_NOT_EVALUATION) \
+                and project.resolve_function(index.path, project_callee(index, site.node) or callee, index.imports) is None \
+                and not helper_functions(index, site):
+            # The body is not visible (another library, an object of unknown class):
+            # the name says it evaluates the wrapped model it is given.
+            return f"call of {callee}() with a wrapped model (evaluation runs its forward)", DESYNC
         return None
 
-    def _issued_on_every_branch(self, index: SemanticIndex, site: CallSite, guards: list[Guard]) -> bool:
-        """The same collective also issued on the other side of a rank test in
-        this function (``else`` branch, or the ``if rank != 0: barrier()`` ...
-        ``if rank == 0: barrier()`` idiom)."""
-        if not site.qualified_name:
-            return False
-        own = {id(g.node) for g in guards}
-        for other in index.calls_to(site.qualified_name):
-            if other is site or other.scope is not site.scope:
-                continue
-            other_guards = rank_guards(index, other.node)
-            if not other_guards:
-                continue
-            if {id(g.node) for g in other_guards} != own:
-                return True
-            if [g.branch for g in other_guards] != [g.branch for g in guards]:
-                return True
+
+HANGS = "the other ranks never join it and the job hangs"
+DESYNC = "the other ranks do not run it, so the job may hang or desynchronise"
+_EVALUATION = re.compile(r"(^|_)(eval|evaluate|evaluation|validate|validation|valid|val|test|infer|inference|"
+                         r"predict|benchmark)(_|$)", re.IGNORECASE)
+# Callees that never run the model's forward: saving, logging, torch itself.
+_NOT_EVALUATION = ("torch.", "os.", "copy.", "logging.", "wandb.", "json.", "pickle.")
+
+
+def _evaluation_name(callee: str) -> bool:
+    last = callee.split(".")[-1]
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", last)
+    return bool(_EVALUATION.search(words)) and "save" not in last.lower() and "log" not in last.lower()
+
+
+def _issued_on_every_branch(index: SemanticIndex, site: CallSite, guards: list[Guard]) -> bool:
+    """The same collective also issued on the other side of a rank test in this
+    function: the ``else`` branch (directly or through a function of this
+    module), or the main-process-first idiom (``if not leader: barrier()`` ...
+    ``if leader: barrier()``, also through a helper such as ``wait_for_everyone()``)."""
+    mine = _collectives_of(index, site)
+    if not mine:
         return False
+    own = {id(g.node) for g in guards}
+    for other in calls_in_function(index, site.scope):
+        if other is site or not (_collectives_of(index, other) & mine):
+            continue
+        other_guards = rank_guards(index, other.node)
+        if not other_guards:
+            continue
+        if {id(g.node) for g in other_guards} != own:
+            return True
+        if [g.branch for g in other_guards] != [g.branch for g in guards]:
+            return True
+    return False
 
 
-def _membership_test(guard: Guard) -> bool:
-    test = getattr(guard.node, "test", None)
-    return isinstance(test, cst.Comparison) and any(
-        isinstance(t.operator, (cst.In, cst.NotIn)) for t in test.comparisons)
+def _collectives_of(index: SemanticIndex, site: CallSite, depth: int = 0) -> set[str]:
+    """The collectives a call issues, by name: itself, or (for a function of this
+    module) what its body issues; for another call, its callee as written."""
+    qualified = site.qualified_name or ""
+    if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT:
+        return {qualified}
+    found: set[str] = set()
+    if depth < 3:
+        for helper in helper_functions(index, site):
+            for inner in calls_in_function(index, helper):
+                found |= _collectives_of(index, inner, depth + 1)
+    callee = dotted_name(site.node.func)
+    if not found and callee is not None and not qualified:
+        found.add("call:" + callee)
+    return found
+
+
+def _group_scoped(index: SemanticIndex, site: CallSite) -> bool:
+    """A collective over a process group other than the default one
+    (``group=g``), or the forward of a model wrapped with ``process_group=g``:
+    a rank test around it selects the group's members (membership tests,
+    ``if start <= rank < start + size:``, coordinates every member shares)."""
+    qualified = site.qualified_name or ""
+    if qualified in COLLECTIVES:
+        group = site.keyword("group")
+        position = _GROUP_POSITION.get(qualified.rsplit(".", 1)[-1])
+        if group is None and position is not None:
+            group = site.positional(position)
+        return group is not None and not _default_group(index, group.value)
+    if isinstance(site.node.func, (cst.Name, cst.Attribute)) and not qualified:
+        return wrap_process_group(index, site.node.func, site.order)
+    return False
+
+
+def _default_group(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.Name) and expr.value == "None":
+        return True
+    return (index.qualified_name(expr) or "").endswith(("group.WORLD", "GroupMember.WORLD"))
+
+
+# Position of the ``group`` argument of each collective (torch.distributed signatures).
+_GROUP_POSITION = {
+    "all_reduce": 2, "broadcast": 2, "reduce": 3, "all_gather": 2, "all_gather_object": 2,
+    "broadcast_object_list": 2, "gather": 3, "scatter": 3, "barrier": 0, "monitored_barrier": 0,
+    "reduce_scatter": 3, "reduce_scatter_tensor": 3, "all_to_all": 2, "all_to_all_single": 4,
+    "all_gather_into_tensor": 2, "gather_object": 3, "scatter_object_list": 3,
+}

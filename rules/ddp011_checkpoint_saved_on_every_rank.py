@@ -1,9 +1,19 @@
 """## What it does
 Flags `torch.save` of model or optimizer state that every rank reaches: no rank-0
-guard (`if rank == 0:`, `if is_main_process():`, `if rank != 0: return`,
-`@rank_zero_only`) on the way to it, neither in its own function nor in all of the
-project's calls of that function (`save_on_master` helpers called unguarded,
-`main()` run by every process).
+guard (`if rank == 0:`, `if is_main_process():`, `if is_first_worker():`,
+`if rank != 0: return`, `@rank_zero_only`) on the way to it, neither in its own
+function nor in all of the project's calls of that function (`main()` run by
+every process). A save helper (a function of the project, here or imported, that
+`torch.save`s what it is given: `write_ckpt({"net": model.state_dict()}, d)`) is
+reported at the call that runs on every rank, not inside the helper. When the
+file name is a literal the message names it ("every rank writes 'last.pt'").
+
+Not flagged: rank-guarded saves; helpers that guard themselves
+(`save_on_master`); per-rank file names; saves into in-memory buffers;
+`torch.distributed.checkpoint` (collective by design); single-process branches
+(`else` of `if args.distributed:`) and launcher-parent code; a save under
+`if out_dir:` where `out_dir` is set on rank 0 only; helpers nobody is known to
+call.
 
 ## Why is this bad?
 All N ranks write the same file at the same time. On a shared filesystem the
@@ -35,7 +45,8 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.models import function_key, project_of
+from ddplint.analysis.flow import names_in
+from ddplint.analysis.models import checkpoint_file_name, function_key, project_callee, project_of
 from ddplint.analysis.ranks import enclosing_function, runs_on_rank_subset
 from ddplint.analysis.roles import is_worker_code
 from ddplint.rule import Invalid, Report, Rule, Valid
@@ -43,7 +54,9 @@ from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
 DIST = "import torch\nimport torch.distributed as dist\n"
 _STATE_NAME = re.compile(r"model|net|ckpt|checkpoint|state|optim|weights|snapshot", re.IGNORECASE)
-_PER_RANK = re.compile(r"rank|gpu|device|proc|worker|shard", re.IGNORECASE)
+# Parts of identifiers that hold a per-process value (``local_rank``, ``args.gpu``, ``get_rank``).
+_PER_RANK = re.compile(r"(^|_)(rank|gpu|gpu_id|device_id|proc|proc_id|process_id|process_index|worker|worker_id|"
+                       r"shard|shard_id|node_id)(_|$)|rank$", re.IGNORECASE)
 _BUFFER_NAME = re.compile(r"buf|bio|stream|bytes|memory", re.IGNORECASE)
 
 
@@ -78,15 +91,52 @@ class CheckpointSavedOnEveryRank(Rule):
         Valid(DIST + "def main(args):\n    args.save_logs = args.logs and is_master(args)\n"
                      "    if args.save_logs:\n        torch.save({'state_dict': model.state_dict()}, path)\n"
                      "main(args)\n"),
+        # Imported predicates named like the main process.
+        Valid(DIST + "from dist_utils import is_first_worker\nif is_first_worker():\n"
+                     "    torch.save(model.state_dict(), 'm.pt')\n"),
+        # The single-process branch of the script.
+        Valid(DIST + "if args.distributed:\n    train_ddp(args)\nelse:\n"
+                     "    torch.save(model.state_dict(), 'm.pt')\n"),
+        # The output folder is set on rank 0 only.
+        Valid(DIST + "import os\nout_dir = args.out if dist.get_rank() == 0 else None\nif out_dir:\n"
+                     "    torch.save(model.state_dict(), os.path.join(out_dir, 'm.pt'))\n"),
+        # The helper guards itself; the helper is given a per-rank file.
+        Valid(DIST + "def save_on_master(state, path):\n    if is_main_process():\n        torch.save(state, path)\n"
+                     "save_on_master({'model': model.state_dict()}, 'm.pt')\n"),
+        Valid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
+                     "write_ckpt(model.state_dict(), f'ckpt_rank{dist.get_rank()}.pt')\n"),
+        # A per-rank file name built in a variable first (sharded optimizer state).
+        Valid(DIST + "import os\nfn = f'optimizer.{dist.get_rank():05d}.pth'\n"
+                     "torch.save(optimizer.state_dict(), os.path.join(out, fn))\n"),
+        Valid(DIST + "torch.save(model.state_dict(), 'ckpt_' + str(args.local_rank) + '.pt')\n"),
+        # The rank kept in a configuration dict.
+        Valid(DIST + "class Trainer:\n    def save_checkpoint(self, path):\n"
+                     "        torch.save({'model': self.model.module.state_dict()}, path)\n"
+                     "    def _check_save_interval(self):\n        self.save_checkpoint(f'ckpt-{self.steps}.pkl')\n"
+                     "    def _train_step(self):\n        if self.config['rank'] == 0:\n"
+                     "            self._check_save_interval()\n    def run(self):\n        self._train_step()\n"
+                     "Trainer().run()\n"),
+        # The helper writes a per-rank file.
+        Valid(DIST + "def write_shard(state):\n    torch.save(state, f'shard_{dist.get_rank()}.pt')\n"
+                     "write_shard(optimizer.state_dict())\n"),
+        # A save into memory (a workaround to load an object) writes no file.
+        Valid(DIST + "import io\ndef load_for_ema(ema, checkpoint):\n    buf = io.BytesIO()\n"
+                     "    torch.save(checkpoint, buf)\n    buf.seek(0)\n    ema.load(buf)\n"
+                     "load_for_ema(model_ema, ckpt['model_ema'])\n"),
+        # The helper's own callers choose the state: only they are judged.
+        Valid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
+                     "def save(state):\n    write_ckpt(state, 'm.pt')\nif dist.get_rank() == 0:\n"
+                     "    save(model.state_dict())\n"),
     ]
     invalid = [
         Invalid(DIST + "torch.save(model.state_dict(), 'm.pt')\n", line=3, column=1),
         Invalid(DIST + "def main():\n    for epoch in range(3):\n        train(model)\n"
                        "        torch.save({'model': model.module.state_dict()}, 'ckpt.pt')\n"
                        "if __name__ == '__main__':\n    main()\n", line=6, column=9),
+        # A save helper is reported where it is called on every rank (REAL-CODE-SHAPES, DDP011).
         Invalid(DIST + "def save_on_master(state, path):\n    torch.save(state, path)\n"
                        "def main():\n    save_on_master(model.state_dict(), 'm.pt')\nmain()\n",
-                line=4, column=5),
+                line=6, column=5),
         Invalid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, args):\n"
                        "    dist.init_process_group('nccl')\n    torch.save(model, 'model.pt')\n"
                        "mp.spawn(worker, nprocs=4, args=(args,))\n", line=6, column=5),
@@ -102,23 +152,164 @@ class CheckpointSavedOnEveryRank(Rule):
         Invalid(DIST + "if __name__ == '__main__':\n    dist.init_process_group('nccl')\n"
                        "    for epoch in range(3):\n        torch.save(net.state_dict(), f'ep{epoch}.pt')\n",
                 line=6, column=9),
+        # Literal text that mentions a GPU is one file for every rank.
+        Invalid(DIST + "import os\ntorch.save({'model': model.state_dict()}, os.path.join(out_dir, 'best_gpu.pt'))\n",
+                line=4, column=1),
+        # A save helper of this module, called on every rank: reported at the call.
+        Invalid(DIST + "import os\ndef write_ckpt(blob, d):\n    torch.save(blob, os.path.join(d, 'last.pt'))\n"
+                       "write_ckpt({'net': model.state_dict()}, out)\n", line=6, column=1),
+        Invalid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
+                       "def save(state):\n    write_ckpt(state, 'm.pt')\nsave(model.state_dict())\n",
+                line=7, column=1),
+        # The helper builds the state itself; the caller chooses the file: reported at the call.
+        Invalid(DIST + "def save(args, model, path):\n"
+                       "    torch.save({'args': args, 'model': model.state_dict()}, path)\n"
+                       "save(args, net, 'm.pt')\n", line=5, column=1),
+        Invalid(DIST + "import os\nclass Trainer:\n    def save_checkpoint(self, checkpoint_path):\n"
+                       "        state = {'model': self.model.module.state_dict(), 'steps': self.steps}\n"
+                       "        torch.save(state, checkpoint_path)\n    def run(self):\n        pass\n"
+                       "def main():\n    trainer = Trainer()\n    try:\n        trainer.run()\n    finally:\n"
+                       "        trainer.save_checkpoint(os.path.join(out, 'last.pkl'))\nmain()\n",
+                line=15, column=9),
+        # Reached from ``Loop(model).run()`` through ``self.*`` methods.
+        Invalid(DIST + "class Loop:\n    def __init__(self, model):\n        self.model = model\n"
+                       "    def on_epoch_end(self):\n        torch.save(self.model.module.state_dict(), 'last.pt')\n"
+                       "    def run(self):\n        for epoch in range(3):\n            self.on_epoch_end()\n"
+                       "Loop(model).run()\n", line=7, column=9),
+        # ``torch`` reached only through a star import.
+        Invalid("from common import *\ndist.init_process_group('nccl')\n"
+                "torch.save(model.state_dict(), 'last.pt')\n", line=3, column=1),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
+        project = project_of(index)
         for site in index.calls_to(names.TORCH_SAVE):
             obj, target = site.argument("obj"), site.argument("f")
             if obj is None or target is None or not _is_model_state(index, obj.value):
                 continue
-            if _per_rank_or_in_memory(index, target.value):
-                continue
-            if runs_on_rank_subset(index, site.node, lenient=True) or not is_worker_code(index, site.node):
+            if _per_rank_or_in_memory(index, target.value) or not _runs_on_every_rank(index, site):
                 continue
             function = enclosing_function(index, site.node)
-            if function is not None and _class_level_unknown(index, function):
+            if function is not None and (_saved_parameters(index, obj.value, function)
+                                         or _path_from_parameters(index, target.value, function)):
+                continue  # a save helper: its callers choose what or where; reported at their calls
+            name = checkpoint_file_name(index, target.value)
+            yield self.report(site.node, _message(name))
+        for site in index.calls:
+            callee = project_callee(index, site.node)
+            key = project.saving_function(index.path, callee, index.imports, unguarded=True) if callee else None
+            if key is None or site.qualified_name == names.TORCH_SAVE:
                 continue
-            if function is None or \
-                    project_of(index).callers_guarded(index.path, function_key(index, function)) is False:
-                yield self.report(site.node)
+            saved = _saved_arguments(index, project, key, callee, site)
+            if not saved or any(_per_rank_or_in_memory(index, arg.value) for arg in site.node.args
+                                if not _is_model_state(index, arg.value)):
+                continue  # a per-rank file (the state arguments say nothing about the file)
+            if _runs_on_every_rank(index, site):
+                yield self.report(site.node, f"save helper {dotted_name(site.node.func) or callee}() called on every rank: "
+                                             "N processes write the same file")
+
+
+def _message(name: str) -> str:
+    if name and "*" not in name:
+        return f"checkpoint saved on every rank: every rank writes '{name}' (N writers, one file)"
+    return CheckpointSavedOnEveryRank.message
+
+
+def _runs_on_every_rank(index: SemanticIndex, site) -> bool:
+    """Not rank-guarded here, worker code, and its function is run unguarded by
+    some caller of the project (module-level code always runs)."""
+    if runs_on_rank_subset(index, site.node, lenient=True) or not is_worker_code(index, site.node):
+        return False
+    function = enclosing_function(index, site.node)
+    if function is None:
+        return True
+    if _class_level_unknown(index, function):
+        return False
+    return project_of(index).callers_guarded(index.path, function_key(index, function)) is False
+
+
+def _saved_arguments(index: SemanticIndex, project, key, callee: str, site) -> list:
+    """The arguments of a save-helper call that the helper writes on every rank,
+    when they are model state (by value, or by the helper parameter's name), and
+    not the caller's own parameter that its callers choose (then the caller is a
+    save helper too, reported where it is called)."""
+    function = enclosing_function(index, site.node)
+    own = project.saved_params(index.path, function_key(index, function), unguarded=True) \
+        if function is not None else set()
+    saved, position = [], 0
+    for arg in site.node.args:
+        if arg.star:
+            break
+        slot = arg.keyword.value if arg.keyword is not None else str(position)
+        position += arg.keyword is None
+        if not project.call_saves(key, callee, slot, unguarded=True):
+            continue
+        if isinstance(arg.value, cst.Name) and arg.value.value in own:
+            return []  # this function is a save helper too: its own callers are judged
+        if _is_model_state(index, arg.value) or _STATE_NAME.search(slot) or project.saves_state(key):
+            saved.append(arg)
+    return saved
+
+
+def _path_from_parameters(index: SemanticIndex, expr: cst.BaseExpression, function: cst.FunctionDef) -> bool:
+    """Is the file a save writes built from a parameter of its function
+    (``torch.save(state, checkpoint_path)``, ``os.path.join(out_dir, name)``)?"""
+    for name in _bare_names(expr):
+        for binding in index.reaching(name, expr):
+            if binding.kind == "param" and binding.scope is function and name not in ("self", "cls"):
+                return True
+            if binding.kind in ("assign", "annassign") and binding.value is not None \
+                    and binding.scope is function and any(
+                        b.kind == "param" and b.scope is function and n not in ("self", "cls")
+                        for n in _bare_names(binding.value) for b in index.reaching(n, binding.value)):
+                return True
+    return False
+
+
+def _bare_names(expr: cst.CSTNode) -> list[str]:
+    """Names read as a whole (``path``, ``out_dir``), not through an attribute
+    (``args`` of ``args.output_dir``: a configuration, not a file the caller chose)."""
+    found, stack = [], [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found.append(node.value)
+        elif not isinstance(node, cst.Attribute):
+            stack.extend(node.children)
+    return found
+
+
+def _builds_state(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    """Does the saved object take a ``state_dict()`` itself (here, or in the
+    value of a name it reads)? Then the function decides what is saved."""
+    if _contains_state_dict(expr):
+        return True
+    values = index.reaching_values(expr) if isinstance(expr, cst.Name) else None
+    return any(_contains_state_dict(value) for value in values or [])
+
+
+def _saved_parameters(index: SemanticIndex, expr: cst.BaseExpression, function: cst.FunctionDef,
+                      depth: int = 0) -> bool:
+    """Does the saved object hold one of the function's parameters as it was
+    passed in (``torch.save(state, path)``, ``{"model": model_state, ...}``)?"""
+    if depth > 3:
+        return False
+    if isinstance(expr, cst.Name):
+        for binding in index.reaching(expr.value, expr):
+            if binding.kind == "param" and binding.scope is function:
+                return True
+            if binding.kind in ("assign", "annassign") and binding.value is not None \
+                    and _saved_parameters(index, binding.value, function, depth + 1):
+                return True
+        return False
+    if isinstance(expr, cst.Dict):
+        return any(isinstance(e, cst.DictElement) and _saved_parameters(index, e.value, function, depth + 1)
+                   for e in expr.elements)
+    if isinstance(expr, (cst.List, cst.Tuple)):
+        return any(_saved_parameters(index, e.value, function, depth + 1) for e in expr.elements)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("dict", "OrderedDict"):
+        return any(_saved_parameters(index, a.value, function, depth + 1) for a in expr.args)
+    return False
 
 
 def _is_model_state(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
@@ -148,14 +339,28 @@ def _contains_state_dict(expr: cst.CSTNode) -> bool:
 
 
 def _per_rank_or_in_memory(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
-    """A file name built from the rank, or an in-memory buffer."""
-    text = index.module.code_for_node(expr)
-    if _PER_RANK.search(text):
+    """A file name built from the rank (a name or call in it, or in the value
+    of a name it reads, says rank / gpu / worker / shard: ``f"ckpt_{rank}.pt"``,
+    ``os.path.join(out, fn)`` with ``fn = f"optim.{dist.get_rank()}.pt"``; the
+    literal text does not count: every rank writes ``'best_gpu.pt'``), or an
+    in-memory buffer."""
+    identifiers = set(names_in(expr))
+    pending, seen = [(expr, 0)], set()
+    while pending:  # the names a path is built from, three bindings deep
+        node, depth = pending.pop()
+        for name in sorted(names_in(node)):
+            if "." in name or name in seen or depth > 2:
+                continue
+            seen.add(name)
+            for binding in index.reaching(name, node):
+                if binding.kind in ("assign", "annassign") and binding.value is not None:
+                    identifiers |= names_in(binding.value)
+                    pending.append((binding.value, depth + 1))
+                    if "BytesIO" in index.module.code_for_node(binding.value):
+                        return True
+    if any(_PER_RANK.search(part) for name in identifiers for part in name.split(".")):
         return True
-    values = index.reaching_values(expr) if isinstance(expr, cst.Name) else None
-    for value in values or []:
-        text += " " + index.module.code_for_node(value)
-    if _PER_RANK.search(text) or "BytesIO" in text:
+    if "BytesIO" in index.module.code_for_node(expr):
         return True
     name = dotted_name(expr)
     return name is not None and bool(_BUFFER_NAME.search(name.split(".")[-1]))

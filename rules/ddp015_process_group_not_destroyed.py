@@ -1,7 +1,10 @@
 """## What it does
-Flags `init_process_group(...)` in a module when nothing in the project calls
-`destroy_process_group()` (directly, in a `finally:`, through a cleanup helper
-of another module, or registered with `atexit`).
+Flags `init_process_group(...)` in a module when nothing its entry script reaches
+calls `destroy_process_group()` (directly, in a `finally:`, through a cleanup
+helper of another module, or registered with `atexit`/a signal handler). A
+one-file project is complete; independent scripts of one folder (an examples
+repository) never satisfy each other, and a comment that names the call is not
+the call.
 
 ## Why is this bad?
 Without `destroy_process_group()` the communicators are torn down by interpreter
@@ -61,6 +64,10 @@ class ProcessGroupNotDestroyed(Rule):
               "init_process_group(backend='nccl')\ntrain()\ndestroy_process_group()\n"),
         Valid("import deepspeed\ndeepspeed.init_distributed()\ninit_process_group = 1\n"),
         Valid(DIST + "import dist_utils\ndist.init_process_group('nccl')\ntrain()\ndist_utils.shutdown()\n"),
+        Valid(DIST + "import signal\ndist.init_process_group('nccl')\n"
+                     "signal.signal(signal.SIGTERM, lambda *a: dist.destroy_process_group())\n"),
+        Valid(DIST + "import functools, atexit\ndist.init_process_group('nccl')\n"
+                     "atexit.register(functools.partial(dist.destroy_process_group, None))\n"),
     ]
     invalid = [
         Invalid(DIST + "dist.init_process_group('nccl')\ntrain()\n", line=2, column=1),
@@ -79,12 +86,14 @@ class ProcessGroupNotDestroyed(Rule):
                 line=3, column=5),
         Invalid(DIST + "class Runner:\n    def __init__(self):\n        dist.init_process_group('nccl')\n"
                        "    def close(self):\n        pass\n", line=4, column=9),
+        # A comment that names the cleanup is not the cleanup.
+        Invalid(DIST + "dist.init_process_group('nccl')\ntrain()\n# TODO: dist.destroy_process_group()\n",
+                line=2, column=1),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
-        if project.in_scope(index.path, lambda m: m.destroys_process_group) \
-                or "destroy_process_group" in index.source:
+        if project.in_scope(index.path, lambda m: m.destroys_process_group) or _refers_to_destroy(index):
             return
         if _may_clean_up_elsewhere(index):
             return  # a cleanup helper, perhaps from a module we were not given
@@ -114,6 +123,17 @@ def _calls_local_modules(index: SemanticIndex) -> bool:
         if target is not None and (target.startswith(".") or target.split(".")[0] not in _LIBRARIES):
             return True
     return False
+
+
+def _refers_to_destroy(index: SemanticIndex) -> bool:
+    """``destroy_process_group`` called, imported, or handed on as a function
+    (``atexit.register(dist.destroy_process_group)``); a comment or docstring
+    that names it does not count."""
+    if index.method_calls("destroy_process_group") or any(
+            target.endswith("destroy_process_group") for target in index.imports.values()):
+        return True
+    return any((dotted_name(arg.value) or "").endswith("destroy_process_group")
+               for site in index.calls for arg in site.node.args)
 
 
 def _may_clean_up_elsewhere(index: SemanticIndex) -> bool:

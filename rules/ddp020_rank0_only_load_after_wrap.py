@@ -1,9 +1,17 @@
 """## What it does
 Flags `load_state_dict(...)` on a model that is already wrapped in DDP (the
-wrapper, its `.module`, or the inner model passed to `DDP(...)`) when it runs
-only under a rank condition, with no broadcast of the parameters afterwards;
-also a rank-guarded call of a project function that loads into the DDP model it
-is given.
+wrapper, its `.module`, an alias such as `inner = ddp.module`, or the inner model
+passed to `DDP(...)`) when it runs only under a rank condition, with no broadcast
+of the parameters afterwards; also a rank-guarded call of a function that loads
+into the DDP model (a project function given the model, or a loader method of
+the same class: `if self.rank == 0: self.load_checkpoint(path)`).
+
+Not flagged: loading on every rank; loading before wrapping; a load followed by
+a broadcast of the parameters (`dist.broadcast(p.data, 0)` over
+`model.parameters()`, `broadcast_object_list([model.state_dict()])`,
+Horovod's `broadcast_parameters`; a broadcast of counters such as the epoch does
+not count); `if is_main_process:` without a call (always true); a rank test that
+also encloses the wrap (every rank that owns the model loads).
 
 ## Why is this bad?
 DDP broadcasts rank 0's parameters once, in its constructor. Weights loaded into
@@ -29,7 +37,10 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ddplint.analysis.models import project_callee, project_of, wrapped_root, wrapped_slots
+import libcst as cst
+
+from ddplint.analysis.flow import calls_in_function, helper_functions
+from ddplint.analysis.models import guard_encloses_wrap, project_callee, project_of, wrapped_root
 from ddplint.screen.facts import COLLECTIVES
 from ddplint.analysis.ranks import guard_restricts, rank_guards
 from ddplint.rule import Invalid, Report, Rule, Valid
@@ -60,6 +71,22 @@ class Rank0OnlyLoadAfterWrap(Rule):
                         "if rank == 0:\n    load(net, path)\nmodel = DDP(net)\n"),
         Valid(IMPORTS + "model = DDP(net)\nif rank == 0:\n    eval_model = Net()\n"
                         "    eval_model.load_state_dict(model.module.state_dict())\n"),
+        # A function object is always true: every rank loads (RULES.md, Clarifications).
+        Valid(IMPORTS + "from utils import is_main_process\nmodel = DDP(net)\nif is_main_process:\n"
+                        "    model.load_state_dict(sd)\n"),
+        Valid(IMPORTS + "def is_main_process():\n    return dist.get_rank() == 0\nmodel = DDP(net)\n"
+                        "if is_main_process:\n    model.module.load_state_dict(sd)\n"),
+        # A role guard around the wrap and the load: every rank that owns the model loads.
+        Valid(IMPORTS + "if rank in learner_ranks:\n    model = DDP(net, process_group=learners)\n"
+                        "    if args.resume:\n        model.load_state_dict(torch.load(args.resume))\n"),
+        Valid(IMPORTS + "def main(rank):\n    if rank != 0:\n        model = DDP(net)\n"
+                        "        model.module.load_state_dict(sd)\n"),
+        # The parameters are broadcast from rank 0 afterwards.
+        Valid(IMPORTS + "model = DDP(net)\nif rank == 0:\n    model.load_state_dict(sd)\n"
+                        "dist.broadcast_object_list([model.state_dict()], src=0)\n"),
+        Valid(IMPORTS + "class T:\n    def __init__(self):\n        self.model = DDP(net)\n"
+                        "    def load(self, path):\n        self.model.load_state_dict(torch.load(path))\n"
+                        "    def setup(self):\n        self.load(self.path)\n"),
     ]
     invalid = [
         Invalid(IMPORTS + "model = DDP(net)\nif rank == 0:\n    model.load_state_dict(sd)\n",
@@ -81,6 +108,26 @@ class Rank0OnlyLoadAfterWrap(Rule):
                           "    model.module.encoder.load_state_dict(sd)\n", line=8, column=5),
         Invalid(IMPORTS + "def load(rank, model):\n    if rank != 0:\n        return\n"
                           "    model.load_state_dict(sd)\nload(rank, DDP(net))\n", line=7, column=5),
+        # Through an alias of the inner model.
+        Invalid(IMPORTS + "model = DDP(net)\ninner = model.module\nif rank == 0:\n"
+                          "    inner.load_state_dict(sd)\n", line=7, column=5),
+        # Through a loader method of the same class.
+        Invalid(IMPORTS + "class T:\n    def __init__(self, net):\n        self.model = DDP(net)\n"
+                          "    def load_checkpoint(self, path):\n"
+                          "        self.model.module.load_state_dict(torch.load(path))\n"
+                          "    def setup(self):\n        if self.rank == 0:\n"
+                          "            self.load_checkpoint(self.path)\n", line=11, column=13),
+        # Through a loader object of another class (``store.restore(inner)``).
+        Invalid(IMPORTS + "class Store:\n    def restore(self, path, model):\n"
+                          "        model.load_state_dict(torch.load(path, map_location='cpu'))\n"
+                          "store = Store()\nddp = DDP(net)\ninner = ddp.module\nif rank == 0:\n"
+                          "    store.restore(path, inner)\n", line=11, column=5),
+        # A later broadcast of counters is not a parameter resync.
+        Invalid(IMPORTS + "model = DDP(net)\nif rank == 0:\n    model.load_state_dict(sd['model'])\n"
+                          "start = torch.tensor([sd['epoch']])\ndist.broadcast(start, src=0)\n",
+                line=6, column=5),
+        Invalid(IMPORTS + "from utils import is_first_worker\nmodel = DDP(net)\nif is_first_worker():\n"
+                          "    model.load_state_dict(sd)\n", line=7, column=5),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
@@ -89,17 +136,82 @@ class Rank0OnlyLoadAfterWrap(Rule):
             if site.method == "load_state_dict" and site.receiver is not None:
                 if wrapped_root(index, site.receiver, site.order) is None:
                     continue
-            else:
+            elif not _local_helper_loads(index, site):
                 callee = project_callee(index, site.node)
                 key = project.loading_function(index.path, callee, index.imports) if callee else None
-                if key is None or not any(kind == "ddp" and project.call_loads_into(key, callee, slot)
-                                          for slot, kind in wrapped_slots(index, site).items()):
+                if key is None or not any(project.call_loads_into(key, callee, slot)
+                                          for slot in _model_slots(index, site)):
                     continue
-            guards = [g for g in rank_guards(index, site.node) if guard_restricts(index, g)]
+            guards = [g for g in rank_guards(index, site.node) if guard_restricts(index, g)
+                      and not guard_encloses_wrap(index, g, site.node)]
             if guards and not _broadcast_after(index, site):
                 yield self.report(site.node)
 
 
+def _model_slots(index: SemanticIndex, site: CallSite) -> list[str]:
+    """Argument slots that carry the DDP model or the model inside it (the
+    wrapper, ``ddp.module``, ``inner = ddp.module``, the model passed to ``DDP``)."""
+    slots, position = [], 0
+    for arg in site.node.args:
+        if arg.star:
+            break
+        slot = arg.keyword.value if arg.keyword is not None else str(position)
+        position += arg.keyword is None
+        if wrapped_root(index, arg.value, site.order) is not None:
+            slots.append(slot)
+    return slots
+
+
+def _local_helper_loads(index: SemanticIndex, site: CallSite, depth: int = 0) -> bool:
+    """A call of a function of this module (``resume()``, ``self.load_checkpoint(p)``)
+    whose body loads weights into a model already wrapped there (``self.model``
+    set to ``DDP(...)`` in ``__init__``, a module-level DDP model)."""
+    if depth > 2:
+        return False
+    return any(_helper_loads(index, helper, depth) for helper in helper_functions(index, site))
+
+
+def _helper_loads(index: SemanticIndex, helper, depth: int) -> bool:
+    key = ("ddp020.loads", id(helper))
+    if key not in index.cache:
+        index.cache[key] = False  # recursion guard
+        index.cache[key] = _body_loads(index, helper, depth)
+    return index.cache[key]
+
+
+def _body_loads(index: SemanticIndex, helper, depth: int) -> bool:
+    for inner in calls_in_function(index, helper):
+        if inner.method == "load_state_dict" and inner.receiver is not None:
+            root = wrapped_root(index, inner.receiver, inner.order)
+            # A parameter is what the caller passes (the project's slots decide).
+            if root is not None and ("." in root or not any(
+                    b.kind == "param" for b in index.reaching(root, inner.receiver))):
+                return True
+        elif _local_helper_loads(index, inner, depth + 1):
+            return True
+    return False
+
+
+# Calls that re-broadcast a model's parameters from rank 0 (torch, Horovod, FSDP).
+_RESYNC_METHODS = ("_sync_params", "sync_params", "broadcast_params", "broadcast_parameters",
+                   "_sync_module_states", "sync_module_states", "_sync_params_and_buffers")
+_PARAMETER_WORDS = ("param", "weight", "state_dict", "buffer", ".data", "module")
+
+
 def _broadcast_after(index: SemanticIndex, site: CallSite) -> bool:
-    return any(other.order > site.order and other.scope is site.scope for other in index.calls_to(*_BROADCASTS)) \
-        or any(o.order > site.order for o in index.method_calls("_sync_params", "sync_params", "broadcast_params"))
+    """A later broadcast of the parameters (not of counters such as the epoch)."""
+    if any(o.order > site.order for o in index.method_calls(*_RESYNC_METHODS)):
+        return True
+    return any(other.order > site.order and other.scope is site.scope and _broadcasts_parameters(index, other)
+               for other in index.calls_to(*_BROADCASTS))
+
+
+def _broadcasts_parameters(index: SemanticIndex, site: CallSite) -> bool:
+    """``dist.broadcast(p.data, 0)`` in ``for p in model.parameters():``,
+    ``broadcast_object_list([model.state_dict()])``: the payload is the weights."""
+    texts = [index.module.code_for_node(arg.value) for arg in site.node.args[:1]]
+    loop = index.enclosing(site.node, cst.For)
+    if loop is not None:
+        texts.append(index.module.code_for_node(loop.iter))
+    text = " ".join(texts).lower()
+    return any(word in text for word in _PARAMETER_WORDS)

@@ -1,7 +1,10 @@
 """## What it does
 Flags `torch.nn.utils.clip_grad_norm_(model.parameters(), ...)` when `model` is
-a `FullyShardedDataParallel` (FSDP1) model (a local wrap, or a parameter that the
-project passes an FSDP model to).
+a `FullyShardedDataParallel` (FSDP1) model: a local wrap, an alias of a wrapped
+attribute (`net = self.net`, `net, opt = self.net, self.opt`), or a parameter
+that the project passes an FSDP model to.
+Not flagged: `fsdp_model.clip_grad_norm_(...)`; FSDP2 (`fully_shard`) / DTensor
+parameters; the arm where `isinstance(model, FSDP)` is false.
 
 ## Why is this bad?
 Each FSDP1 rank holds only its shard of the flattened gradients. The free
@@ -63,6 +66,13 @@ class Fsdp1NnUtilsClip(Rule):
                         "if cfg.enable_fsdp:\n    m = FSDP(net)\nelse:\n    m = net\nstep(m, cfg)\n"),
         Valid(IMPORTS + "model = FSDP(net)\nmodel = torch.compile(model)\n"
               "model.clip_grad_norm_(max_norm=1.0)\n"),
+        # The arm where the model is not the FSDP wrapper.
+        Valid(IMPORTS + "model = FSDP(net) if cfg.fsdp else net\nif isinstance(model, FSDP):\n"
+                        "    model.clip_grad_norm_(1.0)\nelse:\n"
+                        "    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"),
+        Valid(IMPORTS + "class T:\n    def __init__(self, net):\n        self.net = FSDP(net)\n"
+                        "        self.head = net.head\n    def step(self):\n        head = self.head\n"
+                        "        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)\n"),
     ]
     invalid = [
         Invalid(IMPORTS + "model = FSDP(net)\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
@@ -96,6 +106,19 @@ class Fsdp1NnUtilsClip(Rule):
         Invalid(IMPORTS + "model = FSDP(net)\n"
                           "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)\n",
                 line=4, column=1),
+        # Aliases of a wrapped attribute (plain and tuple-unpacked).
+        Invalid(IMPORTS + "class T:\n    def __init__(self, net):\n        self.net = FSDP(net)\n"
+                          "    def step(self):\n        net = self.net\n"
+                          "        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)\n", line=8, column=9,
+                fixed=IMPORTS + "class T:\n    def __init__(self, net):\n        self.net = FSDP(net)\n"
+                "    def step(self):\n        net = self.net\n        net.clip_grad_norm_(1.0)\n"),
+        Invalid(IMPORTS + "class T:\n    def __init__(self, net, opt):\n        self.net = FSDP(net)\n"
+                          "        self.opt = opt\n    def step(self):\n        net, opt = self.net, self.opt\n"
+                          "        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)\n        opt.step()\n",
+                line=9, column=9,
+                fixed=IMPORTS + "class T:\n    def __init__(self, net, opt):\n        self.net = FSDP(net)\n"
+                "        self.opt = opt\n    def step(self):\n        net, opt = self.net, self.opt\n"
+                "        net.clip_grad_norm_(1.0)\n        opt.step()\n"),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:

@@ -2,9 +2,11 @@
 Flags changes to a model's parameters after it was wrapped in
 `DistributedDataParallel`: `requires_grad_(False)` on it or a submodule,
 `p.requires_grad = False` in a loop over its parameters, a new submodule assigned
-to it (`model.module.head = nn.Linear(...)`), or `.to(dtype)` / `.half()` of it.
+to it (`model.module.head = nn.Linear(...)`), or `.to(dtype)` / `.half()` of it;
+also in a function (of any module) that receives a DDP model from a call site of
+the project (`freeze_head(ddp_model)`).
 Not flagged: changes before the wrap, a re-wrap after the change, EMA/teacher
-copies.
+copies (modules that never run backward).
 
 ## Why is this bad?
 DDP builds its reducer (gradient buckets, the set of parameters that must
@@ -36,7 +38,8 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.values import literal_bool
-from ddplint.analysis.models import wrapped_root
+from ddplint.analysis.flow import grad_mode, helper_functions
+from ddplint.analysis.models import project_of, wrapped_root
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
@@ -48,8 +51,10 @@ _CASTS = ("half", "bfloat16", "double")
 class ParamsModifiedAfterWrap(Rule):
     code, name, severity = "DDP024", "params-modified-after-wrap", "warning"
     message = "parameters changed after the DDP wrap: DDP's reducer was built for the old ones"
-    triggers = ("DistributedDataParallel",)
+    # The model may be wrapped in another module and passed in (project analysis).
+    triggers = ("requires_grad", ".to(", ".half(", ".bfloat16(", ".double(", "nn.")
     needs_ddp_context = True
+    uses_project = True
 
     valid = [
         Valid(IMPORTS + "model.backbone.requires_grad_(False)\nmodel = DDP(model)\n"),
@@ -63,6 +68,14 @@ class ParamsModifiedAfterWrap(Rule):
         Valid(IMPORTS + "def freeze(m):\n    m.requires_grad_(False)\nfreeze(model)\nmodel = DDP(model)\n"),
         Valid(IMPORTS + "if args.distributed:\n    model = DDP(model)\nelse:\n"
                         "    model.features = nn.DataParallel(model.features)\n"),
+        # The function is given the model before the wrap.
+        Valid(IMPORTS + "def freeze_backbone(model):\n    for p in model.backbone.parameters():\n"
+                        "        p.requires_grad = False\nfreeze_backbone(net)\nddp = DDP(net)\n"),
+        Valid(IMPORTS + "def set_encoder_grad(model, value):\n    for p in model.module.encoder.parameters():\n"
+                        "        p.requires_grad = value\nmodel = DDP(net)\nset_encoder_grad(model, True)\n"),
+        # A momentum (EMA) target network that never runs backward.
+        Valid(IMPORTS + "target_encoder = DDP(target_encoder)\nfor p in target_encoder.parameters():\n"
+                        "    p.requires_grad = False\nwith torch.no_grad():\n    h = target_encoder(x)\n"),
     ]
     invalid = [
         Invalid(IMPORTS + "model = DDP(model)\nmodel.module.backbone.requires_grad_(False)\n", line=5, column=1),
@@ -77,10 +90,19 @@ class ParamsModifiedAfterWrap(Rule):
         Invalid(IMPORTS + "class T:\n    def __init__(self, net):\n        self.model = DDP(net)\n"
                           "        self.model.module.classifier = nn.Linear(8, 2)\n", line=7, column=9),
         Invalid(IMPORTS + "model = DDP(model)\nmodel.module.to(dtype=torch.bfloat16)\n", line=5, column=1),
+        # A function that freezes the DDP model it is given (here from this module;
+        # fixtures/lifecycle_project: from another module).
+        Invalid(IMPORTS + "def freeze_backbone(model):\n    for p in model.module.backbone.parameters():\n"
+                          "        p.requires_grad = False\nddp = DDP(net)\nfreeze_backbone(ddp)\n",
+                line=6, column=9),
+        # A helper that sets requires_grad to its flag, called with False after the wrap.
+        Invalid(IMPORTS + "def set_encoder_grad(model, value):\n    for p in model.module.encoder.parameters():\n"
+                          "        p.requires_grad = value\nmodel = DDP(net)\nif warmup:\n"
+                          "    set_encoder_grad(model, False)\n", line=9, column=5),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
-        if not index.calls_to(names.DDP):
+        if not index.calls_to(names.DDP) and not _receives_ddp_models(index):
             return
         for site in index.method_calls("requires_grad_", "to", *_CASTS):
             if site.receiver is not None and _is_modification(index, site) and \
@@ -91,6 +113,9 @@ class ParamsModifiedAfterWrap(Rule):
                 node = self._modifying_assignment(index, name, binding)
                 if node is not None:
                     yield self.report(node)
+        for site in index.calls:
+            if _freezes_through_helper(index, site):
+                yield self.report(site.node)
 
     def _modifying_assignment(self, index: SemanticIndex, name: str, binding) -> Optional[cst.CSTNode]:
         if binding.kind != "assign" or "." not in name or binding.value is None:
@@ -113,6 +138,63 @@ class ParamsModifiedAfterWrap(Rule):
         return None
 
 
+def _freezes_through_helper(index: SemanticIndex, site: CallSite) -> bool:
+    """``set_grad(ddp_model, False)`` where the function of this module sets
+    ``requires_grad`` of its model parameter's parameters to its flag parameter."""
+    for helper in helper_functions(index, site):
+        params = [p.name.value for p in helper.params.params]
+        if params and params[0] in ("self", "cls") and isinstance(site.node.func, cst.Attribute):
+            params = params[1:]
+        for model_param, flag_param in _parameter_freezes(index, helper):
+            flag = site.argument(flag_param, params.index(flag_param) if flag_param in params else None)
+            model = site.argument(model_param, params.index(model_param) if model_param in params else None)
+            if flag is not None and literal_bool(flag.value) is False and model is not None \
+                    and _wrapped_and_not_rewrapped(index, model.value, site.order):
+                return True
+    return False
+
+
+def _parameter_freezes(index: SemanticIndex, function: cst.FunctionDef) -> list[tuple[str, str]]:
+    """(model parameter, flag parameter) pairs of a function that does
+    ``for p in model.x.parameters(): p.requires_grad = flag`` or
+    ``model.x.requires_grad_(flag)``."""
+    key = ("ddp024.freezes", id(function))
+    if key in index.cache:
+        return index.cache[key]
+    params = {p.name.value for p in function.params.params}
+    found = []
+    flags = index.cache.get("ddp024.requires_grad")
+    if flags is None:
+        flags = index.cache["ddp024.requires_grad"] = [
+            (name, bindings) for (_, name), bindings in index.bindings.items() if name.endswith(".requires_grad")]
+    for name, bindings in flags:
+        for binding in bindings:
+            if binding.kind != "assign" or not isinstance(binding.value, cst.Name) \
+                    or binding.value.value not in params or index.enclosing_scope(binding.node) is not function:
+                continue
+            loop = index.enclosing(binding.node, cst.For)
+            model = _parameters_owner(loop.iter) if loop is not None else None
+            head = (dotted_name(model) or "").split(".")[0] if model is not None else ""
+            if head in params and _loop_binds(loop.target, name.rpartition(".")[0]):
+                found.append((head, binding.value.value))
+    for site in index.method_calls("requires_grad_"):
+        if site.scope is function and site.receiver is not None and len(site.node.args) == 1:
+            head = (dotted_name(site.receiver) or "").split(".")[0]
+            flag = site.node.args[0].value
+            if head in params and isinstance(flag, cst.Name) and flag.value in params:
+                found.append((head, flag.value))
+    index.cache[key] = found
+    return found
+
+
+def _receives_ddp_models(index: SemanticIndex) -> bool:
+    """Does some function of this module receive a DDP model from a call site
+    of the project (``freeze(model)`` after ``model = DDP(net)`` elsewhere)?"""
+    project = project_of(index)
+    return any(kind == "ddp" for (path, _), params in project.ddp_params.items() if path == index.path
+               for kind in params.values())
+
+
 def _is_modification(index: SemanticIndex, site: CallSite) -> bool:
     if site.method == "requires_grad_":
         arg = site.node.args[0].value if site.node.args else None
@@ -131,11 +213,24 @@ def _wrapped_and_not_rewrapped(index: SemanticIndex, expr: cst.BaseExpression, o
     if root is None:
         return False
     inner = root.split(".module")[0]
+    if _never_runs_backward(index, inner):
+        return False
     for site in index.calls_to(names.DDP):
         module = site.argument("module", 0)
         if site.order > order and module is not None and dotted_name(module.value) in (root, inner):
             return False  # wrapped again after the change
     return True
+
+
+def _never_runs_backward(index: SemanticIndex, name: str) -> bool:
+    """A wrapped model whose every forward in this module runs with autograd
+    off (a momentum / EMA target network: ``with torch.no_grad(): target(x)``):
+    it never runs backward, so its reducer never reduces."""
+    key = ("ddp024.no_backward", name)
+    if key not in index.cache:
+        forwards = [site for site in index.calls if dotted_name(site.node.func) in (name, name + ".module")]
+        index.cache[key] = bool(forwards) and all(grad_mode(index, site.node) == "off" for site in forwards)
+    return index.cache[key]
 
 
 def _parameters_owner(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:

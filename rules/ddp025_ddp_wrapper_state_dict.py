@@ -1,7 +1,31 @@
 """## What it does
-Flags `torch.save(ddp_model.state_dict(), ...)` where `ddp_model` is the
-`DistributedDataParallel` wrapper (also inside a checkpoint dict:
-`torch.save({"model": ddp_model.state_dict(), ...}, path)`).
+Flags the `state_dict()` of a `DistributedDataParallel` wrapper that is saved:
+`torch.save(ddp_model.state_dict(), ...)`, also inside the saved object
+(`{"model": ddp_model.state_dict()}`, `dict(step=s, w=ddp_model.state_dict())`,
+`ckpt["model"] = ddp_model.state_dict()`) and through save helpers
+(`write_ckpt({"net": ddp_model.state_dict()}, out)`: a function of the project
+that `torch.save`s what it is given, or, when its body is not visible, a call
+named like a save). The model may be wrapped on one branch only
+(`if args.distributed: model = DDP(model)`), conditionally
+(`DDP(m) if cuda else m`), or be a parameter that the project's callers fill
+with a DDP model. Each `state_dict()` call is reported once, however many
+saves write it.
+
+Fix (unsafe): `ddp_model.state_dict()` becomes `ddp_model.module.state_dict()`,
+offered only where the name always holds the wrapper (not for a conditional
+wrap, a wrap on one branch, or a parameter). Unsafe: the checkpoint's keys
+change, and code that loads it back into the DDP wrapper must then load into
+`ddp_model.module`.
+
+Not flagged: `ddp_model.module.state_dict()` (also through
+`raw = m.module if hasattr(m, "module") else m` or an `isinstance(m, DDP)`
+test); `torch.save(ddp_model)` (the whole object); keys rewritten before the
+save; checkpoints whose loaders strip the `module.` prefix
+(`consume_prefix_in_state_dict_if_present`, `k.replace("module.", "")`,
+`k[7:]`). The strip must rewrite THIS checkpoint, anywhere in the project: a
+load of a file whose name can match, of the key the state dict is saved under,
+or of a path chosen at run time (a parameter); a strip of pretrained or
+teacher weights, of another file, or of parameter names does not count.
 
 ## Why is this bad?
 The wrapper's state dict prefixes every key with `module.`. Loading the
@@ -16,14 +40,6 @@ then fails with "Missing key(s) ... Unexpected key(s) module.", or worse, with
 ## Use instead
     torch.save(model.module.state_dict(), "ckpt.pt")
 
-Fix (unsafe): `ddp_model.state_dict()` becomes `ddp_model.module.state_dict()`.
-Unsafe: the checkpoint's keys change, and code that loads it back into the DDP
-wrapper must then load into `ddp_model.module`.
-
-Not flagged: `ddp_model.module.state_dict()`; `torch.save(ddp_model)` (the whole
-object); modules that strip the `module.` prefix when loading
-(`consume_prefix_in_state_dict_if_present`, `k.replace("module.", "")`, `k[7:]`).
-
 ## References
 - https://pytorch.org/tutorials/intermediate/ddp_tutorial.html#save-and-load-checkpoints
 - https://pytorch.org/docs/stable/generated/torch.nn.modules.utils.consume_prefix_in_state_dict_if_present.html
@@ -31,18 +47,47 @@ object); modules that strip the `module.` prefix when loading
 
 from __future__ import annotations
 
-from typing import Iterator
+import re
+from fnmatch import fnmatch
+from typing import Iterator, Optional
 
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.values import is_ddp_model
+from ddplint.analysis.flow import helper_functions, precedes
+from ddplint.analysis.models import checkpoint_file_name, project_callee, project_of, wrapped_kind
+from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
+from ddplint.analysis.values import is_ddp_model, literal_str
 from ddplint.fixes import UNSAFE, insert_after, node_fix
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.analysis.semantic import CallSite, SemanticIndex
 
 DDP_SCRIPT = ("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
               "model = DDP(model, device_ids=[local_rank])\n")
+
+
+DICT_CALL = DDP_SCRIPT + "torch.save(dict(step=step, w=model.state_dict()), 'ckpt.pt')\n"
+STORED = DDP_SCRIPT + "ckpt = {}\nckpt['model'] = model.state_dict()\ntorch.save(ckpt, path)\n"
+LOCAL_HELPER = (DDP_SCRIPT + "import os\ndef write_ckpt(state, d):\n    torch.save(state, os.path.join(d, 'ckpt.pt'))\n"
+                "write_ckpt({'net': model.state_dict(), 'step': step}, out)\n")
+HIDDEN_HELPER = DDP_SCRIPT + "from ckpt_utils import write_ckpt\nwrite_ckpt({'net': model.state_dict()}, out)\n"
+METHOD_HELPER = (DDP_SCRIPT + "class Checkpointer:\n    def write(self, state, path):\n"
+                 "        torch.save(state, path)\nckpt = Checkpointer()\n"
+                 "ckpt.write({'m': model.state_dict()}, 'm.pt')\n")
+TWO_SAVES = DDP_SCRIPT + "sd = model.state_dict()\ntorch.save(sd, 'last.pt')\nif is_best:\n    torch.save(sd, 'best.pt')\n"
+PRETRAINED_STRIP = (DDP_SCRIPT + "sd = torch.load(args.pretrained, map_location='cpu')\n"
+                    "net.load_state_dict({k.replace('module.', ''): v for k, v in sd.items()})\n"
+                    "torch.save(model.state_dict(), 'ckpt.pt')\n")
+NAMES_STRIP = (DDP_SCRIPT + "for n, p in model.named_parameters():\n    print(n.replace('module.', ''))\n"
+               "torch.save(model.state_dict(), 'ckpt.pt')\n")
+TEACHER_STRIP = (DDP_SCRIPT + "torch.save(model.state_dict(), 'ckpt.pt')\n"
+                 "def load_teacher(net):\n    sd = torch.load('teacher.pt', map_location='cpu')\n"
+                 "    net.load_state_dict({k[7:]: v for k, v in sd.items()})\n")
+
+
+def _module(source: str) -> str:
+    """The example's source after the fix: ``model.state_dict()`` of the saved
+    wrapper becomes ``model.module.state_dict()``."""
+    return source.replace("model.state_dict()", "model.module.state_dict()", 1)
 
 
 class DDPWrapperStateDict(Rule):
@@ -65,6 +110,31 @@ class DDPWrapperStateDict(Rule):
         Valid(DDP_SCRIPT + "torch.save(optimizer.state_dict(), 'opt.pt')\n"),
         Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
               "def save(model, path):\n    torch.save(model.state_dict(), path)\n"),
+        # The loader of this very file strips the prefix.
+        Valid(DDP_SCRIPT + "torch.save(model.state_dict(), 'ckpt.pt')\n"
+              "def evaluate(net):\n    sd = torch.load('ckpt.pt', map_location='cpu')\n"
+              "    net.load_state_dict({k[7:]: v for k, v in sd.items()})\n"),
+        # ... or the loader of this key of the checkpoint (the file is chosen at run time).
+        Valid(DDP_SCRIPT + "from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present as strip\n"
+              "torch.save({'model': model.state_dict(), 'epoch': ep}, f'{out}/ckpt_{ep}.pt')\n"
+              "def resume(net, path):\n    ckpt = torch.load(path, map_location='cpu')\n"
+              "    strip(ckpt['model'], 'module.')\n    net.load_state_dict(ckpt['model'])\n"),
+        # The keys are rewritten before the save.
+        Valid(DDP_SCRIPT + "torch.save({k[7:]: v for k, v in model.state_dict().items()}, 'ckpt.pt')\n"),
+        # The unwrapped model on the arm where the model is not the wrapper.
+        Valid(DDP_SCRIPT + "sd = model.module.state_dict() if isinstance(model, DDP) else model.state_dict()\n"
+              "torch.save(sd, 'ckpt.pt')\n"),
+        Valid(DDP_SCRIPT + "raw = model.module if hasattr(model, 'module') else model\n"
+              "torch.save(raw.state_dict(), 'ckpt.pt')\n"),
+        # The helper unwraps the DDP model its callers pass before saving.
+        Valid(DDP_SCRIPT + "def save_checkpoint(filename, model, rank=0):\n    if rank != 0:\n        return\n"
+              "    if isinstance(model, DDP):\n        model = model.module\n"
+              "    torch.save({'model': model.state_dict()}, filename)\n"
+              "save_checkpoint('ckpt.pt', model, rank)\n"),
+        # Helpers: one that does not save, and the inner model handed to a save helper.
+        Valid(DDP_SCRIPT + "def log_weights(sd):\n    print(len(sd))\nlog_weights(model.state_dict())\n"),
+        Valid(DDP_SCRIPT + "from ckpt_utils import write_ckpt\nwrite_ckpt({'net': model.module.state_dict()}, out)\n"),
+        Valid(DDP_SCRIPT + "from ckpt_utils import load_ckpt\nload_ckpt(model.state_dict(), 'ckpt.pt')\n"),
     ]
     invalid = [
         Invalid(DDP_SCRIPT + "torch.save(model.state_dict(), 'ckpt.pt')\n", line=4, column=12,
@@ -98,48 +168,211 @@ class DDPWrapperStateDict(Rule):
                 "ddp = DDP(net)\nsave(ddp.state_dict(), 'x.pt')\n", line=4, column=6,
                 fixed="from torch import save\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
                 "ddp = DDP(net)\nsave(ddp.module.state_dict(), 'x.pt')\n"),
+        Invalid(DICT_CALL, line=4, column=30, fixed=_module(DICT_CALL)),
+        Invalid(STORED, line=5, column=17, fixed=_module(STORED)),
+        # Through a save helper of this module, and one whose body is not visible.
+        Invalid(LOCAL_HELPER, line=7, column=20, fixed=_module(LOCAL_HELPER)),
+        Invalid(HIDDEN_HELPER, line=5, column=20, fixed=_module(HIDDEN_HELPER)),
+        Invalid(METHOD_HELPER, line=8, column=18, fixed=_module(METHOD_HELPER)),
+        # A parameter that the callers fill with a DDP model (no fix: other callers may pass a plain model).
+        Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "def save(model, path):\n    torch.save(model.state_dict(), path)\n"
+                "ddp = DDP(net)\nsave(ddp, 'm.pt')\n", line=4, column=16),
+        # A conditional wrap; a wrap on one branch (no fix: '.module' breaks the other path).
+        Invalid("import torch\nimport torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "model = DDP(net) if dist.is_initialized() else net\ntorch.save(model.state_dict(), 'm.pt')\n",
+                line=5, column=12),
+        Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "if args.distributed:\n    model = DDP(model, device_ids=[args.gpu])\n"
+                "torch.save({'model': model.state_dict()}, 'm.pt')\n", line=5, column=22),
+        # One report for one state_dict() call, however many saves write it.
+        Invalid(TWO_SAVES, line=4, column=6, fixed=_module(TWO_SAVES)),
+        # The module strips the prefix of other weights (pretrained, parameter names), not of this checkpoint.
+        Invalid(PRETRAINED_STRIP, line=6, column=12, fixed=_module(PRETRAINED_STRIP)),
+        Invalid(NAMES_STRIP, line=6, column=12, fixed=_module(NAMES_STRIP)),
+        Invalid(TEACHER_STRIP, line=4, column=12, fixed=_module(TEACHER_STRIP)),
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
-        if _strips_module_prefix(index):
-            return
-        for save in index.calls_to(names.TORCH_SAVE):
-            obj = save.argument("obj")
-            if obj is None:
-                continue
-            for call in _state_dict_calls(index, obj.value, save.order):
-                if call.receiver is not None and is_ddp_model(index, call.receiver, save.order):
-                    yield self.report(call.node, fix=node_fix(
-                        "Save the wrapped module's state_dict (.module.state_dict())", UNSAFE,
-                        insert_after(call.receiver, ".module")))
+        reported: set[int] = set()
+        for objects, target in _saves(index):
+            name = checkpoint_file_name(index, target) if target is not None else ""
+            for obj in objects:
+                for call, key in _state_dict_calls(index, obj):
+                    if id(call.node) in reported or call.receiver is None:
+                        continue
+                    if wrapped_kind(index, call.receiver, call.order) != "ddp":
+                        continue
+                    if _loaders_strip(index, name, _text(index, target), key):
+                        continue
+                    reported.add(id(call.node))
+                    receiver = dotted_name(call.receiver)
+                    fix = node_fix("Save the wrapped module's state_dict (.module.state_dict())", UNSAFE,
+                                   insert_after(call.receiver, ".module")) \
+                        if _always_wrapped(index, call.receiver, call.order) else None
+                    yield self.report(call.node, None if receiver is None else (
+                        f"state_dict() of the DDP wrapper {receiver}: every key gets a 'module.' prefix "
+                        f"and will not load into a plain model; save {receiver}.module.state_dict()"), fix=fix)
 
 
-def _state_dict_calls(index: SemanticIndex, expr: cst.BaseExpression, order: int,
-                      depth: int = 0) -> Iterator[CallSite]:
-    """``x.state_dict()`` calls that end up in the saved object: directly, as
-    dict values (nested), or through a name bound to such a dict."""
-    if depth > 3:
+def _always_wrapped(index: SemanticIndex, expr: cst.BaseExpression, order: int) -> bool:
+    """Does every binding that may reach ``expr`` hold the wrapper (so that
+    ``.module`` is right on every path)? Not a conditional wrap, a wrap on one
+    branch, or a parameter."""
+    if isinstance(expr, cst.Call):
+        return is_ddp_model(index, expr, order) and not isinstance(expr, cst.IfExp)
+    name = dotted_name(expr)
+    if name is None:
+        return False
+    bindings = index.reaching(name, expr)
+    return bool(bindings) and all(
+        b.kind in ("assign", "annassign") and b.value is not None and not isinstance(b.value, cst.IfExp)
+        and is_ddp_model(index, b.value, order) and _on_every_path_to(index, b.node, expr) for b in bindings)
+
+
+def _on_every_path_to(index: SemanticIndex, binding: cst.CSTNode, use: cst.CSTNode) -> bool:
+    """Is the binding not on a branch or loop the use may run without
+    (``if args.distributed: model = DDP(model)``)? A binding in another
+    function (``self.model = DDP(...)`` in ``__init__``) must not be on a
+    branch of that function."""
+    around_use = {id(a) for a in index.ancestors(use)}
+    for ancestor in index.ancestors(binding):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.Module)):
+            return True
+        if isinstance(ancestor, (cst.If, cst.IfExp, cst.For, cst.While, cst.Try)) and id(ancestor) not in around_use:
+            return False
+    return True
+
+
+def _text(index: SemanticIndex, expr) -> str:
+    return index.module.code_for_node(expr) if expr is not None else ""
+
+
+# Callees whose body ddplint cannot see, named like a save: they write what they are given.
+_SAVE_NAME = re.compile(r"save|ckpt|checkpoint|persist|dump|serial|write|store", re.IGNORECASE)
+_NOT_SAVE_NAME = re.compile(r"load|restore|restart|read|resume|log|print|update|copy", re.IGNORECASE)
+
+
+def _saves(index: SemanticIndex) -> Iterator[tuple[list[cst.BaseExpression], Optional[cst.BaseExpression]]]:
+    """Every save of this module: (the objects it writes, the path when known):
+    ``torch.save(obj, f)``, a project function that ``torch.save``s one of its
+    parameters (``write_ckpt({"net": model.state_dict()}, d)``), and, when the
+    callee's body is not visible, a call named like a save (``save_file``)."""
+    project = project_of(index)
+    for site in index.calls:
+        qualified = site.qualified_name or ""
+        if qualified == names.TORCH_SAVE:
+            obj, target = site.argument("obj"), site.argument("f")
+            if obj is not None:
+                yield [obj.value], target.value if target is not None else None
+            continue
+        written = dotted_name(site.node.func)
+        callee = project_callee(index, site.node) or written
+        if callee is None or qualified.startswith("torch."):
+            continue
+        key = project.saving_function(index.path, callee, index.imports)
+        if key is not None:
+            saved, position = [], 0
+            for arg in site.node.args:
+                if arg.star:
+                    break
+                slot = arg.keyword.value if arg.keyword is not None else str(position)
+                position += arg.keyword is None
+                if project.call_saves(key, callee, slot):
+                    saved.append(arg.value)
+            if saved:
+                yield saved, _path_argument(site)
+            continue
+        last = callee.split(".")[-1]
+        if project.resolve_function(index.path, callee, index.imports) is None and not helper_functions(index, site) \
+                and _SAVE_NAME.search(last) and not _NOT_SAVE_NAME.search(last):
+            yield [arg.value for arg in site.node.args], _path_argument(site)
+
+
+def _path_argument(site: CallSite) -> Optional[cst.BaseExpression]:
+    """The argument of a save helper that looks like the file it writes."""
+    for arg in site.node.args:
+        if isinstance(arg.value, (cst.SimpleString, cst.FormattedString)):
+            return arg.value
+        if arg.keyword is not None and arg.keyword.value in ("path", "filename", "file", "f", "fname", "ckpt_path",
+                                                             "checkpoint_path", "save_path", "filepath"):
+            return arg.value
+    return None
+
+
+def _state_dict_calls(index: SemanticIndex, expr: cst.BaseExpression, key: str = "",
+                      depth: int = 0) -> Iterator[tuple[CallSite, str]]:
+    """``x.state_dict()`` calls that end up in the saved object, each with the
+    key it is saved under ("" for the object itself): directly, as values of a
+    dict display or ``dict(...)`` (nested), elements of a list, through a name
+    bound to such a value, or stored into that name afterwards
+    (``ckpt["model"] = ddp.state_dict()``). A comprehension that rewrites the
+    keys (``{k[7:]: v for k, v in ddp.state_dict().items()}``) is not followed."""
+    if depth > 4:
         return
     if isinstance(expr, cst.Call):
         site = index.call_site(expr)
         if site is not None and site.method == "state_dict":
-            yield site
+            yield site, key
+        elif isinstance(expr.func, cst.Name) and expr.func.value in ("dict", "OrderedDict") \
+                and index.qualified_name(expr.func) in (None, "collections.OrderedDict"):
+            for arg in expr.args:
+                inner = key or (arg.keyword.value if arg.keyword is not None else "")
+                yield from _state_dict_calls(index, arg.value, inner, depth + 1)
     elif isinstance(expr, cst.Dict):
         for element in expr.elements:
             if isinstance(element, cst.DictElement):
-                yield from _state_dict_calls(index, element.value, order, depth + 1)
+                inner = key or literal_str(element.key) or ""
+                yield from _state_dict_calls(index, element.value, inner, depth + 1)
+    elif isinstance(expr, (cst.List, cst.Tuple)):
+        for element in expr.elements:
+            yield from _state_dict_calls(index, element.value, key, depth + 1)
     elif isinstance(expr, cst.Name):
         for binding in index.reaching(expr.value, expr):
-            if binding.kind == "assign" and binding.value is not None:
-                yield from _state_dict_calls(index, binding.value, order, depth + 1)
+            if binding.kind in ("assign", "annassign") and binding.value is not None:
+                yield from _state_dict_calls(index, binding.value, key, depth + 1)
+        scope = index.enclosing_scope(expr)
+        for target, value in index.subscript_assignments:
+            if dotted_name(target.value) == expr.value and index.enclosing_scope(target) is scope \
+                    and precedes(index, target, expr):
+                slice_ = target.slice[0].slice if len(target.slice) == 1 else None
+                inner = literal_str(slice_.value) if isinstance(slice_, cst.Index) else None
+                yield from _state_dict_calls(index, value, key or inner or "", depth + 1)
 
 
-def _strips_module_prefix(index: SemanticIndex) -> bool:
-    """Does this module load checkpoints in a way that drops the 'module.' prefix?"""
-    if index.method_calls("consume_prefix_in_state_dict_if_present"):
-        return True
-    if "consume_prefix_in_state_dict_if_present" in index.imports:
-        return True
-    if any(value == "module." for _, value in index.strings):  # k.replace("module.", "")
-        return True
-    return "[7:]" in index.source  # {k[7:]: v ...}: len("module.") == 7
+# Words of a load path that name another checkpoint than the training one.
+_OTHER_CHECKPOINT = ("pretrain", "backbone", "imagenet", "teacher", "http", "url", "hub")
+
+
+def _loaders_strip(index: SemanticIndex, name: str, path_text: str, key: str) -> bool:
+    """Do the loaders of THIS checkpoint strip the 'module.' prefix? A strip of
+    the project (``{k[7:]: v ...}``, ``k.replace("module.", "")``,
+    ``consume_prefix_in_state_dict_if_present``) counts when it rewrites a loaded
+    checkpoint that may be this one: file names that can match, the same key of
+    the saved dict, no sign that it loads pretrained weights; a strip of a dict
+    whose origin is unknown (a parameter) counts only where this module's entry
+    scripts reach. Strips of live models' names are not loaders."""
+    project = project_of(index)
+    scope = project.scope(index.path)
+    lowered = (name + " " + path_text).lower()
+    for path, module in project.modules.items():
+        for strip in module.prefix_strips:
+            if strip.source in ("param", "unknown"):
+                if path in scope:
+                    return True
+                continue
+            if strip.source != "load":
+                continue
+            if strip.keys and key not in strip.keys:
+                continue  # another entry of the loaded dict
+            hint = strip.path_text.lower()
+            if any(word in hint and word not in lowered for word in _OTHER_CHECKPOINT):
+                continue  # pretrained / teacher weights
+            if name and strip.path:
+                if fnmatch(name, strip.path) or fnmatch(strip.path, name):
+                    return True  # a loader of this file, anywhere in the project
+                continue
+            # The file is chosen at run time: a loader in reach, or one of this entry of the dict.
+            if path in scope or key:
+                return True
+    return False

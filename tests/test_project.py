@@ -36,7 +36,7 @@ def test_the_project_sees_what_single_files_cannot():
     found = {(path, code) for path, _, code in _codes(lint_files(files, settings, jobs=1, display=shown,
                                                                  root=folder))}
     assert found == {("data.py", "DDP008"), ("engine.py", "DDP012"), ("main.py", "DDP015"),
-                     ("main.py", "DDP020"), ("main.py", "DDP010"), ("utils.py", "DDP011")}
+                     ("main.py", "DDP020"), ("main.py", "DDP010"), ("main.py", "DDP011")}
 
 
 # ---------------------------------------------------------------------- the project root
@@ -68,7 +68,7 @@ def _fixture_runs(folder: Path, named: list[Path]):
             for d in r.diagnostics}
 
 
-@pytest.mark.parametrize("name", ["project_bad", "project_good"])
+@pytest.mark.parametrize("name", ["project_bad", "project_good", "lifecycle_project"])
 def test_each_file_named_alone_gets_the_diagnostics_of_the_whole_folder(name):
     folder = FIXTURES / name
     files = sorted(folder.glob("*.py"))

@@ -39,15 +39,28 @@ def wrapped_kind(index, expr, at_order: int) -> str:
 
     from ddplint.analysis.values import is_ddp_model
 
+    kind = ""
     if is_ddp_model(index, expr, at_order, (names.DDP,)):
-        return "ddp"
-    if is_ddp_model(index, expr, at_order, (names.FSDP,)):
-        return "fsdp"
-    if isinstance(expr, cst.Name):
+        kind = "ddp"
+    elif is_ddp_model(index, expr, at_order, (names.FSDP,)):
+        kind = "fsdp"
+    elif isinstance(expr, cst.Name):
         for binding in index.reaching(expr.value, expr):
             if binding.kind == "param" and isinstance(binding.scope, cst.FunctionDef):
-                return project_of(index).wrapped_param(index.path, function_key(index, binding.scope), expr.value)
-    return wrapped_out_of_calls(index, expr)
+                kind = project_of(index).wrapped_param(index.path, function_key(index, binding.scope), expr.value)
+                break
+        else:
+            kind = wrapped_out_of_calls(index, expr)
+    else:
+        kind = wrapped_out_of_calls(index, expr)
+    if kind and _unwrapped_on_the_way(index, expr):
+        return ""  # ``if isinstance(model, DDP): model = model.module`` before the use
+    if kind and {"ddp": names.DDP, "fsdp": names.FSDP}[kind] in not_instance_of(index, expr):
+        # ``FSDP(m) if cfg.fsdp else m`` used where ``isinstance(m, FSDP)`` is false.
+        if kind == "ddp" or not is_ddp_model(index, expr, at_order, (names.DDP,)):
+            return ""
+    return kind
+
 
 
 def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
@@ -92,6 +105,96 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
         if kind:
             return kind
     return ""
+
+
+
+def _unwrapped_on_the_way(index, expr) -> bool:
+    """Does ``name = name.module`` under ``if isinstance(name, DDP):`` (or
+    ``hasattr(name, "module")``) reach the use? Then the other bindings that
+    reach it (the parameter, the wrap) arrive only when the test was false:
+    the name never holds the wrapper there."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    if not isinstance(expr, cst.Name):
+        return False
+    for binding in index.reaching(expr.value, expr):
+        value = binding.value
+        if binding.kind != "assign" or not isinstance(value, cst.Attribute) or value.attr.value != "module" \
+                or dotted_name(value.value) != expr.value:
+            continue
+        branch = index.enclosing(binding.node, cst.If)
+        if branch is not None and _isinstance_facts(index, branch.test, expr.value, False) \
+                and any(a is branch.body for a in index.ancestors(binding.node)):
+            return True
+    return False
+
+
+def not_instance_of(index, expr) -> frozenset:
+    """The wrapper classes (qualified names) that ``expr`` certainly is not an
+    instance of where it is used: it sits in the arm of an ``if`` (or
+    conditional expression) where ``isinstance(expr, FSDP)`` is false, or after
+    ``if isinstance(expr, FSDP): return``."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    name = dotted_name(expr)
+    if name is None:
+        return frozenset()
+    found: set[str] = set()
+    child = expr
+    for ancestor in index.ancestors(expr):
+        if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
+            holds = child is ancestor.body
+            found |= _isinstance_facts(index, ancestor.test, name, holds)
+        elif isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and isinstance(child, cst.BaseStatement):
+            for sibling in ancestor.body:
+                if sibling is child:
+                    break
+                if isinstance(sibling, cst.If) and sibling.orelse is None and _exits(sibling.body):
+                    found |= _isinstance_facts(index, sibling.test, name, False)
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            break
+        child = ancestor
+    return frozenset(found)
+
+
+def _isinstance_facts(index, test, name: str, holds: bool) -> set:
+    """Classes ``name`` is not an instance of when ``test`` is ``holds``."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _isinstance_facts(index, test.expression, name, not holds)
+    if isinstance(test, cst.BooleanOperation):
+        # ``a and b`` true: both true; ``a or b`` false: both false.
+        if isinstance(test.operator, cst.And) == holds:
+            return _isinstance_facts(index, test.left, name, holds) | _isinstance_facts(index, test.right, name, holds)
+        return set()
+    if holds or not isinstance(test, cst.Call) or len(test.args) != 2 or dotted_name(test.args[0].value) != name:
+        return set()
+    if dotted_name(test.func) == "hasattr":  # ``m.module if hasattr(m, "module") else m``
+        attribute = test.args[1].value
+        if isinstance(attribute, cst.SimpleString) and attribute.evaluated_value == "module":
+            return {names.DDP, names.FSDP}
+        return set()
+    if dotted_name(test.func) != "isinstance":
+        return set()
+    classes = test.args[1].value
+    elements = [e.value for e in classes.elements] if isinstance(classes, (cst.Tuple, cst.List)) else [classes]
+    return {index.qualified_name(e) for e in elements if index.qualified_name(e)}
+
+
+def _exits(body) -> bool:
+    import libcst as cst
+
+    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    last = statements[-1] if statements else None
+    small = last.body if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else []
+    return any(isinstance(s, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for s in small)
 
 
 def _unpack_position(node, name: str):
@@ -305,3 +408,75 @@ def parameter_rank_sources(index, binding) -> frozenset[str]:
     if not tags:
         return frozenset({"unknown"})
     return frozenset(_RANK_SOURCE_OF_TAG.get(tag, "unknown") for tag in tags)
+
+
+def guard_encloses_wrap(index, guard, node, wrappers: tuple[str, ...] = (names.DDP, names.FSDP)) -> bool:
+    """Does the rank guard ``guard`` of ``node`` also guard a wrap (``DDP(...)``)
+    of the same function that comes before ``node``? Then the guard selects the
+    ranks that own the wrapped model (a role: ``if rank in learners:`` around
+    both the wrap and its use), and every rank that has the model takes part."""
+    from ddplint.analysis.ranks import rank_guards
+
+    scope = index.enclosing_scope(node)
+    site = index.call_site(node) if hasattr(node, "func") else None
+    order = site.order if site is not None else None
+    for wrap in index.calls_to(*wrappers):
+        if wrap.scope is not scope or (order is not None and wrap.order > order):
+            continue
+        if any(g.node is guard.node and g.branch == guard.branch for g in rank_guards(index, wrap.node, True)):
+            return True
+    return False
+
+
+def wrap_process_group(index, expr, at_order: int) -> bool:
+    """Is the model ``expr`` holds wrapped with an explicit ``process_group=``
+    (a subgroup DDP: its forward is a collective over that group only)?"""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    name = dotted_name(expr)
+    if name is None:
+        return False
+    for binding in index.reaching(name, expr) if "." not in name else index.visible_bindings(name, expr) or []:
+        value = binding.value
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                and index.qualified_name(value.func) is None and value.func.attr.value in ("to", "cuda"):
+            value = value.func.value
+        if isinstance(value, cst.Call) and index.qualified_name(value.func) in (names.DDP, names.FSDP):
+            site = index.call_site(value)
+            group = site.argument("process_group") if site is not None else None
+            if group is not None and not (isinstance(group.value, cst.Name) and group.value.value == "None"):
+                return True
+    return False
+
+
+def checkpoint_file_name(index, expr, depth: int = 0) -> str:
+    """The file name a save writes, as far as the text tells: the literal name
+    (``'last.pt'``, the last part of ``os.path.join(out, 'last.pt')``,
+    ``out + '/last.pt'``), with '*' for the holes of an f-string
+    (``f'ckpt_{epoch}.pt'`` -> ``'ckpt_*.pt'``); "" when unknown."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    if depth > 3 or expr is None:
+        return ""
+    if isinstance(expr, cst.SimpleString):
+        value = expr.evaluated_value
+        return value.replace("\\", "/").rsplit("/", 1)[-1] if isinstance(value, str) else ""
+    if isinstance(expr, cst.FormattedString):
+        text = "".join(part.value if isinstance(part, cst.FormattedStringText) else "*" for part in expr.parts)
+        name = text.rsplit("/", 1)[-1]
+        return name if name.strip("*") else ""
+    if isinstance(expr, cst.ConcatenatedString):
+        return checkpoint_file_name(index, expr.right, depth + 1)
+    if isinstance(expr, cst.Call) and expr.args and (dotted_name(expr.func) or "").endswith("join"):
+        return checkpoint_file_name(index, expr.args[-1].value, depth + 1)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Divide)):
+        return checkpoint_file_name(index, expr.right, depth + 1)
+    if isinstance(expr, cst.Name):
+        values = index.reaching_values(expr) or []
+        if len(values) == 1:
+            return checkpoint_file_name(index, values[0], depth + 1)
+    return ""

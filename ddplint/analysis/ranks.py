@@ -26,6 +26,7 @@ means a report (DDP010) use the strict form.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Iterator, Optional, Union
 
@@ -33,7 +34,7 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.names import RANK_NAME, RANK_PREDICATES, RANK_VARIABLES, RANK_ZERO_DECORATORS  # noqa: F401
-from ddplint.analysis.values import environ_key, literal_int
+from ddplint.analysis.values import environ_key, literal_int, literal_str
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
 # Functions returning the rank (``get_rank()`` helpers wrap ``dist.get_rank``).
@@ -69,7 +70,12 @@ def is_rank_value(index: SemanticIndex, expr: cst.BaseExpression, lenient: bool 
         method = dotted_name(expr.func)
         return method is not None and method.split(".")[-1] in _RANK_GETTERS
     if isinstance(expr, cst.Subscript):
-        return environ_key(index, expr) in RANK_VARIABLES
+        if environ_key(index, expr) in RANK_VARIABLES:
+            return True
+        # ``config["rank"]``, ``args["local_rank"]``: a rank kept in a dict
+        key = expr.slice[0].slice if len(expr.slice) == 1 else None
+        text = literal_str(key.value) if isinstance(key, cst.Index) else None
+        return text is not None and RANK_NAME.match(text) is not None
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Modulo, cst.FloorDivide)):
         # ``args.rank % ngpus_per_node`` is the local rank.
         return is_rank_value(index, expr.left, lenient, depth + 1)
@@ -137,18 +143,53 @@ def is_rank_condition(index: SemanticIndex, test: cst.BaseExpression, lenient: b
     name = dotted_name(test)
     if name is not None:
         last = name.split(".")[-1]
-        if "." in name and last in RANK_PREDICATES:  # accelerator.is_main_process
+        if is_function_object(index, test):
+            return False  # ``if is_main_process:`` without a call: always true
+        if "." in name and names.is_rank_predicate_name(last):  # accelerator.is_main_process
             return True
         # ``master_process = ddp_rank == 0`` (and ``= True`` in the single-process
         # branch); ``args.save_logs = args.logs and is_master(args)``.
         values = [v for v in index.reaching_values(test) or [] if not _is_boolean_literal(v)]
         if values:
+            if lenient and all(_set_on_rank_subset_only(index, v, depth) for v in values):
+                return True  # ``out_dir = args.out if rank == 0 else None`` ... ``if out_dir:``
             return all(is_rank_condition(index, v, lenient, depth + 1) for v in values)
-        if last in RANK_PREDICATES:  # a parameter or a global named like the predicate
+        if names.is_rank_predicate_name(last):  # a parameter or a global named like the predicate
             return True
         if lenient and is_rank_value(index, test, lenient):
             return True  # ``if not rank:``
     return False
+
+
+def is_function_object(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    """Does ``expr`` name a function rather than call it: a ``def`` of this module,
+    an imported name (``from utils import is_main_process``) or an attribute of
+    an imported module (``utils.is_main_process``)? Such a test is always true."""
+    name = dotted_name(expr)
+    if name is None:
+        return False
+    if isinstance(expr, cst.Attribute):
+        return names.is_rank_predicate_name(name.split(".")[-1]) and name.split(".")[0] in index.imports \
+            and index.qualified_name(expr) is not None and not index.visible_bindings(name, expr)
+    bindings = index.reaching(name, expr)
+    return bool(bindings) and all(b.kind == "def" or (b.kind == "import" and names.is_rank_predicate_name(name))
+                                  for b in bindings)
+
+
+def _set_on_rank_subset_only(index: SemanticIndex, value: cst.BaseExpression, depth: int) -> bool:
+    """``x if rank == 0 else None``: a value that is empty on every rank the test
+    excludes (None, False, "", 0), so ``if x:`` holds on a subset of the ranks."""
+    if not isinstance(value, cst.IfExp) or not is_rank_condition(index, value.test, True, depth + 1):
+        return False
+    return _is_empty_literal(value.orelse) or _is_empty_literal(value.body)
+
+
+def _is_empty_literal(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.Name):
+        return expr.value in ("None", "False")
+    if isinstance(expr, cst.SimpleString):
+        return expr.value in ('""', "''")
+    return literal_int(expr) == 0
 
 
 def is_rank_predicate_call(index: SemanticIndex, call: cst.Call, depth: int = 0) -> bool:
@@ -158,7 +199,7 @@ def is_rank_predicate_call(index: SemanticIndex, call: cst.Call, depth: int = 0)
     if name is None:
         return False
     last = name.split(".")[-1]
-    if last in RANK_PREDICATES:
+    if names.is_rank_predicate_name(last):
         return True
     if "." not in name and rank_predicate_function(index, last, depth):
         return True
@@ -301,3 +342,50 @@ def iter_guarded_calls(index: SemanticIndex, lenient: bool = False) -> Iterator[
         guards = rank_guards(index, site.node, lenient)
         if guards:
             yield site, guards
+
+
+# ---------------------------------------------------------------------- subgroups
+_COORDINATE = re.compile(
+    r"^_*(tp|pp|dp|cp|ep|sp|mp|tensor|pipeline|data|context|expert|model|sequence|stage|replica|shard|group)"
+    r"(_model)?(_parallel)?_?(rank|rank_id|group_rank|index|idx)$", re.IGNORECASE)
+_GLOBAL_GETTERS = ("get_rank", "get_local_rank", "get_global_rank", "get_world_rank", "get_node_local_rank")
+
+
+def selects_group_members(index: SemanticIndex, test: cst.BaseExpression) -> bool:
+    """Does a rank test pick the members of a subgroup rather than single out
+    the main rank? A membership test (``rank in dist.get_process_group_ranks(g)``),
+    a range (``start <= rank < start + size``, ``rank < n``), or a test of a
+    coordinate that every member of the group shares (``tp_rank == 0``,
+    ``mpu.get_pipeline_model_parallel_rank() == 0``, ``dist.get_rank(group)``).
+    ``rank == 0`` / ``is_main_process()`` single out one rank: not a selection."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return selects_group_members(index, test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return selects_group_members(index, test.left) or selects_group_members(index, test.right)
+    if not isinstance(test, cst.Comparison):
+        return False
+    operators = [target.operator for target in test.comparisons]
+    if any(isinstance(o, (cst.In, cst.NotIn)) for o in operators):
+        return True
+    if len(operators) > 1 or any(isinstance(o, (cst.LessThan, cst.LessThanEqual, cst.GreaterThan,
+                                                  cst.GreaterThanEqual)) for o in operators):
+        return True
+    operands = [test.left, *(target.comparator for target in test.comparisons)]
+    return any(_is_coordinate(index, operand) for operand in operands)
+
+
+def _is_coordinate(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    if depth > 3:
+        return False
+    if isinstance(expr, cst.Call):
+        name = (dotted_name(expr.func) or "").split(".")[-1]
+        if name in _GLOBAL_GETTERS:
+            return bool(expr.args)  # ``dist.get_rank(group)``: the rank inside the group
+        return name.startswith("get_") and _COORDINATE.match(name[4:]) is not None
+    name = dotted_name(expr)
+    if name is None:
+        return False
+    if _COORDINATE.match(name.split(".")[-1]):
+        return True
+    values = index.reaching_values(expr) if isinstance(expr, cst.Name) else None
+    return bool(values) and all(_is_coordinate(index, value, depth + 1) for value in values)

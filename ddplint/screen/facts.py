@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from ddplint import names
-from ddplint.names import RANK_NAME, RANK_PREDICATES, RANK_ZERO_DECORATORS
+from ddplint.names import RANK_NAME, RANK_ZERO_DECORATORS
 
 COLLECTIVES = frozenset(
     f"torch.distributed.{name}" for name in (
@@ -72,7 +72,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "5"  # 3: methods keyed by class; 4: loop, device and lifecycle facts; 5: all three merged
+FACTS_VERSION = "6"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -121,6 +121,13 @@ class FunctionFacts:
     runs_backward: bool = False
     keeps: set[str] = field(default_factory=set)
     returns_wrapped: dict[str, str] = field(default_factory=dict)
+    # Params whose value ``torch.save`` writes (the whole object, or a value of
+    # the dict / list saved; "*" for ``torch.save(*args)``): a save helper.
+    saves: set[str] = field(default_factory=set)
+    # Params that choose what an unguarded ``torch.save`` writes or where (the
+    # object as above, or the file: ``torch.save(state, checkpoint_path)``).
+    saves_unguarded: set[str] = field(default_factory=set)
+    saves_state: bool = False  # an unguarded torch.save writes model state built here
 
 
 @dataclass(slots=True)
@@ -144,6 +151,8 @@ class ModuleFacts:
     wrapped_globals: dict[str, str] = field(default_factory=dict)  # module-level name -> "ddp"/"fsdp"
     # "Cls" -> {"model": "ddp"} for ``self.model = DDP(...)`` in the class's methods
     wrapped_attributes: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Code that strips the 'module.' prefix of a loaded state dict (see ``prefix_strips``).
+    prefix_strips: list["PrefixStrip"] = field(default_factory=list)
 
 
 def summarize(source: str, path: str) -> Optional[ModuleFacts]:
@@ -160,6 +169,8 @@ def summarize(source: str, path: str) -> Optional[ModuleFacts]:
     facts.calls = [call for call in facts.calls if _may_reach_project_function(call, facts)]
     facts.reads_local_rank_env = "LOCAL_RANK" in source
     facts.moves_to_cuda = _CUDA_USE.search(source) is not None
+    if any(marker in source for marker in _STRIP_MARKERS):
+        facts.prefix_strips = prefix_strips(tree, facts)
     facts.uses_sharding_framework = any(
         target.lstrip(".").split(".")[0] in SHARDING_FRAMEWORKS for target in facts.imports.values())
     return facts
@@ -214,6 +225,11 @@ class _Extractor:
         self.mentions_local_rank = mentions_local_rank  # skips an ast.dump per device call
         self.function: Optional[FunctionFacts] = None
         self.guards: list[bool] = []  # one entry per enclosing rank guard: strict?
+        # The guards of the arm the code sits in that leave the main rank only
+        # (the body of ``if rank == 0:``, the ``else`` of ``if rank != 0:``, after
+        # ``if rank != 0: return``; not the ``else`` of ``if rank == 0:``, which
+        # every other rank runs): what saves (DDP011) and their callers ask.
+        self.main_guards: list[bool] = []
         self.maybe_guards: list[str] = []  # imported calls in other enclosing ``if`` tests
         # Enclosing ``if``s on something other than the rank or "distributed or
         # not" (``if use_fsdp_eval:``): a collective there may never run.
@@ -231,14 +247,7 @@ class _Extractor:
 
     # ------------------------------------------------------------------ names
     def qualified(self, expr: ast.AST) -> Optional[str]:
-        dotted = _dotted(expr)
-        if dotted is None:
-            return None
-        head, _, rest = dotted.partition(".")
-        target = self.facts.imports.get(head)
-        if target is None:
-            return None
-        return names.canonical(f"{target}.{rest}" if rest else target)
+        return _qualified(self.facts, expr)
 
     def values_of(self, name: str) -> list[ast.AST]:
         for scope in reversed(self.assigned):
@@ -259,7 +268,9 @@ class _Extractor:
             return dotted.split(".")[-1] in ("get_rank", "get_local_rank", "get_global_rank",
                                              "get_node_local_rank", "get_world_rank")
         if isinstance(expr, ast.Subscript):
-            return self.env_key(expr) in _RANK_VARIABLES
+            key = expr.slice
+            return self.env_key(expr) in _RANK_VARIABLES or (
+                isinstance(key, ast.Constant) and isinstance(key.value, str) and RANK_NAME.match(key.value) is not None)
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mod, ast.FloorDiv)):
             return self.rank_value(expr.left, lenient, depth + 1)
         dotted = _dotted(expr)
@@ -300,7 +311,7 @@ class _Extractor:
         if isinstance(test, ast.Call):
             dotted = _dotted(test.func) or ""
             last = dotted.split(".")[-1]
-            if last in RANK_PREDICATES:
+            if names.is_rank_predicate_name(last):
                 return True
             function = self.facts.functions.get(last) if "." not in dotted else None
             return function is not None and function.rank_predicate
@@ -311,7 +322,10 @@ class _Extractor:
                       if not (isinstance(v, ast.Constant) and isinstance(v.value, bool))]
             if values:
                 return all(self.rank_test(v, lenient, depth + 1) for v in values)
-            return last in RANK_PREDICATES or (lenient and self.rank_value(test, lenient))
+            if names.is_rank_predicate_name(last):
+                # ``if is_main_process:`` naming an imported or defined function is always true.
+                return dotted.split(".")[0] not in self.facts.imports and dotted not in self.facts.functions
+            return lenient and self.rank_value(test, lenient)
         return False
 
     # ------------------------------------------------------------------ statements
@@ -319,7 +333,7 @@ class _Extractor:
         self.block(tree.body)
 
     def block(self, statements: list[ast.stmt]) -> None:
-        pushed = 0
+        pushed = main_pushed = opaque_pushed = 0
         for statement in statements:
             self.statement(statement)
             # ``if rank != 0: return`` guards the rest of the block.
@@ -327,8 +341,19 @@ class _Extractor:
                 if self.rank_test(statement.test, lenient=True):
                     self.guards.append(self.rank_test(statement.test, lenient=False))
                     pushed += 1
+                    if _main_only(statement.test, False):
+                        self.main_guards.append(self.guards[-1])
+                        main_pushed += 1
+                elif self.reads_flag_parameter(statement.test):
+                    # ``if not do_broadcast: return``: what follows runs only when the
+                    # caller asks for it (a collective there is the caller's choice).
+                    self.opaque += 1
+                    opaque_pushed += 1
         if pushed:
             del self.guards[-pushed:]
+        if main_pushed:
+            del self.main_guards[-main_pushed:]
+        self.opaque -= opaque_pushed
 
     def statement(self, node: ast.stmt) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -356,13 +381,18 @@ class _Extractor:
             strict = self.rank_test(node.test, lenient=False)
             lenient = strict or self.rank_test(node.test, lenient=True)
             maybe = [] if lenient else self.imported_calls(node.test)
-            opaque = not lenient and not _is_distribution_test(node.test)
+            opaque = not lenient and (not _is_distribution_test(node.test) or self.reads_flag_parameter(node.test))
             if lenient:
                 self.guards.append(strict)
             self.maybe_guards.extend(maybe)
             self.opaque += opaque
-            self.block(node.body)
-            self.block(node.orelse)
+            for arm, truth in ((node.body, True), (node.orelse, False)):
+                main = lenient and _main_only(node.test, truth)
+                if main:
+                    self.main_guards.append(strict)
+                self.block(arm)
+                if main:
+                    self.main_guards.pop()
             self.opaque -= opaque
             if lenient:
                 self.guards.pop()
@@ -502,7 +532,8 @@ class _Extractor:
             in _rank_zero_decorators() for d in node.decorator_list)
         self.expressions(node.decorator_list)
         outer, outer_guards, outer_maybe, outer_opaque = self.function, self.guards, self.maybe_guards, self.opaque
-        self.function, self.guards, self.maybe_guards, self.opaque = facts, [], [], 0
+        outer_main = self.main_guards
+        self.function, self.guards, self.maybe_guards, self.opaque, self.main_guards = facts, [], [], 0, []
         self.assigned.append({})
         self.returns.append([])
         self.agreed.append(set())
@@ -515,6 +546,7 @@ class _Extractor:
         self.returns.pop()
         self.assigned.pop()
         self.function, self.guards, self.maybe_guards, self.opaque = outer, outer_guards, outer_maybe, outer_opaque
+        self.main_guards = outer_main
         self.owner, self.self_class = outer_owner, outer_self
         self.facts.functions.setdefault(key, facts)
 
@@ -544,6 +576,15 @@ class _Extractor:
             # judged where they are.
             if function is not None and not self.guards and not self.opaque:
                 function.collective = True
+        if qualified == names.TORCH_SAVE and function is not None and not self.in_memory(node):
+            saved = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "obj"), None)
+            params = self.saved_params(saved) if saved is not None else set()
+            function.saves |= params
+            target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"), None)
+            if not self.main_guards and not self.maybe_guards and not function.rank_zero_only \
+                    and not self.per_rank_path(target):
+                function.saves_unguarded |= params | self.path_params(target)
+                function.saves_state |= saved is not None and _holds_model_state(saved)
         if qualified in _AGREEING_COLLECTIVES and node.args and isinstance(node.args[0], ast.Name):
             self.agreed[-1].add(node.args[0].id)
         if method == "add_argument" and any(
@@ -582,6 +623,81 @@ class _Extractor:
             self.record_call(node, bound, instance=True)
         elif dotted and not qualified.startswith(_LIBRARY_PREFIXES):
             self.record_call(node, dotted)
+
+    def reads_flag_parameter(self, test: ast.AST) -> bool:
+        """Does an ``if`` test read a parameter of the function that is not a
+        "distributed or not" flag (``do_broadcast``, ``use_fsdp_eval``)? Then the
+        caller decides whether the branch runs."""
+        function = self.function
+        if function is None:
+            return False
+        return any(name in function.params and name not in ("self", "cls")
+                   and not any(word in name.lower() for word in _DISTRIBUTION_WORDS)
+                   for name in _bare_names(test))
+
+    def saved_params(self, expr: ast.AST, depth: int = 0) -> set[str]:
+        """The function's parameters whose value ``expr`` (a saved object) holds:
+        the parameter itself, a value of a dict / list / ``dict(...)`` display, a
+        local name bound to one; "*" for ``*args``."""
+        function = self.function
+        if function is None or depth > 3:
+            return set()
+        if isinstance(expr, ast.Starred):
+            return {"*"} if isinstance(expr.value, ast.Name) and expr.value.id not in function.params else set()
+        if isinstance(expr, ast.Name):
+            if expr.id in function.params:
+                return {expr.id}
+            found: set[str] = set()
+            for value in self.values_of(expr.id):
+                found |= self.saved_params(value, depth + 1)
+            return found
+        parts: list[ast.AST] = []
+        if isinstance(expr, ast.Dict):
+            parts = [v for v in expr.values if v is not None]
+        elif isinstance(expr, (ast.List, ast.Tuple)):
+            parts = list(expr.elts)
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("dict", "OrderedDict"):
+            parts = [*expr.args, *(k.value for k in expr.keywords)]
+        found = set()
+        for part in parts:
+            found |= self.saved_params(part, depth + 1)
+        return found
+
+    def in_memory(self, node: ast.Call) -> bool:
+        """``torch.save(x, buffer)`` into an ``io.BytesIO()``: not a file."""
+        target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"), None)
+        if target is None:
+            return False
+        values = [target, *(self.values_of(target.id) if isinstance(target, ast.Name) else [])]
+        return any("BytesIO" in (_dotted(v.func) or "") for v in values if isinstance(v, ast.Call))
+
+    def per_rank_path(self, expr: Optional[ast.AST], depth: int = 0) -> bool:
+        """A file name built from the rank (``f"ckpt_{rank}.pt"``, ``dist.get_rank()``,
+        also one binding deep): each rank writes its own file."""
+        if expr is None or depth > 3:
+            return False
+        for node in ast.walk(expr):
+            name = _dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+            if name is not None and any(_PER_RANK_PART.search(part) for part in name.split(".")):
+                return True
+            if isinstance(node, ast.Name) and any(self.per_rank_path(v, depth + 1) for v in self.values_of(node.id)):
+                return True
+        return False
+
+    def path_params(self, expr: Optional[ast.AST], depth: int = 0) -> set[str]:
+        """The function's parameters a save path is built from (``path``,
+        ``os.path.join(out_dir, name)``, ``f"{prefix}.pt"``)."""
+        function = self.function
+        if expr is None or function is None or depth > 2:
+            return set()
+        found: set[str] = set()
+        for name in _bare_names(expr):
+            if name in function.params:
+                found.add(name)
+            elif name in self.assigned[-1]:
+                for value in self.values_of(name):
+                    found |= self.path_params(value, depth + 1)
+        return found
 
     def spawned(self, node: ast.Call) -> None:
         """``mp.spawn(worker, ...)`` / ``Process(target=worker)``: the worker runs on every rank."""
@@ -648,8 +764,8 @@ class _Extractor:
         return "" if (self.qualified(func) or "").startswith(_LIBRARY_PREFIXES) else dotted
 
     def record_call(self, node: ast.Call, dotted: str, instance: bool = False) -> None:
-        strict = any(self.guards)
-        lenient = bool(self.guards)
+        strict = any(self.main_guards)
+        lenient = bool(self.main_guards)
         slots: dict[str, str] = {}
         for position, arg in enumerate(node.args):
             if isinstance(arg, ast.Starred):
@@ -818,6 +934,238 @@ def _device_operands(node: ast.Call, qualified: str, method: str) -> Iterable[as
             expr = expr.values[1].value
         if expr is not None:
             yield expr
+# Parts of identifiers that hold a per-process value (mirror of DDP011's test).
+_PER_RANK_PART = re.compile(r"(^|_)(rank|gpu|gpu_id|device_id|proc|proc_id|process_id|process_index|worker|"
+                            r"worker_id|shard|shard_id|node_id)(_|$)|rank$", re.IGNORECASE)
+
+
+def _bare_names(expr: ast.AST) -> list[str]:
+    """Names read as a whole (``path``, ``out_dir`` in ``os.path.join(out_dir, f)``),
+    not through an attribute (``args`` in ``args.output_dir`` is a configuration
+    the function reads, not a file its caller chose)."""
+    found, stack = [], [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name):
+            found.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            continue
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+_STATE_WORDS = ("model", "net", "ckpt", "checkpoint", "state", "optim", "weights", "snapshot")
+
+
+def _main_only(test: ast.AST, truth: bool) -> bool:
+    """Does ``test`` being ``truth`` leave only the main rank (a rank test the
+    caller has recognised)? ``rank == 0`` / ``is_main_process()`` when true,
+    ``rank != 0`` / ``not is_main()`` / ``rank > 0`` when false; ``A and B`` true
+    when one of them is; ``A or B`` false when one of them is false-main...;
+    a rank test of unknown shape counts when true (as every guard did)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _main_only(test.operand, not truth)
+    if isinstance(test, ast.BoolOp):
+        conjunction = isinstance(test.op, ast.And) == truth  # De Morgan
+        results = [_main_only(value, truth) for value in test.values]
+        return any(results) if conjunction else all(results) or (truth and any(results))
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        operator, value = test.ops[0], test.comparators[0]
+        excludes_main = isinstance(operator, (ast.NotEq, ast.Gt, ast.NotIn)) or (
+            isinstance(operator, ast.GtE) and _int(value) == 1)
+        return truth != excludes_main
+    return truth
+
+
+def _holds_model_state(expr: ast.AST) -> bool:
+    """A saved object that is model state: a ``state_dict()`` inside, or a name
+    that says so (``checkpoint``, ``state``, ``model``)."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("state_dict", "optim_state_dict"):
+            return True
+    name = _dotted(expr)
+    return name is not None and any(word in name.split(".")[-1].lower() for word in _STATE_WORDS)
+
+
+def _qualified(facts: ModuleFacts, expr: ast.AST) -> Optional[str]:
+    """``expr`` resolved through the module's imports (the judge's
+    ``SemanticIndex.qualified_name`` without local aliases): also the
+    conventional torch names of a star import (``from utils import *``) and
+    ``torch`` when only ``import torch.distributed as dist`` imports it."""
+    dotted = _dotted(expr)
+    if dotted is None:
+        return None
+    head, _, rest = dotted.partition(".")
+    target = facts.imports.get(head)
+    if target is None:
+        if facts.star_imports:
+            target = names.STAR_IMPORT_CONVENTIONS.get(head)
+        elif head == "torch" and any(t.startswith("torch.") for t in facts.imports.values()):
+            target = "torch"
+        if target is None:
+            return None
+    return names.canonical(f"{target}.{rest}" if rest else target)
+
+
+# ---------------------------------------------------------------------- 'module.' prefix strips
+@dataclass(slots=True, frozen=True)
+class PrefixStrip:
+    """Code that removes the 'module.' prefix from the keys of a state dict
+    (``{k[7:]: v ...}``, ``k.replace("module.", "")``,
+    ``consume_prefix_in_state_dict_if_present``), with what it can tell about
+    the checkpoint whose keys it rewrites."""
+
+    source: str  # "load": a torch.load result; "param": a parameter (any caller's dict);
+    #              "live": a live model's state_dict(); "unknown"
+    path: str = ""  # the file name the load reads, literal parts with '*' for holes ("" unknown)
+    path_text: str = ""  # the load's path expression as written (``args.pretrained``)
+    keys: tuple[str, ...] = ()  # subscripts read from the loaded dict ("" = the dict itself)
+
+
+# Text without which a module strips no 'module.' prefix (keeps the screen cheap).
+_STRIP_MARKERS = ("[7:]", "'module", '"module', "consume_prefix", "strip_prefix", "^module")
+_STRIP_CALLS = ("replace", "removeprefix", "startswith", "lstrip", "split", "sub", "strip_prefix",
+                "consume_prefix_in_state_dict_if_present")
+_LOADERS = ("load", "load_file", "load_checkpoint", "load_state_dict_from_url", "load_url")
+
+
+def prefix_strips(tree: ast.AST, facts: ModuleFacts) -> list[PrefixStrip]:
+    """Every 'module.' prefix strip of the module, with the checkpoint it reads."""
+    found: list[PrefixStrip] = []
+    for function in [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
+        body = function.body
+        params = set()
+        if not isinstance(function, ast.Module):
+            a = function.args
+            params = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
+        assigned: dict[str, list[ast.AST]] = {}
+        loops: list[tuple[ast.AST, ast.AST, ast.AST]] = []  # (target, iter, owner)
+        sites: list[tuple[ast.AST, Optional[ast.AST]]] = []  # (strip node, dict when known)
+        for node in _own_nodes(body):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        assigned.setdefault(target.id, []).append(node.value)
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                loops.append((node.target, node.iter, node))
+            elif isinstance(node, (ast.DictComp, ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+                for generator in node.generators:
+                    loops.append((generator.target, generator.iter, node))
+            elif isinstance(node, ast.Call):
+                last = (_qualified(facts, node.func) or _dotted(node.func) or "").split(".")[-1]
+                if last in ("consume_prefix_in_state_dict_if_present", "strip_prefix_if_present") and node.args:
+                    sites.append((node, node.args[0]))
+                elif last in _STRIP_CALLS and any(_is_module_literal(a) for a in node.args):
+                    sites.append((node, None))
+            elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) \
+                    and _int(node.slice.lower) == 7 and node.slice.upper is None:
+                sites.append((node, None))
+        for node, dictionary in sites:
+            if dictionary is None:
+                dictionary = _iterated_dict(node, loops)
+            found.append(_strip_of(facts, dictionary, assigned, params))
+    if not found and any(t.endswith("consume_prefix_in_state_dict_if_present") for t in facts.imports.values()):
+        found.append(PrefixStrip("unknown"))  # imported, used in a way not seen here (an alias, a callback)
+    return found
+
+
+def _own_nodes(body: list[ast.stmt]):
+    """The nodes of a function body, not those of nested functions or classes."""
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+    stack = [node for node in reversed(body) if not isinstance(node, nested)]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, nested))
+
+
+def _is_module_literal(expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Constant) and isinstance(expr.value, str) and expr.value.strip("^\\") in (
+        "module.", "module\\.", "module")
+
+
+def _iterated_dict(node: ast.AST, loops) -> Optional[ast.AST]:
+    """The dict whose keys a loop around ``node`` walks (``for k, v in sd.items()``)."""
+    for target, iterable, owner in reversed(loops):
+        if not any(n is node for n in ast.walk(owner)):
+            continue
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) \
+                and iterable.func.attr in ("items", "keys") and not iterable.args:
+            return iterable.func.value
+        if isinstance(iterable, (ast.Name, ast.Attribute, ast.Subscript)):
+            return iterable
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name) and iterable.args \
+                and iterable.func.id in ("list", "sorted", "tuple"):
+            inner = iterable.args[0]
+            if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) \
+                    and inner.func.attr in ("items", "keys"):
+                return inner.func.value
+            return inner
+        return iterable  # ``model.named_parameters()``: not a loaded dict
+    return None
+
+
+def _strip_of(facts: ModuleFacts, expr: Optional[ast.AST], assigned, params, keys: tuple[str, ...] = (),
+              depth: int = 0) -> PrefixStrip:
+    """Where the dict ``expr`` comes from (the checkpoint it holds)."""
+    if expr is None or depth > 5:
+        return PrefixStrip("unknown", keys=keys)
+    if isinstance(expr, ast.Subscript) and isinstance(expr.slice, ast.Constant) and isinstance(expr.slice.value, str):
+        return _strip_of(facts, expr.value, assigned, params, keys + (expr.slice.value,), depth + 1)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "get" \
+            and expr.args and isinstance(expr.args[0], ast.Constant) and isinstance(expr.args[0].value, str):
+        return _strip_of(facts, expr.func.value, assigned, params, keys + (expr.args[0].value, ""), depth + 1)
+    if isinstance(expr, ast.IfExp):
+        body = _strip_of(facts, expr.body, assigned, params, keys, depth + 1)
+        orelse = _strip_of(facts, expr.orelse, assigned, params, keys, depth + 1)
+        if body.source == orelse.source == "load":
+            return PrefixStrip("load", body.path or orelse.path, body.path_text or orelse.path_text,
+                               tuple(dict.fromkeys(body.keys + orelse.keys)))
+        return body if body.source == "load" else orelse
+    if isinstance(expr, ast.Call):
+        last = (_dotted(expr.func) or "").split(".")[-1]
+        if last in ("state_dict", "named_parameters", "named_modules", "named_buffers", "parameters", "modules"):
+            return PrefixStrip("live", keys=keys)
+        if last in _LOADERS and (expr.args or expr.keywords):
+            path = expr.args[0] if expr.args else expr.keywords[0].value
+            return PrefixStrip("load", _path_pattern(path, assigned), _text(path), keys or ("",))
+        return PrefixStrip("unknown", keys=keys)
+    if isinstance(expr, ast.Name):
+        if expr.id in assigned:
+            results = [_strip_of(facts, v, assigned, params, keys, depth + 1) for v in assigned[expr.id]]
+            return next((r for r in results if r.source == "load"), results[0])
+        if expr.id in params:
+            return PrefixStrip("param", keys=keys)
+    return PrefixStrip("unknown", keys=keys)
+
+
+def _path_pattern(expr: ast.AST, assigned: dict, depth: int = 0) -> str:
+    """The file name a path expression names: literal text, '*' for the holes
+    of an f-string; "" when unknown."""
+    if depth > 3:
+        return ""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return expr.value.replace("\\", "/").rsplit("/", 1)[-1]
+    if isinstance(expr, ast.JoinedStr):
+        text = "".join(v.value if isinstance(v, ast.Constant) else "*" for v in expr.values)
+        name = text.rsplit("/", 1)[-1]
+        return name if name.strip("*") else ""
+    if isinstance(expr, ast.Call) and expr.args and (_dotted(expr.func) or "").endswith("join"):
+        return _path_pattern(expr.args[-1], assigned, depth + 1)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Div)):
+        return _path_pattern(expr.right, assigned, depth + 1)
+    if isinstance(expr, ast.Name) and len(assigned.get(expr.id, ())) == 1:
+        return _path_pattern(assigned[expr.id][0], assigned, depth + 1)
+    return ""
+
+
+def _text(expr: ast.AST) -> str:
+    try:
+        return ast.unparse(expr)[:80]
+    except Exception:  # pragma: no cover - unparse handles every expression
+        return ""
 
 
 def _one_tag(tags: set[str]) -> str:

@@ -43,6 +43,9 @@ class Project:
         self._propagate_collectives()
         self._forwards = self._propagate_param_use("forwards")
         self._loads = self._propagate_param_use("loads")
+        self._saves_state: set[FunctionKey] = set()
+        self._saves = self._propagate_saves("saves", through_guards=True)
+        self._saves_unguarded = self._propagate_saves("saves_unguarded", through_guards=False)
         self._context: dict[str, bool] = {}
         # The module graph: M -> N when M imports N (``import``, ``from``, ``*``) or
         # calls into it (spawn targets included).
@@ -276,6 +279,62 @@ class Project:
                             changed = True
         return uses
 
+    def _propagate_saves(self, attribute: str, through_guards: bool) -> dict[FunctionKey, set[str]]:
+        """Params a function hands to ``torch.save`` (see ``FunctionFacts.saves``),
+        directly or by passing them to a project function that saves them; the
+        unguarded variant only through calls under no rank guard."""
+        saves = {(p, n): set(getattr(f, attribute)) for p, m in self.modules.items()
+                 for n, f in m.functions.items()}
+        if not through_guards:
+            self._saves_state = {(p, n) for p, m in self.modules.items() for n, f in m.functions.items()
+                                 if f.saves_state}
+        changed = True
+        while changed:
+            changed = False
+            for key, calls in self.callers.items():
+                if not saves.get(key):
+                    continue
+                for caller_path, call in calls:
+                    caller = (caller_path, call.caller)
+                    if caller not in saves or (not through_guards and (call.guarded_lenient or call.maybe_guards)):
+                        continue
+                    for slot, tag in call.args.items():
+                        if not tag.startswith(PARAM_PREFIX) or tag[6:] in saves[caller]:
+                            continue
+                        if self._slot_saved(key, call, slot, saves):
+                            saves[caller].add(tag[6:])
+                            if not through_guards and key in self._saves_state:
+                                self._saves_state.add(caller)
+                            changed = True
+        return saves
+
+    def saves_state(self, key: FunctionKey) -> bool:
+        """Does the save helper ``key`` (or one it hands its parameters to) build
+        the model state it writes on every rank itself?"""
+        return key in self._saves_state
+
+    def _slot_saved(self, key: FunctionKey, call: CallFact, slot: str, saves) -> bool:
+        saved = saves.get(key, ())
+        return self._param_for_slot(key, call, slot) in saved or ("*" in saved and slot.isdigit())
+
+    def saving_function(self, path: str, callee: str, imports: Optional[dict[str, str]] = None,
+                        unguarded: bool = False) -> Optional[FunctionKey]:
+        """The project function ``callee`` names when it saves one of its
+        parameters with ``torch.save`` (with no rank guard on the way when
+        ``unguarded``): a save helper."""
+        key = self.resolve_function(path, callee, imports)
+        saves = self._saves_unguarded if unguarded else self._saves
+        return key if key is not None and saves.get(key) else None
+
+    def call_saves(self, key: FunctionKey, callee: str, slot: str, unguarded: bool = False) -> bool:
+        """Does a call of the save helper ``key`` save what it passes in ``slot``?"""
+        saves = self._saves_unguarded if unguarded else self._saves
+        return self._slot_saved(key, _judge_call(callee), slot, saves)
+
+    def saved_params(self, path: str, function: str, unguarded: bool = False) -> set[str]:
+        saves = self._saves_unguarded if unguarded else self._saves
+        return saves.get(self.function_key(path, function), set())
+
     # ------------------------------------------------------------------ values across calls
     def param_values(self, path: str, function: str, param: str) -> Optional[frozenset[str]]:
         """What the project's call sites pass for parameter ``param`` of
@@ -453,6 +512,7 @@ class Project:
         calls = self.callers.get(key)
         if not calls:
             return None
+        unknown = False
         for caller_path, call in calls:
             if call.guarded_lenient:
                 continue
@@ -464,9 +524,10 @@ class Project:
                 if above is True:
                     continue
                 if above is None and caller is not None:
-                    return None  # the caller's own callers are unknown
+                    unknown = True  # the caller's own callers are unknown; another call may still decide
+                    continue
             return False
-        return True
+        return None if unknown else True
 
     def caller_modules(self, path: str, function: str) -> Optional[list[ModuleFacts]]:
         """The modules that call the function; None when no call is known."""

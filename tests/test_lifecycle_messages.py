@@ -1,0 +1,43 @@
+"""Messages that name the consequence in the user's terms (issue 11, item 4) for
+the collective / checkpoint / wrap rules."""
+
+from pathlib import Path
+
+from ddplint.config import Settings
+from ddplint.engine import Linter
+
+
+def _messages(code: str, source: str) -> list[str]:
+    linter = Linter(Settings(select=(code,), root=Path.cwd()))
+    return [d.message for d in linter.lint_source(source, "train.py").diagnostics]
+
+
+DIST = "import torch\nimport torch.distributed as dist\n"
+DDP = DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+
+
+def test_a_literal_checkpoint_name_is_named():
+    assert _messages("DDP011", DIST + "torch.save(model.state_dict(), 'last.pt')\n") == [
+        "checkpoint saved on every rank: every rank writes 'last.pt' (N writers, one file)"]
+    assert "'best.pth'" in _messages(
+        "DDP011", DIST + "import os\ntorch.save(model.state_dict(), os.path.join(out, 'best.pth'))\n")[0]
+
+
+def test_a_name_with_holes_is_not_named():
+    found = _messages("DDP011", DIST + "torch.save(model.state_dict(), f'ep{epoch}.pt')\n")
+    assert found == ["checkpoint saved on every rank: N processes write the same file"]
+
+
+def test_a_save_helper_call_names_the_helper():
+    found = _messages("DDP011", DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
+                                       "write_ckpt({'m': model.state_dict()}, 'm.pt')\n")
+    assert found == ["save helper write_ckpt() called on every rank: N processes write the same file"]
+
+
+def test_a_ddp_forward_may_hang_or_desynchronise_and_a_collective_hangs():
+    forward = _messages("DDP010", DDP + "model = DDP(net)\nif rank == 0:\n    model(x)\n")
+    assert forward == ["forward of a DDP model (broadcasts buffers) under a rank condition: "
+                       "the other ranks do not run it, so the job may hang or desynchronise"]
+    barrier = _messages("DDP010", DIST + "if rank == 0:\n    dist.barrier()\n")
+    assert barrier == ["collective barrier() under a rank condition: the other ranks never join it "
+                       "and the job hangs"]
