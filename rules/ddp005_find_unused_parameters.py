@@ -65,6 +65,10 @@ class FindUnusedParameters(Rule):
         Invalid("import torch\n\ndef wrap(model):\n    if torch.cuda.is_available():\n"
                 "        model = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters = True)\n"
                 "    return model\n", line=5, column=66),
+        # Shared gap 5: a local alias of the class.
+        Invalid("from torch.nn.parallel import DistributedDataParallel\n"
+                "Wrapper = DistributedDataParallel\n"
+                "net = Wrapper(m, find_unused_parameters=True)\n", line=3, column=18),
     ]
 
     def check(self, index):

@@ -375,6 +375,21 @@ for batch_group in loader:
             raise ValueError("nan loss encountered")
         loss.backward()
 """, line=13, column=13, severity="warning"),
+        # Shared gap 1: wrapped on one arm only, then handed to an imported epoch function.
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from engine import fit_one_epoch
+
+def main(net, loader, opt, epochs, distributed):
+    if distributed:
+        net = DDP(net)
+    else:
+        net = net.cuda()
+    for epoch in range(epochs):
+        fit_one_epoch(net, loader, opt)
+        if dist.get_rank() == 0 and stopper.done():
+            break
+""", line=16, column=13, severity="error"),
         # ``tqdm(loader)`` yields data, not a counter.
         Invalid(DIST + """\
 from tqdm import tqdm
