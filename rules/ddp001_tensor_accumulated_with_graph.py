@@ -368,6 +368,21 @@ def check_sync(accelerator, ddp_model, batches):
 
 check_sync(acc, model, data)
 """),
+        # A test helper capturing the outputs of a few iterations: every caller passes a small count.
+        Valid(TRAIN + """\
+def capture_reference(model, inputs, steps):
+    captured = []
+    for k in range(steps):
+        y = model(inputs[k].clone())
+        captured.append(y)
+        y.sum().backward()
+    return captured
+
+def test_overlap_matches_reference(model, make_inputs):
+    n_micro = 3
+    reference = capture_reference(model, make_inputs(n_micro), n_micro)
+    assert len(reference) == n_micro
+"""),
         # A loop over a few configurations (a test comparing ZeRO stages).
         Valid(TRAIN + """\
 def test_stages(make_engine, batch):
@@ -705,6 +720,28 @@ def train(model, loader):
 
 kept = train(engine, train_loader)
 """),
+        # The count comes from a caller that passes a run-time value: a loop over data.
+        Invalid(TRAIN + """\
+def collect(model, inputs, steps):
+    captured = []
+    for k in range(steps):
+        y = model(inputs[k])
+        captured.append(y)
+        y.sum().backward()
+    return captured
+
+collect(net, batches, args.iters)
+""", line=8, column=9, severity="warning", fixed=TRAIN + """\
+def collect(model, inputs, steps):
+    captured = []
+    for k in range(steps):
+        y = model(inputs[k])
+        captured.append(y.detach())
+        y.sum().backward()
+    return captured
+
+collect(net, batches, args.iters)
+"""),
         # The same per-batch method reached through an instance, with no backward: error.
         Invalid(TRAIN + """\
 class Scorer:
@@ -924,7 +961,7 @@ def _severity(index: SemanticIndex, node: cst.CSTNode, accumulator: cst.BaseExpr
         surviving = flow.surviving_loops(index, name, node, loops)
     # ``for i in range(10)``: a bounded, short-lived graph, not a leak; nor a
     # local list filled over the parts of one step (heads, views, stages)
-    surviving = [loop for loop in surviving if not _few_literal_iterations(loop)
+    surviving = [loop for loop in surviving if not _few_literal_iterations(index, loop)
                  and ("." in name or not flow.is_parts_loop(index, loop))]
     if not surviving:
         return None  # reset every iteration, on every path
@@ -997,15 +1034,18 @@ def _returned(index: SemanticIndex, node: cst.CSTNode, name: str) -> bool:
 SHORT_LOOP = 100
 
 
-def _few_literal_iterations(loop: flow.Loop) -> bool:
+def _few_literal_iterations(index: SemanticIndex, loop: flow.Loop) -> bool:
     """``for i in range(10)`` (an export check over a few chunks): what it
-    keeps is bounded and freed with the function, unlike a loop over data."""
+    keeps is bounded and freed with the function, unlike a loop over data.
+    Also ``range(n)`` where ``n`` is bound to a small literal, or is a
+    parameter every caller of this module fills with one (a test helper
+    capturing the outputs of ``microbatches = 4`` iterations)."""
     if not isinstance(loop, cst.For) or not isinstance(loop.iter, cst.Call):
         return False
     if dotted_name(loop.iter.func) != "range" or len(loop.iter.args) != 1:
         return False
-    value = loop.iter.args[0].value
-    return isinstance(value, cst.Integer) and int(value.value.replace("_", ""), 0) <= SHORT_LOOP
+    values = flow.known_ints(index, loop.iter.args[0].value)
+    return bool(values) and max(values) <= SHORT_LOOP
 
 
 def _consumed_by_backward(index: SemanticIndex, node: cst.CSTNode, name: str) -> bool:

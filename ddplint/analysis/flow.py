@@ -1114,6 +1114,61 @@ def _calls_range(expr: cst.BaseExpression) -> bool:
     return False
 
 
+def known_ints(index: SemanticIndex, expr: cst.BaseExpression, _depth: int = 0) -> Optional[list[int]]:
+    """Every int ``expr`` may be: a literal, a name whose every reaching
+    binding is one (``microbatches = 4``), or a parameter that every
+    same-module caller fills with one (``run(model, xs, microbatches)``).
+    None when any value is unknown or no caller is visible."""
+    from ddplint.analysis.values import literal_int
+
+    value = literal_int(expr)
+    if value is not None:
+        return [value]
+    if not isinstance(expr, cst.Name) or _depth > 3:
+        return None
+    bindings = index.reaching(expr.value, expr)
+    if not bindings:
+        return None
+    found: list[int] = []
+    for binding in bindings:
+        if binding.kind in ("assign", "annassign") and binding.value is not None:
+            values = known_ints(index, binding.value, _depth + 1)
+        elif binding.kind == "param" and isinstance(binding.node, cst.Param):
+            values = _caller_ints(index, binding.node, expr.value, _depth)
+        else:
+            values = None
+        if values is None:
+            return None
+        found.extend(values)
+    return found
+
+
+def _caller_ints(index: SemanticIndex, param: cst.Param, name: str, depth: int) -> Optional[list[int]]:
+    function = enclosing_function(index, param)
+    if function is None or param.star:
+        return None
+    params = [p.name.value for p in function.params.params]
+    position = params.index(name) if name in params else None
+    if position is not None and params and params[0] == "self":
+        position -= 1
+    sites = callers(index, function)
+    if not sites:
+        return None
+    found: list[int] = []
+    for site in sites:
+        arg = site.argument(name, position)
+        if arg is None:
+            if site.has_star_args or site.has_star_kwargs or param.default is None:
+                return None
+            values = known_ints(index, param.default, depth + 1)
+        else:
+            values = known_ints(index, arg.value, depth + 1)
+        if values is None:
+            return None
+        found.extend(values)
+    return found
+
+
 CONFIG_WORDS = ("optim", "sched", "param", "module", "layer", "config", "cfg", "criteri", "loss_fn",
                 "callback", "hook", "metric", "plan", "device", "param_group")
 
