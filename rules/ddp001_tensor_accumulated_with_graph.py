@@ -55,7 +55,9 @@ parts of one step (`for j in range(len(parts))`, heads, views) whose sum is
 returned into the loss; `meter.update(loss)` when the meter's class is not in
 the project or does not keep its argument; modules (`replicas.append(
 factory.build_model(cfg))`); loops inside a module's `forward`, a few literal
-iterations (`range(10)`), and code a framework drives (Lightning modules).
+iterations (`range(10)`, also `range(n)` with `n` bound to a small literal or
+passed one by every caller in the module), and code a framework drives
+(Lightning modules).
 
 ## References
 - https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory
