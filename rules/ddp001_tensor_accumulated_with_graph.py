@@ -56,8 +56,9 @@ returned into the loss; `meter.update(loss)` when the meter's class is not in
 the project or does not keep its argument; modules (`replicas.append(
 factory.build_model(cfg))`); loops inside a module's `forward`, a few literal
 iterations (`range(10)`, also `range(n)` with `n` bound to a small literal or
-passed one by every caller in the module), and code a framework drives
-(Lightning modules).
+passed one by every caller in the module), code a framework drives
+(Lightning modules), and unit tests (`test_*.py`, `*_test.py`, `tests/`: a
+test runs a bounded number of steps and keeps their outputs to compare them).
 
 ## References
 - https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory
@@ -74,6 +75,7 @@ from ddplint.analysis import flow
 from ddplint.fixes import UNSAFE, insert_after, insert_before, node_fix
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
+from ddplint.analysis.values import is_test_module
 
 TRAIN = """\
 import torch
@@ -385,6 +387,22 @@ def test_overlap_matches_reference(model, make_inputs):
     reference = capture_reference(model, make_inputs(n_micro), n_micro)
     assert len(reference) == n_micro
 """),
+        # A unit test keeps the losses of a short run to compare two configurations.
+        Valid(TRAIN + """\
+def run_steps(model, loader):
+    losses = []
+    for xb, yb in loader:
+        loss = criterion(model(xb), yb)
+        losses.append(loss)
+        model.backward(loss)
+        model.step()
+    return losses
+
+def test_granularity_keeps_the_loss(make_engine, tiny_loader):
+    base = run_steps(make_engine(fine=False), tiny_loader)
+    fine = run_steps(make_engine(fine=True), tiny_loader)
+    assert all(torch.allclose(a, b) for a, b in zip(base, fine))
+""", filename="tests/unit/test_granularity.py"),
         # A loop over a few configurations (a test comparing ZeRO stages).
         Valid(TRAIN + """\
 def test_stages(make_engine, batch):
@@ -945,6 +963,8 @@ def _severity(index: SemanticIndex, node: cst.CSTNode, accumulator: cst.BaseExpr
               value: cst.BaseExpression, order: int) -> Optional[str]:
     if flow.in_framework_code(index, node) or flow.in_module_internals(index, node):
         return None
+    if is_test_module(index.path):
+        return None  # a unit test runs a few steps and keeps their outputs to compare them
     name = dotted_name(accumulator)
     if name is None:
         return None
