@@ -86,6 +86,9 @@ criterion = nn.CrossEntropyLoss()
 
 class TensorAccumulatedWithGraph(Rule):
     code, name, severity = "DDP001", "tensor-accumulated-with-graph", "error"
+    # Project helpers of other modules that hand back their argument's tensor
+    # (``reduce_tensor(loss)``) keep its graph: the project's facts say which.
+    uses_project = True
     message = ("tensor with autograd history kept across iterations: its graph is retained; "
                "use .item() or .detach()")
     # An accumulation is an append/extend/insert or an (augmented) assignment.
@@ -403,6 +406,19 @@ def test_granularity_keeps_the_loss(make_engine, tiny_loader):
     fine = run_steps(make_engine(fine=True), tiny_loader)
     assert all(torch.allclose(a, b) for a, b in zip(base, fine))
 """, filename="tests/unit/test_granularity.py"),
+        # A list reset for every batch, filled over the samples of that batch: it lives one step.
+        Valid(TRAIN + """\
+def train(model, loader, optimizer):
+    for images, targets in loader:
+        preds = model(images)
+        kept = []
+        for j in range(images.shape[0]):
+            kept.append(preds[j][preds[j] > 0.5])
+        loss = criterion(preds, targets)
+        loss.backward()
+        optimizer.step()
+        log_counts([len(k) for k in kept])
+"""),
         # A loop over a few configurations (a test comparing ZeRO stages).
         Valid(TRAIN + """\
 def test_stages(make_engine, batch):
@@ -762,6 +778,72 @@ def collect(model, inputs, steps):
 
 collect(net, batches, args.iters)
 """),
+        # A loss summed from a list of per-sample criterion terms keeps the graph of each.
+        Invalid(TRAIN + """\
+def train(model, loader, optimizer):
+    for epoch in range(3):
+        running = torch.zeros(1)
+        for images, targets in loader:
+            outs = model(images)
+            terms = []
+            for j in range(images.shape[0]):
+                terms.append(criterion(outs[j], targets[j]))
+            loss = sum(terms)
+            loss.backward()
+            optimizer.step()
+            running += loss
+""", line=15, column=13, severity="warning", fixed=TRAIN + """\
+def train(model, loader, optimizer):
+    for epoch in range(3):
+        running = torch.zeros(1)
+        for images, targets in loader:
+            outs = model(images)
+            terms = []
+            for j in range(images.shape[0]):
+                terms.append(criterion(outs[j], targets[j]))
+            loss = sum(terms)
+            loss.backward()
+            optimizer.step()
+            running += loss.detach()
+"""),
+        # An auxiliary loss summed over the model's auxiliary outputs (a comprehension).
+        Invalid(TRAIN + """\
+def train(model, loader, optimizer, weight):
+    aux_total = 0.0
+    for images, targets in loader:
+        out, aux_outs = model(images)
+        aux = sum(weight * criterion(a, targets) for a in aux_outs)
+        (criterion(out, targets) + aux).backward()
+        optimizer.step()
+        aux_total += aux * images.size(0)
+""", line=11, column=9, severity="warning", fixed=TRAIN + """\
+def train(model, loader, optimizer, weight):
+    aux_total = 0.0
+    for images, targets in loader:
+        out, aux_outs = model(images)
+        aux = sum(weight * criterion(a, targets) for a in aux_outs)
+        (criterion(out, targets) + aux).backward()
+        optimizer.step()
+        aux_total += (aux * images.size(0)).detach()
+"""),
+        # A running mean rebuilt from itself and the loss.
+        Invalid(TRAIN + """\
+def train(model, loader, optimizer):
+    avg = torch.zeros(1)
+    for step, (images, targets) in enumerate(loader):
+        loss = criterion(model(images), targets)
+        loss.backward()
+        optimizer.step()
+        avg = (avg * step + loss) / (step + 1)
+""", line=10, column=9, severity="warning", fixed=TRAIN + """\
+def train(model, loader, optimizer):
+    avg = torch.zeros(1)
+    for step, (images, targets) in enumerate(loader):
+        loss = criterion(model(images), targets)
+        loss.backward()
+        optimizer.step()
+        avg = (avg * step + loss.item()) / (step + 1)
+"""),
         # The same per-batch method reached through an instance, with no backward: error.
         Invalid(TRAIN + """\
 class Scorer:
@@ -827,6 +909,10 @@ def _accumulations(index: SemanticIndex):
                 target_name = binding.name
                 if target_name in flow.names_in(binding.value) and isinstance(binding.node, cst.Assign):
                     other = _other_operand(binding.value, target_name)
+                    if other is None:  # a running mean: ``m = (m * step + loss) / (step + 1)``
+                        other = next((t for t in _arithmetic_terms(binding.value)
+                                      if dotted_name(t) != target_name
+                                      and flow.carries_graph(index, t, binding.order)), None)
                     if other is not None:
                         yield binding.node, binding.node.targets[0].target, other, binding.order
 
@@ -950,6 +1036,15 @@ def _order_of(index: SemanticIndex, statement: cst.AugAssign) -> Optional[int]:
     return max(orders) + 1 if orders else flow.order_near(index, statement)
 
 
+def _arithmetic_terms(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The leaves of nested arithmetic (``(m * step + loss) / (step + 1)``:
+    ``m``, ``step``, ``loss``, ``step``, ``1``), parentheses included."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(
+            value.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)):
+        return _arithmetic_terms(value.left) + _arithmetic_terms(value.right)
+    return [value]
+
+
 def _other_operand(value: cst.BinaryOperation, name: str) -> Optional[cst.BaseExpression]:
     """``loss`` in ``total = total + loss``."""
     if dotted_name(value.left) == name:
@@ -981,6 +1076,12 @@ def _severity(index: SemanticIndex, node: cst.CSTNode, accumulator: cst.BaseExpr
         surviving = [loop for loop in loops if not flow.binds_inside(index, name, loop, node)]
     else:
         surviving = flow.surviving_loops(index, name, node, loops)
+        # Reset on every iteration of an enclosing loop, and the inner loop runs
+        # over what that iteration pulled (``for idx in range(img.shape[0])``
+        # inside ``for img, y in loader``): what it keeps lives for one batch.
+        surviving = [loop for loop in surviving
+                     if not any(outer not in surviving and _iterates_items_of(loop, outer)
+                                for outer in loops if outer is not loop)]
     # ``for i in range(10)``: a bounded, short-lived graph, not a leak; nor a
     # local list filled over the parts of one step (heads, views, stages)
     surviving = [loop for loop in surviving if not _few_literal_iterations(index, loop)
@@ -1051,6 +1152,15 @@ def _returned(index: SemanticIndex, node: cst.CSTNode, name: str) -> bool:
                 and flow.depends_on(index, exit_node.value, name, flow.order_near(index, exit_node)):
             return True
     return False
+
+
+def _iterates_items_of(inner: flow.Loop, outer: flow.Loop) -> bool:
+    """Does ``inner`` (nested in ``outer``) iterate over what one iteration of
+    ``outer`` bound: its iterable reads a target of ``outer``?"""
+    if not isinstance(inner, cst.For) or not isinstance(outer, cst.For):
+        return False
+    targets = flow.names_in(outer.target)
+    return bool(targets) and any(name.split(".")[0] in targets for name in flow.names_in(inner.iter))
 
 
 SHORT_LOOP = 100

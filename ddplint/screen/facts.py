@@ -72,7 +72,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "6"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged
+FACTS_VERSION = "7"  # 7: returns_params; 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -115,6 +115,10 @@ class FunctionFacts:
     # Every return hands back a value that a collective made the same on every
     # rank (``t = x.clone(); dist.all_reduce(t); return t``).
     returns_agreed: bool = False
+    # Params whose tensor every return hands back, itself or a copy that keeps its
+    # autograd history (``rt = t.clone(); dist.all_reduce(rt); return rt``): the
+    # call's result carries the graph of that argument (DDP001).
+    returns_params: set[str] = field(default_factory=set)
     # Training-loop facts (ddplint.analysis.flow): runs ``x.backward()`` itself;
     # parameters it stores in the instance (``self.sum += val``); what it returns
     # wrapped in DDP/FSDP ("" for the value itself, "0", "1", ... for a tuple's items).
@@ -248,6 +252,24 @@ class _Extractor:
     # ------------------------------------------------------------------ names
     def qualified(self, expr: ast.AST) -> Optional[str]:
         return _qualified(self.facts, expr)
+
+    def passes_through(self, expr: ast.AST, param: str, depth: int = 0) -> bool:
+        """Is ``expr`` the tensor ``param`` or a copy that keeps its history
+        (``param``, ``param.clone()``, ``rt / n`` with ``rt = param.clone()``)?"""
+        if depth > 4:
+            return False
+        if isinstance(expr, ast.Name):
+            if expr.id == param:
+                return True
+            values = self.values_of(expr.id)
+            return bool(values) and all(self.passes_through(v, param, depth + 1) for v in values)
+        if isinstance(expr, ast.BinOp):
+            return self.passes_through(expr.left, param, depth + 1) or \
+                self.passes_through(expr.right, param, depth + 1)
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
+                and expr.func.attr in _HISTORY_KEEPING_METHODS:
+            return self.passes_through(expr.func.value, param, depth + 1)
+        return False
 
     def values_of(self, name: str) -> list[ast.AST]:
         for scope in reversed(self.assigned):
@@ -541,6 +563,8 @@ class _Extractor:
         facts.rank_predicate = self.returns_rank_test(node)
         facts.returns_agreed = bool(self.returns[-1]) and all(
             _derives_from(value, self.agreed[-1]) for value in self.returns[-1])
+        facts.returns_params = {p for p in params if self.returns[-1] and all(
+            self.passes_through(value, p) for value in self.returns[-1])}
         self.loop_facts(node, facts)
         self.agreed.pop()
         self.returns.pop()
@@ -883,6 +907,10 @@ class _Extractor:
 
 
 _SANITISERS = ("item", "detach", "tolist", "numpy", "cpu_numpy")
+
+
+_HISTORY_KEEPING_METHODS = ("clone", "to", "cuda", "cpu", "float", "double", "half", "view", "reshape",
+                            "contiguous", "mean", "sum", "div", "div_", "mul", "mul_", "add", "add_")
 
 
 def _reads_raw(expr: ast.AST, name: str) -> bool:
