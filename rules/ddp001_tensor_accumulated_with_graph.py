@@ -4,8 +4,12 @@ computed from them, also through augmented assignments such as `snap /= n`)
 being kept beyond the loop iteration that produced it: appended or inserted
 into a container that outlives the iteration (`losses.append(loss)`),
 accumulated into a variable defined outside the loop (`total_loss += loss`,
-`total = total + loss`), or handed to a meter of the project whose class keeps
-its argument (`meter.update(loss)` where `update` does `self.sum += val`).
+`total = total + loss`, a running mean `avg = (avg * step + loss) / (step + 1)`),
+or handed to a meter of the project whose class keeps its argument
+(`meter.update(loss)` where `update` does `self.sum += val`). The history is
+followed through sums of criterion terms, comprehensions over model outputs,
+and project helpers that hand back their argument or a copy of it
+(`reduce_tensor(loss)` doing `rt = loss.clone(); dist.all_reduce(rt); return rt`).
 
 An accumulator counts as reset only when every path through the iteration
 resets it: a reset that a `continue` skips does not count. A per-batch method
@@ -52,7 +56,8 @@ accumulator reset on every path of the iteration; terms summed into a loss
 that `backward()` consumes (`torch.stack(losses).sum().backward()`, graphs
 kept for a deferred `for l in pending: l.backward()`); short loops over the
 parts of one step (`for j in range(len(parts))`, heads, views) whose sum is
-returned into the loss; `meter.update(loss)` when the meter's class is not in
+returned into the loss; a list reset for every batch and filled by an inner
+loop over what that batch pulled (`for j in range(images.shape[0])`); `meter.update(loss)` when the meter's class is not in
 the project or does not keep its argument; modules (`replicas.append(
 factory.build_model(cfg))`); loops inside a module's `forward`, a few literal
 iterations (`range(10)`, also `range(n)` with `n` bound to a small literal or
