@@ -97,6 +97,12 @@ class GlobalRankAsDevice(Rule):
               "lrank, world = setup_ddp()\ntorch.cuda.set_device(lrank)\n"),
         # several devices listed (a GPU inventory), and a subgroup rank
         Valid(DIST + "torch.cuda.set_device(dist.get_rank(group=tp_group))\n"),
+        # process roles: a single-process branch, and launcher-parent code before mp.spawn
+        Valid(DIST + "rank = int(os.environ.get('RANK', 0))\nif world_size == 1:\n    torch.cuda.set_device(rank)\n"
+              "else:\n    dist.init_process_group('nccl')\n    torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n"),
+        Valid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, cfg):\n    torch.cuda.set_device(gpu)\n"
+              "def launch(cfg):\n    first = int(os.environ.get('RANK', 0))\n"
+              "    torch.cuda.set_device(first)\n    mp.spawn(worker, nprocs=2, args=(cfg,))\n"),
     ]
     invalid = [
         Invalid(DIST + "rank = dist.get_rank()\ntorch.cuda.set_device(rank)\n", line=5, column=23),
