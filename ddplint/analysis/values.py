@@ -309,6 +309,42 @@ def device_arguments(site: CallSite) -> Iterator[tuple[cst.BaseExpression, int]]
             yield arg.value, 1
 
 
+_PERCENT_INDEX = re.compile(r"^cuda:%[ds]$")
+_FORMAT_INDEX = re.compile(r"^cuda:\{0?\}$")
+
+
+def cuda_index_strings(index: SemanticIndex) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """Device strings built around one index expression: ``f"cuda:{i}"``,
+    ``"cuda:%d" % i``, ``"cuda:{}".format(i)``, ``"cuda:" + str(i)``. Yields
+    (the whole string expression, the index expression ``i``)."""
+    for node in index.fstrings:
+        holes = [part for part in node.parts if isinstance(part, cst.FormattedStringExpression)]
+        if fstring_prefix(node) == "cuda:" and len(holes) == 1:
+            yield node, holes[0].expression
+    for node, value in index.strings:
+        if not isinstance(value, str) or not value.startswith("cuda:"):
+            continue
+        parent = index.parent(node)
+        if isinstance(parent, cst.BinaryOperation) and parent.left is node:
+            right = parent.right
+            if isinstance(parent.operator, cst.Modulo) and _PERCENT_INDEX.match(value):
+                if isinstance(right, cst.Tuple):
+                    if len(right.elements) != 1:
+                        continue
+                    right = right.elements[0].value
+                yield parent, right
+            elif isinstance(parent.operator, cst.Add) and value == "cuda:":
+                if isinstance(right, cst.Call) and isinstance(right.func, cst.Name) and right.func.value == "str" \
+                        and len(right.args) == 1:
+                    right = right.args[0].value
+                yield parent, right
+        elif isinstance(parent, cst.Attribute) and parent.attr.value == "format" and _FORMAT_INDEX.match(value):
+            call = index.parent(parent)
+            if isinstance(call, cst.Call) and call.func is parent and len(call.args) == 1 \
+                    and call.args[0].keyword is None and not call.args[0].star:
+                yield call, call.args[0].value
+
+
 BARE_CUDA, CPU = "bare-cuda", "cpu"
 
 
