@@ -6,7 +6,8 @@ Flags the global rank used as a CUDA device index: `torch.device(f"cuda:{rank}")
 `device_ids=[rank]`, `device=rank`, `os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)`,
 where `rank` holds `dist.get_rank()` or the
 `RANK` environment variable (also `SLURM_PROCID`, `OMPI_COMM_WORLD_RANK`, ...),
-or the global rank of a multi-node launch (`node_rank * ngpus_per_node + gpu`).
+the global rank of a multi-node launch (`node_rank * ngpus_per_node + gpu`), or a
+framework's global process index (`accelerator.process_index`, `fabric.global_rank`).
 The value is followed through every binding that may reach the use (a name
 rebound from `SLURM_PROCID` on one branch), copies of the environment
 (`env = {k: os.environ[k] for k in keys}`), the arguments of the project's
@@ -105,6 +106,10 @@ class GlobalRankAsDevice(Rule):
               "other = 'cuda:{}'.format(dist.get_rank() % torch.cuda.device_count())\n"),
         Valid(DIST + "os.environ['CUDA_VISIBLE_DEVICES'] = str(int(os.environ['LOCAL_RANK']))\n"
               "print('rank %d of %d' % (dist.get_rank(), dist.get_world_size()))\n"),
+        # framework objects' local indices
+        Valid(DIST + "from accelerate import Accelerator\nacc = Accelerator()\n"
+              "device = torch.device(f'cuda:{acc.local_process_index}')\n"
+              "torch.cuda.set_device(fabric.local_rank)\n"),
         # process roles: a single-process branch, and launcher-parent code before mp.spawn
         Valid(DIST + "rank = int(os.environ.get('RANK', 0))\nif world_size == 1:\n    torch.cuda.set_device(rank)\n"
               "else:\n    dist.init_process_group('nccl')\n    torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n"),
@@ -166,6 +171,10 @@ class GlobalRankAsDevice(Rule):
                 "device = 'cuda:%d' % (rank,)\n", line=6, column=10,
                 fixed=DIST + "local_rank = int(os.environ['LOCAL_RANK'])\nrank = dist.get_rank()\n"
                 "device = 'cuda:%d' % (local_rank,)\n"),
+        # framework objects' global ranks (Accelerate's process_index, Lightning's global_rank)
+        Invalid(DIST + "from accelerate import Accelerator\naccelerator = Accelerator()\n"
+                "device = torch.device(f'cuda:{accelerator.process_index}')\n", line=6, column=23),
+        Invalid(DIST + "def setup(fabric):\n    torch.cuda.set_device(fabric.global_rank)\n", line=5, column=27),
         # A local-rank variable is in scope: the fix uses it.
         Invalid(DIST + "local_rank = int(os.environ['LOCAL_RANK'])\nrank = dist.get_rank()\n"
                 "torch.cuda.set_device(rank)\n", line=6, column=23,

@@ -105,6 +105,8 @@ GLOBAL_RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RA
 LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
                         "MV2_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK")
 GLOBAL, LOCAL, LITERAL, UNKNOWN = "global", "local", "literal", "unknown"
+# Attributes of framework objects (Accelerate, Lightning/Fabric, ...) that hold the global rank.
+FRAMEWORK_GLOBAL_RANKS = ("process_index", "global_rank")
 
 
 def rank_sources(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> frozenset[str]:
@@ -136,7 +138,10 @@ def rank_sources(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0)
     if name is None:
         return frozenset({UNKNOWN})
     sources: set[str] = set()
-    for binding in index.reaching(name, expr):
+    reaching = index.reaching(name, expr)
+    if not reaching and "." in name and name.rsplit(".", 1)[1] in FRAMEWORK_GLOBAL_RANKS:
+        return frozenset({GLOBAL})  # ``accelerator.process_index``, ``fabric.global_rank``
+    for binding in reaching:
         if binding.kind in ("assign", "annassign") and binding.value is not None:
             sources |= rank_sources(index, binding.value, depth + 1)
         elif binding.kind == "param":
@@ -212,6 +217,12 @@ def _call_rank_sources(index: SemanticIndex, call: cst.Call, depth: int) -> froz
         return frozenset({GLOBAL if not call.args else UNKNOWN})
     if callee.startswith("torch.distributed.get_node_local_rank"):
         return frozenset({LOCAL})
+    if callee.startswith("horovod.") and not call.args:
+        last = callee.split(".")[-1]
+        if last in ("rank", "cross_rank"):
+            return frozenset({GLOBAL if last == "rank" else UNKNOWN})
+        if last == "local_rank":
+            return frozenset({LOCAL})
     last = (dotted_name(func) or "").split(".")[-1]
     if last in ("get_rank", "get_global_rank", "get_world_rank") and not call.args:
         return frozenset({GLOBAL})  # project helpers around dist.get_rank()
