@@ -56,8 +56,8 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ddplint.analysis.values import (cuda_index_strings, device_arguments, environ_key, is_global_rank,
-                                     is_test_module, literal_str)
+from ddplint.analysis.values import (cuda_index_strings, device_arguments, environ_key, global_rank_origin,
+                                     is_global_rank, is_test_module, literal_str)
 from ddplint.analysis.roles import is_worker_code
 from ddplint.fixes import UNSAFE, NodeFix, node_fix, replace
 from ddplint.rule import Invalid, Report, Rule, Valid
@@ -201,7 +201,7 @@ class GlobalRankAsDevice(Rule):
         for node, rank in _device_index_expressions(index):
             if id(node) not in seen and is_global_rank(index, rank) and is_worker_code(index, node):
                 seen.add(id(node))
-                message = VISIBLE_MESSAGE if id(node) in masks else self.message
+                message = _message(index, rank, VISIBLE_MESSAGE if id(node) in masks else self.message)
                 yield self.report(node, message, fix=_fix(index, rank))
 
 
@@ -217,6 +217,14 @@ def _device_index_expressions(index: SemanticIndex) -> Iterator[tuple[cst.BaseEx
     yield from cuda_index_strings(index)
     for value, inner in _visible_device_assignments(index):
         yield value, inner
+
+
+def _message(index: SemanticIndex, rank: cst.BaseExpression, message: str) -> str:
+    """The message, naming where the global rank comes from when that is known."""
+    origin = global_rank_origin(index, rank)
+    if not origin or len(origin) > 60 or "\n" in origin:
+        return message
+    return message.replace("the global rank", f"the global rank ({origin})", 1)
 
 
 VISIBLE_MESSAGE = ("the global rank selects the visible GPU (CUDA_VISIBLE_DEVICES): on the second node it "

@@ -239,6 +239,57 @@ def _param_rank_sources(index: SemanticIndex, binding) -> frozenset[str]:
     return parameter_rank_sources(index, binding)
 
 
+def global_rank_origin(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> Optional[str]:
+    """Where the global rank in ``expr`` comes from, in the user's words
+    (``dist.get_rank()``, ``RANK``, ``args.node_rank * args.ngpus + gpu``,
+    ``accelerator.process_index``, ``a caller``); None when no binding that
+    reaches it reads one (mirrors ``rank_sources``)."""
+    if depth > 6:
+        return None
+    if isinstance(expr, cst.IfExp):
+        return global_rank_origin(index, expr.body, depth + 1) or global_rank_origin(index, expr.orelse, depth + 1)
+    if isinstance(expr, cst.BinaryOperation):
+        return index.module.code_for_node(expr) if GLOBAL in rank_sources(index, expr, depth) else None
+    key = environ_key(index, expr)
+    if key is not None:
+        return "$" + key if key in GLOBAL_RANK_VARIABLES else None
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Name) and func.value in ("int", "str") and expr.args:
+            return global_rank_origin(index, expr.args[0].value, depth + 1)
+        return index.module.code_for_node(expr) if GLOBAL in _call_rank_sources(index, expr, depth) else None
+    name = dotted_name(expr)
+    if name is None:
+        return None
+    reaching = index.reaching(name, expr)
+    if not reaching and "." in name and name.rsplit(".", 1)[1] in FRAMEWORK_GLOBAL_RANKS:
+        return name
+    for binding in reaching:
+        if binding.kind in ("assign", "annassign") and binding.value is not None:
+            found = global_rank_origin(index, binding.value, depth + 1)
+        elif binding.kind == "param":
+            found = _passed_by(index, binding) if GLOBAL in _param_rank_sources(index, binding) else None
+        elif binding.kind == "unpack":
+            found = "returned by a setup helper" if GLOBAL in _unpacked_rank_sources(index, binding, depth) else None
+        else:
+            found = None
+        if found:
+            return found
+    return None
+
+
+def _passed_by(index: SemanticIndex, binding) -> str:
+    function = index.enclosing_scope(binding.node)
+    if isinstance(function, cst.FunctionDef):
+        name = function.name.value
+        if name == "__init__":
+            owner = next((a for a in index.ancestors(function) if isinstance(a, (cst.ClassDef, cst.FunctionDef))),
+                         None)
+            name = owner.name.value if isinstance(owner, cst.ClassDef) else name
+        return f"passed to {name}() by its callers"
+    return "passed by the callers"
+
+
 def is_global_rank(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
     """Does ``expr`` hold the global rank? Yes when some binding that may reach
     it reads the global rank and none reads a local rank: the binding decides,
