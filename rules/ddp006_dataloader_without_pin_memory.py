@@ -29,7 +29,9 @@ DGL) count as `DataLoader`s.
 
 Not flagged: any explicit `pin_memory=` (also `pin_memory=False`: a deliberate
 choice); `**kwargs` that may carry it; `num_workers=0` or no `num_workers`;
-CPU-only code; a dataset that already holds CUDA tensors (cached latents on the
+CPU-only code; a module that feeds another accelerator itself (JAX/Flax,
+`torch_xla`) and uses no CUDA, whatever CUDA code the libraries it imports
+contain; a dataset that already holds CUDA tensors (cached latents on the
 GPU: there is nothing to copy, and `pin_memory=True` would raise); unit tests
 (`test_*.py`, `tests/`), whose loaders test behaviour, not throughput.
 
@@ -84,10 +86,20 @@ def _to_rank(index: SemanticIndex, call: cst.Call) -> bool:
         names.RANK_NAME.match((dotted_name(target) or "").split(".")[-1]))
 
 
+# Other accelerators: a module that puts its batches on a TPU / JAX device has nothing to pin.
+_OTHER_ACCELERATORS = ("jax", "flax", "torch_xla")
+
+
 def batches_go_to_cuda(index: SemanticIndex) -> bool:
     """CUDA use in this module, or (project analysis) in a module used together
-    with it: the entry scripts that reach this module and what they reach."""
-    return uses_cuda(index) or project_of(index).in_scope(index.path, lambda m: m.moves_to_cuda)
+    with it: the entry scripts that reach this module and what they reach. A
+    module that drives another accelerator itself (JAX/Flax, torch_xla) and
+    uses no CUDA sends its batches there, whatever library code it reaches does."""
+    if uses_cuda(index):
+        return True
+    if any(index.imports_module(other) for other in _OTHER_ACCELERATORS):
+        return False
+    return project_of(index).in_scope(index.path, lambda m: m.moves_to_cuda)
 
 
 class DataLoaderWithoutPinMemory(Rule):
@@ -118,6 +130,12 @@ class DataLoaderWithoutPinMemory(Rule):
               "x = torch.ones(1).cuda()\n", filename="tests/test_loader_workers.py"),
         Valid(LOADER + "class GpuCache(Dataset):\n    pass\n"
               "loader = DataLoader(GpuCache(feats.to('cuda', non_blocking=True)), num_workers=4)\n"),
+        # batches for another accelerator (JAX, XLA): nothing to pin, even when imported library code uses CUDA
+        Valid("import jax\nimport torch\nfrom mylib.pipelines import Pipeline\n" + LOADER +
+              "loader = DataLoader(ds, batch_size=8, num_workers=4, collate_fn=to_numpy)\n"
+              "for batch in loader:\n    state = p_step(state, jax.device_put(batch))\n"),
+        Valid("import torch_xla.core.xla_model as xm\n" + LOADER + "device = xm.xla_device()\n"
+              "loader = DataLoader(ds, num_workers=8)\nfor x in loader:\n    x = x.to(device)\n"),
         # CPU-only code: gloo, .to(dtype), no GPU anywhere
         Valid("import torch\nimport torch.distributed as dist\n" + LOADER +
               "dist.init_process_group('gloo')\nloader = DataLoader(ds, num_workers=4)\n"
