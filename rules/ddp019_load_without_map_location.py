@@ -31,6 +31,8 @@ or none (written in this module from `.cpu()` values, tensors allocated with
 `device="cpu"` or made by a project module that never uses CUDA, full state
 dicts saved with CPU offload, `GradScaler.state_dict()`, metadata-only files
 such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer);
+in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
+or bytes another machine serialised);
 a CPU-only module (`gloo`, no CUDA use); `if gpu is None: torch.load(p) else:
 torch.load(p, map_location=f"cuda:{gpu}")` (the unmapped arm is the
 configuration without a per-rank GPU).
@@ -103,6 +105,11 @@ class LoadWithoutMapLocation(Rule):
                      "    mp.spawn(worker, nprocs=4, args=(state,))\n"),
         # the single-process branch of a script
         Valid(DIST + "model.cuda()\nif not args.distributed:\n    ckpt = torch.load(args.ckpt)\n"),
+        # in-memory buffers: this process's own round trip, or bytes a remote service serialised
+        Valid(DIST + "import io\nmodel.cuda()\ndef fetch(prompt):\n    reply = requests.post(URL, json={'p': prompt})\n"
+                     "    return torch.load(io.BytesIO(reply.content))\n"),
+        Valid(DIST + "from io import BytesIO\ntorch.cuda.set_device(local_rank)\nbuf = BytesIO()\n"
+                     "torch.save(model.state_dict(), buf)\nbuf.seek(0)\nstate = torch.load(buf)\n"),
         # known CPU payloads
         Valid(DIST + "model.cuda()\nbank = torch.zeros(4096, 128, device='cpu')\ntorch.save(bank, 'bank.pt')\n"
                      "bank = torch.load('bank.pt')\n"),
@@ -298,6 +305,8 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
     path = site.argument("f", 0)
     if path is None:
         return False
+    if _in_memory(index, path.value):
+        return True
     if any(_METADATA_FILE.search(text) for text in _strings_in(path.value)):
         return True
     if _names_sampler_state(index, site, path.value):
@@ -314,6 +323,20 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
                 return True
         elif _framework_save_offloads(index, save):
             return True
+    return False
+
+
+def _in_memory(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """``torch.load(io.BytesIO(payload))`` (also through a name): an in-memory
+    buffer is either this process's own round trip (its tensors come back to
+    the device this rank saved them from) or bytes from another machine, which
+    must hold portable CPU tensors; no file that rank 0's GPU wrote."""
+    if isinstance(expr, cst.Call):
+        return index.qualified_name(expr.func) in ("io.BytesIO", "io.BufferedReader") or (
+            isinstance(expr.func, cst.Name) and expr.func.value == "BytesIO")
+    if isinstance(expr, cst.Name) and depth < 3:
+        values = index.reaching_values(expr)
+        return bool(values) and all(_in_memory(index, value, depth + 1) for value in values)
     return False
 
 
