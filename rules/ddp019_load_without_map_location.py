@@ -32,7 +32,8 @@ or none (written in this module from `.cpu()` values, tensors allocated with
 dicts saved with CPU offload, `GradScaler.state_dict()`, metadata-only files
 such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer);
 in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
-or bytes another machine serialised);
+or bytes another machine serialised); a file saved and loaded under the same rank
+test (`if grp.rank() == 0:` around both: the writer reads its own file back);
 a CPU-only module (`gloo`, no CUDA use); `if gpu is None: torch.load(p) else:
 torch.load(p, map_location=f"cuda:{gpu}")` (the unmapped arm is the
 configuration without a per-rank GPU).
@@ -110,6 +111,11 @@ class LoadWithoutMapLocation(Rule):
                      "    return torch.load(io.BytesIO(reply.content))\n"),
         Valid(DIST + "from io import BytesIO\ntorch.cuda.set_device(local_rank)\nbuf = BytesIO()\n"
                      "torch.save(model.state_dict(), buf)\nbuf.seek(0)\nstate = torch.load(buf)\n"),
+        # the same rank test guards the save and the load of one path: the writer reads its own file back
+        Valid(DIST + "class ShardedState:\n    def save(self, filename):\n        state = self.gather()\n"
+                     "        if self.dp_group.rank() == 0:\n            torch.save(state, filename)\n"
+                     "    def load(self, filename):\n        torch.cuda.set_device(self.local_rank)\n"
+                     "        if self.dp_group.rank() == 0:\n            return torch.load(filename)\n"),
         # known CPU payloads
         Valid(DIST + "model.cuda()\nbank = torch.zeros(4096, 128, device='cpu')\ntorch.save(bank, 'bank.pt')\n"
                      "bank = torch.load('bank.pt')\n"),
@@ -179,6 +185,15 @@ class LoadWithoutMapLocation(Rule):
                        "    pretrained = torch.load(args.pretrained)\n", line=5, column=18,
                 fixed=DIST + "torch.cuda.set_device(local_rank)\nif rank != 0:\n"
                        "    pretrained = torch.load(args.pretrained, map_location=\"cpu\")\n"),
+        # a rank test guards the load, but the file is written under another one
+        Invalid(DIST + "class ShardedState:\n    def save(self, filename):\n        if dist.get_rank() == 0:\n"
+                       "            torch.save(self.gather(), filename)\n    def load(self, filename):\n"
+                       "        torch.cuda.set_device(self.local_rank)\n        if self.dp_group.rank() == 0:\n"
+                       "            return torch.load(filename)\n", line=10, column=20,
+                fixed=DIST + "class ShardedState:\n    def save(self, filename):\n        if dist.get_rank() == 0:\n"
+                       "            torch.save(self.gather(), filename)\n    def load(self, filename):\n"
+                       "        torch.cuda.set_device(self.local_rank)\n        if self.dp_group.rank() == 0:\n"
+                       "            return torch.load(filename, map_location=\"cpu\")\n"),
         # the GPU arm of a conditional load is unmapped
         Invalid(DIST + "model.cuda()\n"
                        "ckpt = torch.load(p) if use_gpu else torch.load(p, map_location='cpu')\n",
@@ -305,7 +320,7 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
     path = site.argument("f", 0)
     if path is None:
         return False
-    if _in_memory(index, path.value):
+    if _in_memory(index, path.value) or _read_back_by_its_writer(index, site, path.value):
         return True
     if any(_METADATA_FILE.search(text) for text in _strings_in(path.value)):
         return True
@@ -322,6 +337,36 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
             if obj is not None and _is_cpu_value(index, obj.value, index.enclosing_scope(save.node)):
                 return True
         elif _framework_save_offloads(index, save):
+            return True
+    return False
+
+
+def _guard_test(index: SemanticIndex, node: cst.CSTNode) -> Optional[str]:
+    """The source of the innermost ``if`` test whose body holds ``node``, when it is a rank test."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            return None
+        if isinstance(ancestor, cst.If) and child is ancestor.body:
+            text = index.module.code_for_node(ancestor.test)
+            return text if "rank" in text.lower() else None
+        child = ancestor
+    return None
+
+
+def _read_back_by_its_writer(index: SemanticIndex, site: CallSite, path: cst.BaseExpression) -> bool:
+    """``if grp.rank() == 0: torch.save(state, filename)`` in one method and
+    ``if grp.rank() == 0: torch.load(filename)`` in its sibling: the same rank
+    test guards the save and the load of the same path, so the process that
+    wrote the file reads it back onto its own device."""
+    test = _guard_test(index, site.node)
+    if test is None:
+        return False
+    text = index.module.code_for_node(path)
+    for save in index.calls_to(names.TORCH_SAVE):
+        target = save.argument("f", 1)
+        if target is not None and index.module.code_for_node(target.value) == text \
+                and _guard_test(index, save.node) == test:
             return True
     return False
 
