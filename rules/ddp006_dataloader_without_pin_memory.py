@@ -31,7 +31,8 @@ Not flagged: any explicit `pin_memory=` (also `pin_memory=False`: a deliberate
 choice); `**kwargs` that may carry it; `num_workers=0` or no `num_workers`;
 CPU-only code; a module that feeds another accelerator itself (JAX/Flax,
 `torch_xla`) and uses no CUDA, whatever CUDA code the libraries it imports
-contain; a dataset that already holds CUDA tensors (cached latents on the
+contain; a loader factory of a module without CUDA use that only the module's
+own `__main__` smoke test calls; a dataset that already holds CUDA tensors (cached latents on the
 GPU: there is nothing to copy, and `pin_memory=True` would raise); unit tests
 (`test_*.py`, `tests/`), whose loaders test behaviour, not throughput.
 
@@ -223,8 +224,9 @@ class DataLoaderWithoutPinMemory(Rule):
         calls = [call for call in calls if _uses_workers(call)]
         if not calls or not batches_go_to_cuda(index):
             return
+        own_cuda = uses_cuda(index)
         for call in calls:
-            if _holds_cuda_tensors(index, call):
+            if _holds_cuda_tensors(index, call) or (not own_cuda and _only_self_tested(index, call)):
                 continue
             workers = literal_int(call.argument("num_workers").value)
             message = self.message if workers is None else (
@@ -232,6 +234,28 @@ class DataLoaderWithoutPinMemory(Rule):
                 "batches cannot overlap compute; pass pin_memory=True")
             yield self.report(call.node, message, fix=node_fix("Add pin_memory=True", UNSAFE,
                                                                add_keyword(call.node, "pin_memory", "True")))
+
+
+def _only_self_tested(index: SemanticIndex, call) -> bool:
+    """The loader is built in a function of this module whose only calls in the
+    project are in the module's own ``if __name__ == "__main__":`` block (a
+    smoke test of a data module): that block, not the project's GPU code,
+    decides where its batches go, and it uses no CUDA."""
+    function = next((a for a in index.ancestors(call.node) if isinstance(a, cst.FunctionDef)), None)
+    if function is None or index.parent(function) is not index.module:
+        return False
+    name = function.name.value
+    project = project_of(index)
+    callers = project.callers.get(project.function_key(index.path, name)) or []
+    if not callers or any(path != index.path or fact.caller for path, fact in callers):
+        return False
+    uses = [site for site in index.calls if isinstance(site.node.func, cst.Name) and site.node.func.value == name]
+    return bool(uses) and all(_in_main_block(index, site.node) for site in uses)
+
+
+def _in_main_block(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    return any(isinstance(a, cst.If) and isinstance(a.test, cst.Comparison) and isinstance(a.test.left, cst.Name)
+               and a.test.left.value == "__name__" and index.parent(a) is index.module for a in index.ancestors(node))
 
 
 def _uses_workers(call) -> bool:
