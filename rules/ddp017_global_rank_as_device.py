@@ -3,7 +3,8 @@ Flags the global rank used as a CUDA device index: `torch.device(f"cuda:{rank}")
 (also `"cuda:%d" % rank`, `"cuda:{}".format(rank)`, `"cuda:" + str(rank)`),
 `torch.device("cuda", rank)`, `torch.cuda.set_device(rank)`,
 `torch.accelerator.set_device_index(rank)`, `.to(rank)`, `.cuda(rank)`,
-`device_ids=[rank]`, `device=rank`, `os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)`,
+`torch.device(rank)`, `device_ids=[rank]`, `device=rank`, FSDP's or `init_process_group`'s
+`device_id=rank`, `os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)`,
 where `rank` holds `dist.get_rank()` or the
 `RANK` environment variable (also `SLURM_PROCID`, `OMPI_COMM_WORLD_RANK`, ...),
 the global rank of a multi-node launch (`node_rank * ngpus_per_node + gpu`), or a
@@ -106,6 +107,9 @@ class GlobalRankAsDevice(Rule):
               "other = 'cuda:{}'.format(dist.get_rank() % torch.cuda.device_count())\n"),
         Valid(DIST + "os.environ['CUDA_VISIBLE_DEVICES'] = str(int(os.environ['LOCAL_RANK']))\n"
               "print('rank %d of %d' % (dist.get_rank(), dist.get_world_size()))\n"),
+        # torch.device of a device string, and FSDP bound to the local rank
+        Valid(DIST + "rank = dist.get_rank()\ndevice = torch.device(args.device)\n"
+              "model = FSDP(model, device_id=int(os.environ['LOCAL_RANK']))\n"),
         # framework objects' local indices
         Valid(DIST + "from accelerate import Accelerator\nacc = Accelerator()\n"
               "device = torch.device(f'cuda:{acc.local_process_index}')\n"
@@ -171,6 +175,14 @@ class GlobalRankAsDevice(Rule):
                 "device = 'cuda:%d' % (rank,)\n", line=6, column=10,
                 fixed=DIST + "local_rank = int(os.environ['LOCAL_RANK'])\nrank = dist.get_rank()\n"
                 "device = 'cuda:%d' % (local_rank,)\n"),
+        # torch.device(rank) (an integer is a CUDA index), a map_location built from it, FSDP's device_id
+        Invalid(DIST + "rank = int(os.environ['RANK'])\nstate = torch.load(path, map_location=torch.device(rank))\n",
+                line=5, column=52),
+        Invalid(DIST + "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                "rank = dist.get_rank()\nmodel = FSDP(model, auto_wrap_policy=policy, device_id=rank)\n",
+                line=6, column=56),
+        Invalid(DIST + "rank = int(os.environ['RANK'])\n"
+                "dist.init_process_group('nccl', device_id=torch.device('cuda', rank))\n", line=5, column=64),
         # framework objects' global ranks (Accelerate's process_index, Lightning's global_rank)
         Invalid(DIST + "from accelerate import Accelerator\naccelerator = Accelerator()\n"
                 "device = torch.device(f'cuda:{accelerator.process_index}')\n", line=6, column=23),

@@ -348,13 +348,20 @@ def is_ddp_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int =
 # ---------------------------------------------------------------------- devices
 def device_arguments(site: CallSite) -> Iterator[tuple[cst.BaseExpression, int]]:
     """Expressions a call uses as a CUDA device or device index: torch.device's
-    index, set_device's / torch.cuda.device's device, ``.cuda(i)`` / ``.to(i)``,
-    DDP's ``device_ids`` elements and ``output_device``, any other ``device=``.
+    index (``torch.device(i)`` too), set_device's / torch.cuda.device's device,
+    ``.cuda(i)`` / ``.to(i)``, DDP's ``device_ids`` elements and ``output_device``,
+    FSDP's / init_process_group's ``device_id``, any other ``device=``.
     The second item is the length of the ``device_ids`` list (1 elsewhere)."""
     qualified = site.qualified_name
     picked: list[Optional[cst.Arg]] = []
     if qualified == names.TORCH_DEVICE:
-        picked.append(site.argument("index"))
+        index_arg = site.argument("index")
+        if index_arg is None and len(site.node.args) == 1 and site.node.args[0].keyword is None \
+                and not isinstance(site.node.args[0].value, (cst.SimpleString, cst.FormattedString)):
+            index_arg = site.node.args[0]  # ``torch.device(rank)``: an integer is a CUDA index
+        picked.append(index_arg)
+    elif qualified in (names.FSDP, names.INIT_PROCESS_GROUP):
+        picked.append(site.keyword("device_id"))  # FSDP's / the process group's bound device
     elif qualified in (names.SET_DEVICE, "torch.cuda.device") or (
             site.method in ("cuda", "to") and qualified is None):
         picked.append(site.positional(0) or site.keyword("device"))
