@@ -93,6 +93,10 @@ class HardcodedDevice(Rule):
         Valid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, args):\n    torch.cuda.set_device(gpu)\n"
                      "def main():\n    probe = torch.zeros(1, device='cuda:0')\n"
                      "    mp.spawn(worker, nprocs=torch.cuda.device_count(), args=(None,))\n"),
+        # a test pass that only the launcher runs, after the workers joined
+        Valid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, args):\n    torch.cuda.set_device(gpu)\n"
+                     "def test(args):\n    net = Net().to('cuda:0')\n    return net\n"
+                     "def main(args):\n    mp.spawn(worker, nprocs=4, args=(args,))\n    test(args)\n"),
         # single-process branches named by other world-size spellings
         Valid(DIST + "if worldsize > 1:\n    model = DDP(model, device_ids=[local_rank])\n"
                      "else:\n    model.to('cuda:0')\n"),

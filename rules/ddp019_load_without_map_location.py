@@ -22,7 +22,8 @@ Unsafe: tensors that the code uses directly after loading (rather than copying
 them into a model that is already on its GPU) now start on the CPU.
 
 Not flagged: a `map_location` (or `**kwargs` that may carry one); code that
-is not a DDP worker (launcher-parent code before `mp.spawn`, the single-process
+is not a DDP worker (launcher-parent code before or after `mp.spawn`, also in
+functions only the launcher calls, the single-process
 branch of a script, the self-test block of an imported module, single-process or
 CPU-only test functions: in unit tests the role is decided per test function);
 loads that run on rank 0 only (`if rank == 0:`, or in a function every caller
@@ -104,6 +105,13 @@ class LoadWithoutMapLocation(Rule):
         Valid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, state):\n"
                      "    torch.cuda.set_device(gpu)\ndef main():\n    state = torch.load(args.resume)\n"
                      "    mp.spawn(worker, nprocs=4, args=(state,))\n"),
+        # functions only launcher code calls: an argument check before the spawn, a test pass after the join
+        Valid(DIST + "import torch.multiprocessing as mp\ndef check(args):\n    if args.resume:\n"
+                     "        args = torch.load(args.resume)['args']\n    return args\n"
+                     "def evaluate(args):\n    net = Net().cuda()\n    net.load_state_dict(torch.load(args.best))\n"
+                     "def worker(gpu, args):\n    torch.cuda.set_device(gpu)\n"
+                     "def main(args):\n    mp.spawn(worker, nprocs=args.gpus, args=(args,))\n    evaluate(args)\n"
+                     "if __name__ == '__main__':\n    main(check(parse()))\n"),
         # the single-process branch of a script
         Valid(DIST + "model.cuda()\nif not args.distributed:\n    ckpt = torch.load(args.ckpt)\n"),
         # in-memory buffers: this process's own round trip, or bytes a remote service serialised
@@ -194,6 +202,16 @@ class LoadWithoutMapLocation(Rule):
                        "            torch.save(self.gather(), filename)\n    def load(self, filename):\n"
                        "        torch.cuda.set_device(self.local_rank)\n        if self.dp_group.rank() == 0:\n"
                        "            return torch.load(filename, map_location=\"cpu\")\n"),
+        # a helper that the worker calls too runs on every rank
+        Invalid(DIST + "import torch.multiprocessing as mp\ndef load_weights(net, path):\n"
+                       "    net.load_state_dict(torch.load(path))\ndef worker(gpu, args):\n"
+                       "    torch.cuda.set_device(gpu)\n    load_weights(Net().cuda(), args.ckpt)\n"
+                       "def main(args):\n    mp.spawn(worker, nprocs=2, args=(args,))\n    load_weights(Net(), args.ckpt)\n",
+                line=5, column=25,
+                fixed=DIST + "import torch.multiprocessing as mp\ndef load_weights(net, path):\n"
+                       "    net.load_state_dict(torch.load(path, map_location=\"cpu\"))\ndef worker(gpu, args):\n"
+                       "    torch.cuda.set_device(gpu)\n    load_weights(Net().cuda(), args.ckpt)\n"
+                       "def main(args):\n    mp.spawn(worker, nprocs=2, args=(args,))\n    load_weights(Net(), args.ckpt)\n"),
         # the GPU arm of a conditional load is unmapped
         Invalid(DIST + "model.cuda()\n"
                        "ckpt = torch.load(p) if use_gpu else torch.load(p, map_location='cpu')\n",
