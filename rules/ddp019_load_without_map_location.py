@@ -29,7 +29,8 @@ CPU-only test functions: in unit tests the role is decided per test function);
 loads that run on rank 0 only (`if rank == 0:`, or in a function every caller
 runs under a rank guard: rank 0 owns device 0); files known to hold CPU tensors
 or none (written in this module from `.cpu()` values, tensors allocated with
-`device="cpu"` or made by a project module that never uses CUDA, full state
+`device="cpu"` or made by a project module that never uses CUDA, files another
+module of the project that never uses CUDA writes (a preprocessing script), full state
 dicts saved with CPU offload, `GradScaler.state_dict()`, metadata-only files
 such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer);
 in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
@@ -338,7 +339,8 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
     path = site.argument("f", 0)
     if path is None:
         return False
-    if _in_memory(index, path.value) or _read_back_by_its_writer(index, site, path.value):
+    if _in_memory(index, path.value) or _read_back_by_its_writer(index, site, path.value) \
+            or _written_by_cpu_only_module(index, path.value):
         return True
     if any(_METADATA_FILE.search(text) for text in _strings_in(path.value)):
         return True
@@ -355,6 +357,25 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
             if obj is not None and _is_cpu_value(index, obj.value, index.enclosing_scope(save.node)):
                 return True
         elif _framework_save_offloads(index, save):
+            return True
+    return False
+
+
+_PATH_NOISE = re.compile(r"\.(pt|pth|bin|ckpt|tar|pkl)$|[/.{}_-]")
+
+
+def _written_by_cpu_only_module(index: SemanticIndex, path: cst.BaseExpression) -> bool:
+    """The file is written by another module of the project that never uses
+    CUDA (a preprocessing script: ``torch.save(counts, "./word_freq/lm1b.pt")``
+    for ``torch.load(f"./word_freq/{name}.pt")``): a distinctive literal part of
+    the load's path appears in such a module's save path."""
+    parts = [t for t in _strings_in(path) if len(_PATH_NOISE.sub("", t)) >= 4]
+    if not parts:
+        return False
+    for other, module in project_of(index).modules.items():
+        if other == index.path or module.moves_to_cuda or not module.saved_paths:
+            continue
+        if any(part in saved for part in parts for saved in module.saved_paths):
             return True
     return False
 
