@@ -237,15 +237,18 @@ class DataLoaderWithoutPinMemory(Rule):
 
 
 def _only_self_tested(index: SemanticIndex, call) -> bool:
-    """The loader is built in a function of this module whose only calls in the
-    project are in the module's own ``if __name__ == "__main__":`` block (a
-    smoke test of a data module): that block, not the project's GPU code,
-    decides where its batches go, and it uses no CUDA."""
+    """The loader is built in a function of a module other modules import, whose
+    only calls in the project are in the module's own ``if __name__ == "__main__":``
+    block (a smoke test of a data module): that block, not the project's GPU
+    code, decides where its batches go, and it uses no CUDA. (The ``__main__``
+    block of an entry script that nothing imports is the program itself.)"""
     function = next((a for a in index.ancestors(call.node) if isinstance(a, cst.FunctionDef)), None)
     if function is None or index.parent(function) is not index.module:
         return False
     name = function.name.value
     project = project_of(index)
+    if not project.reached_by(index.path):
+        return False  # an entry script: its ``__main__`` block is the program, not a smoke test
     callers = project.callers.get(project.function_key(index.path, name)) or []
     if not callers or any(path != index.path or fact.caller for path, fact in callers):
         return False
