@@ -931,6 +931,26 @@ def _path_text(expr: ast.AST) -> Optional[str]:
     return None
 
 
+def _cuda_string_index(expr: Optional[ast.AST]) -> Optional[ast.AST]:
+    """``i`` of ``"cuda:%d" % i``, ``"cuda:{}".format(i)``, ``"cuda:" + str(i)``
+    (mirror of ``ddplint.analysis.values.cuda_index_strings``)."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.left, ast.Constant) and isinstance(expr.left.value, str):
+        text = expr.left.value
+        if isinstance(expr.op, ast.Mod) and text in ("cuda:%d", "cuda:%s"):
+            return expr.right
+        if isinstance(expr.op, ast.Add) and text == "cuda:":
+            right = expr.right
+            if isinstance(right, ast.Call) and isinstance(right.func, ast.Name) and right.func.id == "str" \
+                    and len(right.args) == 1:
+                return right.args[0]
+            return right
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "format" \
+            and isinstance(expr.func.value, ast.Constant) and expr.func.value.value in ("cuda:{}", "cuda:{0}") \
+            and len(expr.args) == 1:
+        return expr.args[0]
+    return None
+
+
 def _device_operands(node: ast.Call, qualified: str, method: str) -> Iterable[ast.AST]:
     """The expressions a call uses as a CUDA device or device index (mirror of
     ``ddplint.analysis.values.device_arguments``), unwrapped from ``int(...)``
@@ -947,7 +967,10 @@ def _device_operands(node: ast.Call, qualified: str, method: str) -> Iterable[as
         if isinstance(ids, (ast.List, ast.Tuple)) and len(ids.elts) == 1:
             picked.append(ids.elts[0])
         picked.append(keywords.get("output_device"))
+    elif qualified in (names.FSDP, names.INIT_PROCESS_GROUP):
+        picked.append(keywords.get("device_id"))
     for expr in picked:
+        expr = _cuda_string_index(expr) or expr
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("int", "str") \
                 and expr.args:
             expr = expr.args[0]
