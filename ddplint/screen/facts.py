@@ -72,7 +72,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "7"  # 7: returns_params; 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged
+FACTS_VERSION = "10"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -157,6 +157,8 @@ class ModuleFacts:
     wrapped_attributes: dict[str, dict[str, str]] = field(default_factory=dict)
     # Code that strips the 'module.' prefix of a loaded state dict (see ``prefix_strips``).
     prefix_strips: list["PrefixStrip"] = field(default_factory=list)
+    # The literal text of ``torch.save`` paths ("./cache/{}_{}.pt": "{}" for a placeholder).
+    saved_paths: list[str] = field(default_factory=list)
 
 
 def summarize(source: str, path: str) -> Optional[ModuleFacts]:
@@ -609,6 +611,12 @@ class _Extractor:
                     and not self.per_rank_path(target):
                 function.saves_unguarded |= params | self.path_params(target)
                 function.saves_state |= saved is not None and _holds_model_state(saved)
+        if qualified == names.TORCH_SAVE:
+            target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"),
+                                                                    None)
+            text = _path_text(target) if target is not None else None
+            if text:
+                facts.saved_paths.append(text)
         if qualified in _AGREEING_COLLECTIVES and node.args and isinstance(node.args[0], ast.Name):
             self.agreed[-1].add(node.args[0].id)
         if method == "add_argument" and any(
@@ -937,6 +945,40 @@ def _on_self(target: ast.AST) -> bool:
     return False
 
 
+def _path_text(expr: ast.AST) -> Optional[str]:
+    """The literal text of a file path: a string, an f-string ("{}" for each
+    placeholder), ``os.path.join`` of such parts ("/"-joined); None otherwise."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return expr.value
+    if isinstance(expr, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{}"
+                       for v in expr.values)
+    if isinstance(expr, ast.Call) and _dotted(expr.func) in ("os.path.join", "osp.join") and expr.args:
+        parts = [_path_text(a) for a in expr.args]
+        return "/".join(p if p is not None else "{}" for p in parts)
+    return None
+
+
+def _cuda_string_index(expr: Optional[ast.AST]) -> Optional[ast.AST]:
+    """``i`` of ``"cuda:%d" % i``, ``"cuda:{}".format(i)``, ``"cuda:" + str(i)``
+    (mirror of ``ddplint.analysis.values.cuda_index_strings``)."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.left, ast.Constant) and isinstance(expr.left.value, str):
+        text = expr.left.value
+        if isinstance(expr.op, ast.Mod) and text in ("cuda:%d", "cuda:%s"):
+            return expr.right
+        if isinstance(expr.op, ast.Add) and text == "cuda:":
+            right = expr.right
+            if isinstance(right, ast.Call) and isinstance(right.func, ast.Name) and right.func.id == "str" \
+                    and len(right.args) == 1:
+                return right.args[0]
+            return right
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "format" \
+            and isinstance(expr.func.value, ast.Constant) and expr.func.value.value in ("cuda:{}", "cuda:{0}") \
+            and len(expr.args) == 1:
+        return expr.args[0]
+    return None
+
+
 def _device_operands(node: ast.Call, qualified: str, method: str) -> Iterable[ast.AST]:
     """The expressions a call uses as a CUDA device or device index (mirror of
     ``ddplint.analysis.values.device_arguments``), unwrapped from ``int(...)``
@@ -953,7 +995,10 @@ def _device_operands(node: ast.Call, qualified: str, method: str) -> Iterable[as
         if isinstance(ids, (ast.List, ast.Tuple)) and len(ids.elts) == 1:
             picked.append(ids.elts[0])
         picked.append(keywords.get("output_device"))
+    elif qualified in (names.FSDP, names.INIT_PROCESS_GROUP):
+        picked.append(keywords.get("device_id"))
     for expr in picked:
+        expr = _cuda_string_index(expr) or expr
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("int", "str") \
                 and expr.args:
             expr = expr.args[0]
