@@ -165,6 +165,12 @@ class CheckpointSavedOnEveryRank(Rule):
         Invalid(DIST + "def save(args, model, path):\n"
                        "    torch.save({'args': args, 'model': model.state_dict()}, path)\n"
                        "save(args, net, 'm.pt')\n", line=5, column=1),
+        # ... in a local name first; the file is named from the epoch it is given.
+        Invalid(DIST + "def store(ep, m, opt):\n"
+                       "    blob = {'ep': ep, 'model': m.state_dict(), 'opt': opt.state_dict()}\n"
+                       "    torch.save(blob, f'ck_{ep}.pt')\n"
+                       "def main():\n    for ep in range(3):\n        store(ep, net, opt)\nmain()\n",
+                line=8, column=9),
         Invalid(DIST + "import os\nclass Trainer:\n    def save_checkpoint(self, checkpoint_path):\n"
                        "        state = {'model': self.model.module.state_dict(), 'steps': self.steps}\n"
                        "        torch.save(state, checkpoint_path)\n    def run(self):\n        pass\n"

@@ -185,6 +185,14 @@ class DDPWrapperStateDict(Rule):
         Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
                 "if args.distributed:\n    model = DDP(model, device_ids=[args.gpu])\n"
                 "torch.save({'model': model.state_dict()}, 'm.pt')\n", line=5, column=22),
+        Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "if use_ddp:\n    net = DDP(net.cuda())\nelse:\n    net = net.cuda()\n"
+                "torch.save(net.state_dict(), 'net.pt')\n", line=7, column=12),
+        # A save helper builds its blob from the DDP model its caller passes in (store(ep, ddp, opt)).
+        Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "def store(ep, m, opt):\n    blob = {'ep': ep, 'model': m.state_dict(), 'opt': opt.state_dict()}\n"
+                "    torch.save(blob, f'ck_{ep}.pt')\n"
+                "for ep in range(3):\n    store(ep, DDP(net), opt)\n", line=4, column=32),
         # One report for one state_dict() call, however many saves write it.
         Invalid(TWO_SAVES, line=4, column=6, fixed=_module(TWO_SAVES)),
         # The module strips the prefix of other weights (pretrained, parameter names), not of this checkpoint.

@@ -72,7 +72,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "6"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged
+FACTS_VERSION = "7"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged; 7: saves_state through a local name
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -584,7 +584,9 @@ class _Extractor:
             if not self.main_guards and not self.maybe_guards and not function.rank_zero_only \
                     and not self.per_rank_path(target):
                 function.saves_unguarded |= params | self.path_params(target)
-                function.saves_state |= saved is not None and _holds_model_state(saved)
+                function.saves_state |= saved is not None and (_holds_model_state(saved) or any(
+                    _holds_model_state(value) for value in (self.values_of(saved.id) if isinstance(saved, ast.Name)
+                                                            else ())))
         if qualified in _AGREEING_COLLECTIVES and node.args and isinstance(node.args[0], ast.Name):
             self.agreed[-1].add(node.args[0].id)
         if method == "add_argument" and any(
