@@ -21,7 +21,9 @@ distributed (`if world_size > 1`, `local_rank != -1`); a bare function reference
 and forwards of a DDP built with `process_group=g` under a test that selects the
 group's members (`rank in dist.get_process_group_ranks(g)`, a rank range
 `start <= rank < start + size` / `rank < n`, a coordinate every member shares:
-`tp_rank == 0`); a rank test that also encloses the wrap; `fsdp_model.state_dict()` where `isinstance(model, FSDP)` is false;
+`tp_rank == 0`, also through a predicate of the module that returns such a test),
+likewise a project function given a group (`reduce_grads(ps, pg_collection=pgs)`)
+under such a test; a rank test that also encloses the wrap; `fsdp_model.state_dict()` where `isinstance(model, FSDP)` is false;
 `obj = [x] if rank == 0 else [None]` followed by the collective outside the branch.
 
 ## Why is this bad?
@@ -123,6 +125,19 @@ class RankConditionalCollective(Rule):
                      "        dist.all_reduce(x, group=groups[start // size])\n"),
         Valid(DIST + "if tp_rank == 0:\n    dist.broadcast(x, src, group=dp_group)\n"),
         Valid(DIST + "if pp_rank == 0:\n    dist.all_reduce(x, dist.ReduceOp.SUM, embedding_group)\n"),
+        # ... also through a predicate of this module that tests such a coordinate.
+        Valid(DIST + "def counts_tokens(grid):\n    if grid is None:\n        return False\n"
+                     "    return is_last_stage(grid.pipe) and dist.get_rank(group=grid.tensor) == 0\n"
+                     "def total_tokens(n, grid):\n    if counts_tokens(grid):\n"
+                     "        dist.all_reduce(n, group=grid.data)\n    return n\n"),
+        # A method that runs collectives over the group it is given, for the members of that grid.
+        Valid(DIST + "class Stages:\n    def owns(self, grid):\n"
+                     "        return grid.first <= self.rank < grid.first + grid.size\n"
+                     "    def sync(self):\n        for part, grid, pgs in self.parts:\n"
+                     "            if part is not None and self.owns(grid):\n"
+                     "                reduce_grads([part], pg_collection=pgs)\n"
+                     "def reduce_grads(parts, pg_collection):\n"
+                     "    for p in parts:\n        dist.all_reduce(p.grad, group=pg_collection.dp)\n"),
         # Main process first: every rank passes exactly one barrier (through a helper).
         Valid(DIST + "import contextlib\ndef wait_for_everyone():\n    dist.barrier()\n"
                      "@contextlib.contextmanager\ndef main_process_first(leader):\n    if not leader:\n"
@@ -190,6 +205,13 @@ class RankConditionalCollective(Rule):
                               "    if isinstance(model, FSDP):\n        sd = model.state_dict()\n",
                 line=7, column=14),
         # A collective over a group that rank 0 alone enters (the group has other members).
+        # A helper given a group, under a test that singles out the main rank.
+        Invalid(DIST + "def reduce_grads(parts, pg_collection):\n    for p in parts:\n"
+                       "        dist.all_reduce(p.grad, group=pg_collection.dp)\n"
+                       "if dist.get_rank() == 0:\n    reduce_grads(parts, pg_collection=pgs)\n", line=7, column=5),
+        # A predicate that singles out the main rank does not select a subgroup's members.
+        Invalid(DIST + "def is_leader():\n    return dist.get_rank() == 0\n"
+                       "if is_leader():\n    dist.all_reduce(x, group=grp)\n", line=6, column=5),
         Invalid(DIST + "g = dist.new_group(list(range(world_size)))\nif rank == 0:\n"
                        "    dist.monitored_barrier(group=g, wait_all_ranks=True)\n", line=5, column=5),
         Invalid(DIST + "def step(rank, world_size, group):\n    if rank == world_size - 1:\n        return\n"
@@ -314,8 +336,15 @@ def _group_scoped(index: SemanticIndex, site: CallSite) -> bool:
             group = site.positional(position)
         return group is not None and not _default_group(index, group.value)
     if isinstance(site.node.func, (cst.Name, cst.Attribute)) and not qualified:
-        return wrap_process_group(index, site.node.func, site.order)
-    return False
+        if wrap_process_group(index, site.node.func, site.order):
+            return True
+    # A function that issues its collectives over the process group(s) it is
+    # given (``finalize_grads([m], pg_collection=pgs)``, ``sync(x, dp_group)``).
+    return any(_GROUP_KEYWORD.search(arg.keyword.value if arg.keyword is not None else dotted_name(arg.value) or "")
+               and not _default_group(index, arg.value) for arg in site.node.args)
+
+
+_GROUP_KEYWORD = re.compile(r"(^|_)(group|groups|pg|pgs|pg_collection|process_group)$")
 
 
 def _default_group(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
