@@ -117,6 +117,14 @@ class CheckpointSavedOnEveryRank(Rule):
                      "            self._check_save_interval()\n    def run(self):\n        self._train_step()\n"
                      "Trainer().run()\n"),
         # The helper writes a per-rank file.
+        # A property of the class that says whether this rank saves (a rank test, or True for sharded files).
+        Valid(DIST + "class Trainer:\n    @property\n    def dp_rank(self):\n        return dist.get_rank()\n"
+                     "    @property\n    def is_dp_leader(self):\n        return self.dp_rank == 0\n"
+                     "    @property\n    def saves_here(self):\n        if self.sharded:\n            return True\n"
+                     "        return self.is_dp_leader\n"
+                     "    def save(self, path):\n        if self.saves_here:\n"
+                     "            torch.save({'model': self.model.state_dict()}, 'last.pt')\n"
+                     "Trainer().save(out)\n"),
         Valid(DIST + "def write_shard(state):\n    torch.save(state, f'shard_{dist.get_rank()}.pt')\n"
                      "write_shard(optimizer.state_dict())\n"),
         # A save into memory (a workaround to load an object) writes no file.

@@ -156,6 +156,8 @@ def is_rank_condition(index: SemanticIndex, test: cst.BaseExpression, lenient: b
             return all(is_rank_condition(index, v, lenient, depth + 1) for v in values)
         if names.is_rank_predicate_name(last):  # a parameter or a global named like the predicate
             return True
+        if isinstance(test, cst.Attribute) and _rank_property(index, test, depth):
+            return True  # ``if self.should_save_on_this_rank:`` (a property returning a rank test)
         if lenient and is_rank_value(index, test, lenient):
             return True  # ``if not rank:``
     return False
@@ -222,6 +224,34 @@ def rank_predicate_function(index: SemanticIndex, name: str, depth: int = 0) -> 
         if returns and all(_is_boolean_literal(r.value) or
                            is_rank_condition(index, r.value, depth=depth + 1) for r in returns) \
                 and any(not _is_boolean_literal(r.value) for r in returns):
+            result = True
+    index.cache[key] = result
+    return result
+
+
+def _rank_property(index: SemanticIndex, attribute: cst.Attribute, depth: int = 0) -> bool:
+    """``self.name`` in a method, where ``name`` is a property (or method) of the
+    enclosing class whose every ``return`` value (at least one not a literal) is a
+    rank test: ``@property def is_dp_master(self): return self.dp_rank == 0``."""
+    if not (isinstance(attribute.value, cst.Name) and attribute.value.value == "self"):
+        return False
+    function = index.enclosing(attribute, cst.FunctionDef)
+    owner = index.enclosing(function, cst.ClassDef) if function is not None else None
+    if owner is None:
+        return False
+    name = attribute.attr.value
+    key = ("rank_property", id(owner), name)
+    if key in index.cache:
+        return index.cache[key]
+    index.cache[key] = False  # recursion guard
+    result = False
+    for method in index.functions_named(name):
+        if method is function or index.parent(index.parent(method)) is not owner:
+            continue
+        returns = [e for e in index.exits if isinstance(e, cst.Return) and e.value is not None
+                   and index.enclosing_scope(e) is method]
+        values = [r.value for r in returns if not _is_boolean_literal(r.value)]
+        if values and all(is_rank_condition(index, value, depth=depth + 1) for value in values):
             result = True
     index.cache[key] = result
     return result
