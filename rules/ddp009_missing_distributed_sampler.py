@@ -9,7 +9,10 @@ Not flagged: an `IterableDataset` (it shards itself); a custom sampler or batch
 sampler; data sharded by rank by hand (`Subset(ds, range(rank, n, world))`,
 `ds.use_partition(rank)`); evaluation loaders and loaders built on rank 0 only;
 single-process branches and launcher-parent code; `**kwargs` ddplint cannot
-read; loaders prepared by accelerate / Lightning.
+read; loaders prepared by accelerate / Lightning; modules that set up tensor or
+pipeline parallelism (`initialize_model_parallel(tensor_model_parallel_size=2)`):
+the ranks of a model-parallel group must read the same batches, so the split is
+over the data-parallel group, not the world.
 
 ## Why is this bad?
 Without a `DistributedSampler` every rank iterates the whole dataset: an epoch
@@ -95,6 +98,12 @@ class MissingDistributedSampler(Rule):
         Valid(IMPORTS + "kw = {'batch_size': 8, 'sampler': DistributedSampler(ds)}\n"
                         "train_loader = DataLoader(ds, **kw)\n"),
         Valid(IMPORTS + "kw = dict(batch_size=8, shuffle=True)\nkw.update(extra)\ntrain_loader = DataLoader(ds, **kw)\n"),
+        # Tensor parallelism: the two ranks of a tensor-parallel pair read the same batches.
+        Valid(IMPORTS + "from megatron.core import parallel_state\n"
+                        "def setup():\n    dist.init_process_group('nccl')\n"
+                        "    parallel_state.initialize_model_parallel(tensor_model_parallel_size=2)\n"
+                        "def batches(ds):\n    train_loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
+                        "    return iter(train_loader)\n"),
         Valid(IMPORTS + "kw = {'batch_size': 8, 'shuffle': True}\nkw['sampler'] = sampler\n"
                         "train_loader = DataLoader(ds, **kw)\n"),
     ]
@@ -123,7 +132,7 @@ class MissingDistributedSampler(Rule):
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
-        if any(index.imports_module(framework) for framework in SHARDING_FRAMEWORKS):
+        if any(index.imports_module(framework) for framework in SHARDING_FRAMEWORKS) or _model_parallel(index):
             return
         for site in index.calls_to(names.DATALOADER):
             spread = _spread_keywords(index, site) if site.has_star_kwargs else {}
@@ -143,6 +152,24 @@ class MissingDistributedSampler(Rule):
             if _returned(index, site, target) and not _callers_known_plain(index, site):
                 continue
             yield self.report(site.node)
+
+
+def _model_parallel(index: SemanticIndex) -> bool:
+    """Does the module set up tensor / pipeline parallelism
+    (``initialize_model_parallel(tensor_model_parallel_size=2)``)? Then the ranks
+    of a model-parallel group must read the same batches: the data is split over
+    the data-parallel group, which a sampler over the world would get wrong and
+    which ddplint cannot size."""
+    for site in index.calls:
+        name = (dotted_name(site.node.func) or "").split(".")[-1]
+        if name == "initialize_model_parallel" or any(
+                arg.keyword is not None and arg.keyword.value in _MODEL_PARALLEL_SIZES for arg in site.node.args):
+            return True
+    return False
+
+
+_MODEL_PARALLEL_SIZES = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "tensor_parallel_size",
+                         "pipeline_parallel_size")
 
 
 def _spread_keywords(index: SemanticIndex, site: CallSite) -> Optional[dict[str, cst.BaseExpression]]:
