@@ -8,7 +8,8 @@ every process). A save helper (a function of the project, here or imported, that
 reported at the call that runs on every rank, not inside the helper. When the
 file name is a literal the message names it ("every rank writes 'last.pt'").
 
-Not flagged: rank-guarded saves; helpers that guard themselves
+Not flagged: rank-guarded saves (also by a property of the class that returns a
+rank test: `if self.saves_on_this_rank:`); helpers that guard themselves
 (`save_on_master`); per-rank file names; saves into in-memory buffers;
 `torch.distributed.checkpoint` (collective by design); single-process branches
 (`else` of `if args.distributed:`) and launcher-parent code; a save under
