@@ -6,7 +6,10 @@ collective state-dict call (`fsdp_model.state_dict()`, `FSDP.full_optim_state_di
 a DDP/FSDP-wrapped model that runs only under a rank condition (`if rank == 0:`,
 `if is_main_process():`, after `if rank != 0: return`), directly or through a
 function of the project that reaches one (`if rank == 0: evaluate(ddp_model)`,
-`self.checkpoint()` ending in `dist.barrier()`). A wrapped model handed under a
+`self.checkpoint()` ending in `dist.barrier()`, `search()` that builds a DDP model,
+which checks parameter shapes across ranks and broadcasts rank 0's weights). When
+the two arms of a rank test issue different collectives, the first arm is
+reported once. A wrapped model handed under a
 rank condition to an evaluation function whose body is not visible
 (`run_validation(ddp_model, loader)` from another library) is flagged too. A DDP
 forward is reported as "may hang or desynchronise" (DDP broadcasts buffers in
@@ -119,6 +122,11 @@ class RankConditionalCollective(Rule):
         # The same collective on the other arm, through a function of this module.
         Valid(DIST + "def receive(buf):\n    dist.broadcast(buf, src=0)\n    return buf\n"
                      "if rank == 0:\n    dist.broadcast(t, src=0)\nelse:\n    receive(t)\n"),
+        # The same function on both arms.
+        Valid(DDP_IMPORT + "def fit(args, trial=None):\n    model = DDP(Net().cuda())\n    for x in loader:\n"
+                         "        model(x).sum().backward()\n    return 0.0\n"
+                         "def search(args):\n    for t in range(8):\n        fit(args, trial=t)\n"
+                         "if rank == 0:\n    fit(args, trial=None)\nelse:\n    fit(args)\n"),
         # Subgroup collectives guarded by membership, a rank range or a shared coordinate.
         Valid(DIST + "if rank in dist.get_process_group_ranks(g):\n    dist.all_reduce(x, group=g)\n"),
         Valid(DIST + "for start in range(0, world, size):\n    if start <= rank < start + size:\n"
@@ -209,6 +217,12 @@ class RankConditionalCollective(Rule):
         Invalid(DIST + "def reduce_grads(parts, pg_collection):\n    for p in parts:\n"
                        "        dist.all_reduce(p.grad, group=pg_collection.dp)\n"
                        "if dist.get_rank() == 0:\n    reduce_grads(parts, pg_collection=pgs)\n", line=7, column=5),
+        # Rank 0 runs a hyper-parameter search (fit() eight times: it builds a DDP model, which is
+        # collective), the other ranks fit() once: the arms share no collective.
+        Invalid(DDP_IMPORT + "def fit(args, trial=None):\n    model = DDP(Net().cuda())\n    for x in loader:\n"
+                         "        model(x).sum().backward()\n    return 0.0\n"
+                         "def search(args):\n    for t in range(8):\n        fit(args, trial=t)\n"
+                         "if rank == 0:\n    search(args)\nelse:\n    fit(args)\n", line=13, column=5),
         # A predicate that singles out the main rank does not select a subgroup's members.
         Invalid(DIST + "def is_leader():\n    return dist.get_rank() == 0\n"
                        "if is_leader():\n    dist.all_reduce(x, group=grp)\n", line=6, column=5),
@@ -222,6 +236,7 @@ class RankConditionalCollective(Rule):
     ]
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
+        reported: set[int] = set()  # rank tests with a report in their first arm
         for site in index.calls:
             what = self._reaches(index, site)
             if what is None:
@@ -234,6 +249,9 @@ class RankConditionalCollective(Rule):
                 continue  # a subgroup collective: the guard selects the group's members
             if all(guard_encloses_wrap(index, g, site.node) for g in guards):
                 continue  # the ranks that own the wrapped model are the ranks that run it
+            if guards[0].branch == "orelse" and id(guards[0].node) in reported:
+                continue  # the two arms disagree: one report, in the first arm
+            reported.add(id(guards[0].node))
             yield self.report(site.node, f"{description} under a rank condition: {consequence}")
 
     def _reaches(self, index: SemanticIndex, site: CallSite) -> Optional[tuple[str, str]]:
@@ -308,7 +326,9 @@ def _issued_on_every_branch(index: SemanticIndex, site: CallSite, guards: list[G
 
 def _collectives_of(index: SemanticIndex, site: CallSite, depth: int = 0) -> set[str]:
     """The collectives a call issues, by name: itself, or (for a function of this
-    module) what its body issues; for another call, its callee as written."""
+    module) what its body issues; for another call on the branch itself, its
+    callee as written (inside a helper's body only real collectives count: two
+    arms that both ``print`` do not issue the same collective)."""
     qualified = site.qualified_name or ""
     if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT:
         return {qualified}
@@ -318,7 +338,7 @@ def _collectives_of(index: SemanticIndex, site: CallSite, depth: int = 0) -> set
             for inner in calls_in_function(index, helper):
                 found |= _collectives_of(index, inner, depth + 1)
     callee = dotted_name(site.node.func)
-    if not found and callee is not None and not qualified:
+    if not found and depth == 0 and callee is not None and not qualified:
         found.add("call:" + callee)
     return found
 

@@ -72,7 +72,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "7"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged; 7: saves_state through a local name
+FACTS_VERSION = "7"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged; 7: saves_state through a local name, DDP(...) is collective
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -570,7 +570,9 @@ class _Extractor:
             node.func.attr if isinstance(node.func, ast.Attribute) else "")
         if qualified in (names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD):
             facts.own_ddp_context = True
-        if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT:
+        if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT or qualified == names.DDP:
+            # (Building a DDP model is collective: it checks parameter shapes across
+            # ranks and broadcasts rank 0's parameters.)
             # Only collectives every caller's rank reaches: rank-guarded ones (the
             # ``if rank != 0: barrier()`` ... ``if rank == 0: barrier()`` idiom) are
             # judged where they are.
