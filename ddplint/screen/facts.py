@@ -57,6 +57,7 @@ ARGV_LOCAL_RANK = "argv_local_rank"  # args.local_rank where the script adds --l
 CUDA_DEVICE = "cuda_device"  # torch.device("cuda"), "cuda": a CUDA device without an index
 SPAWN_INDEX = "spawn_index"  # the process index mp.spawn passes as the first argument
 LITERAL = "literal"  # an integer constant
+TRUE = "true"  # the constant True (``data_sampler(ds, shuffle=True)``)
 UNKNOWN = "unknown"  # anything else (in Project.param_values only)
 PARAM_PREFIX = "param:"  # "param:NAME": the caller's own parameter NAME, passed on
 LOCAL_RANK_ATTRIBUTE = "attr:local_rank"  # X.local_rank: ARGV_LOCAL_RANK once the join knows
@@ -72,7 +73,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "7"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged; 7: saves_state through a local name, DDP(...) is collective
+FACTS_VERSION = "7"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged; 7: saves_state through a local name, DDP(...) is collective, TRUE tag
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -808,6 +809,8 @@ class _Extractor:
         if isinstance(expr, ast.Constant):
             if type(expr.value) is int:
                 return {LITERAL}
+            if expr.value is True:
+                return {TRUE}
             if expr.value == "cpu":
                 return set()  # the other arm of ``"cuda" if ok else "cpu"`` decides
             return {CUDA_DEVICE} if expr.value == "cuda" else {""}
