@@ -110,6 +110,12 @@ class SamplerSetEpochMissing(Rule):
         Invalid(IMPORTS + "def get_kwargs(ds, mode):\n    return {'sampler': DistributedSampler(ds, "
                           "shuffle=mode == 'train')}\nfor epoch in range(3):\n    train(get_kwargs(ds, 'train'))\n",
                 line=5, column=24),
+        # A while loop that iterates the loader again and again is an epoch loop.
+        Invalid(IMPORTS + "sampler = DistributedSampler(ds, shuffle=True)\n"
+                          "train_loader = DataLoader(ds, batch_size=4, sampler=sampler)\nkeep_going = True\n"
+                          "while keep_going:\n    for i, batch in enumerate(train_loader):\n"
+                          "        steps = step(batch)\n        if steps > 1000:\n            keep_going = False\n",
+                line=4, column=11),
         # The builder's shuffle parameter: its one caller passes True.
         Invalid(IMPORTS + "def make_sampler(ds, shuffle, distributed):\n    if distributed:\n"
                           "        return DistributedSampler(ds, shuffle=shuffle)\n    return None\n"

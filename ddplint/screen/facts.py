@@ -73,7 +73,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "7"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged; 7: saves_state through a local name, DDP(...) is collective, TRUE tag
+FACTS_VERSION = "7"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged; 7: saves_state through a local name, DDP(...) is collective, TRUE tag, while-loops over a loader
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -405,6 +405,9 @@ class _Extractor:
                     self.facts.has_epoch_loop = True
                 self.expressions([node.iter])
             else:
+                if "epoch" in ast.dump(node.test).lower() or _iterates_a_loader(node.body):
+                    # ``while keep_training: for batch in train_loader: ...`` re-iterates the loader.
+                    self.facts.has_epoch_loop = True
                 self.expressions([node.test])
             self.block(node.body)
             self.block(node.orelse)
@@ -983,6 +986,20 @@ def _main_only(test: ast.AST, truth: bool) -> bool:
             isinstance(operator, ast.GtE) and _int(value) == 1)
         return truth != excludes_main
     return truth
+
+
+def _iterates_a_loader(body: list[ast.stmt]) -> bool:
+    """A ``for`` loop over a data loader (``for b in train_loader``,
+    ``enumerate(loader)``) in ``body``, outside nested functions."""
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, (ast.For, ast.AsyncFor)) and "loader" in ast.dump(node.iter).lower():
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _holds_model_state(expr: ast.AST) -> bool:
