@@ -207,6 +207,11 @@ class DDPWrapperStateDict(Rule):
                 "def store(ep, m, opt):\n    blob = {'ep': ep, 'model': m.state_dict(), 'opt': opt.state_dict()}\n"
                 "    torch.save(blob, f'ck_{ep}.pt')\n"
                 "for ep in range(3):\n    store(ep, DDP(net), opt)\n", line=4, column=32),
+        # A [7:] cut of a string elsewhere is no 'module.' strip.
+        Invalid(DDP_SCRIPT + "def block_name(kind):\n    return kind[7:] if kind.startswith('Sparse_') else kind\n"
+                "torch.save({'state_dict': model.state_dict()}, 'ckpt.pt')\n", line=6, column=27,
+                fixed=_module(DDP_SCRIPT + "def block_name(kind):\n    return kind[7:] if kind.startswith('Sparse_') else kind\n"
+                              "torch.save({'state_dict': model.state_dict()}, 'ckpt.pt')\n")),
         # The save runs when the DDP arm ran.
         Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
               "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"

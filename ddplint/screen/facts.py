@@ -73,7 +73,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "7"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged; 7: saves_state through a local name, DDP(...) is collective, TRUE tag, while-loops over a loader
+FACTS_VERSION = "7"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged; 7: saves_state through a local name, DDP(...) is collective, TRUE tag, while-loops over a loader, [7:] strips of loop keys only
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1087,6 +1087,8 @@ def prefix_strips(tree: ast.AST, facts: ModuleFacts) -> list[PrefixStrip]:
                     and _int(node.slice.lower) == 7 and node.slice.upper is None:
                 sites.append((node, None))
         for node, dictionary in sites:
+            if isinstance(node, ast.Subscript) and not _slices_a_loop_key(node, loops):
+                continue  # ``block_type[7:]``: a string cut, not the keys of a state dict
             if dictionary is None:
                 dictionary = _iterated_dict(node, loops)
             found.append(_strip_of(facts, dictionary, assigned, params))
@@ -1108,6 +1110,18 @@ def _own_nodes(body: list[ast.stmt]):
 def _is_module_literal(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Constant) and isinstance(expr.value, str) and expr.value.strip("^\\") in (
         "module.", "module\\.", "module")
+
+
+def _slices_a_loop_key(node: ast.Subscript, loops) -> bool:
+    """``k[7:]`` where ``k`` is bound by a loop (or comprehension) around it:
+    ``{k[7:]: v for k, v in sd.items()}``."""
+    if not isinstance(node.value, ast.Name):
+        return False
+    for target, _, owner in loops:
+        if any(n is node for n in ast.walk(owner)) and any(
+                isinstance(n, ast.Name) and n.id == node.value.id for n in ast.walk(target)):
+            return True
+    return False
 
 
 def _iterated_dict(node: ast.AST, loops) -> Optional[ast.AST]:
