@@ -2,7 +2,8 @@
 Flags a shuffling `DistributedSampler` used for training when nothing calls
 `set_epoch` (on the sampler, on the loader's `.sampler`, or in a helper) in this
 module or anywhere its entry script reaches (its imports and calls), while an
-epoch loop runs. A one-file project is complete; independent scripts of one
+epoch loop runs (`for epoch in ...`, or a `while` loop that iterates a loader
+again and again). A one-file project is complete; independent scripts of one
 folder (an examples repository) never satisfy each other.
 
 Also flagged: `DistributedSampler(ds, shuffle=shuffle)` in a builder whose
