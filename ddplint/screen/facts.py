@@ -57,6 +57,7 @@ ARGV_LOCAL_RANK = "argv_local_rank"  # args.local_rank where the script adds --l
 CUDA_DEVICE = "cuda_device"  # torch.device("cuda"), "cuda": a CUDA device without an index
 SPAWN_INDEX = "spawn_index"  # the process index mp.spawn passes as the first argument
 LITERAL = "literal"  # an integer constant
+TRUE = "true"  # the constant True (``data_sampler(ds, shuffle=True)``)
 UNKNOWN = "unknown"  # anything else (in Project.param_values only)
 PARAM_PREFIX = "param:"  # "param:NAME": the caller's own parameter NAME, passed on
 LOCAL_RANK_ATTRIBUTE = "attr:local_rank"  # X.local_rank: ARGV_LOCAL_RANK once the join knows
@@ -428,6 +429,9 @@ class _Extractor:
                     self.facts.has_epoch_loop = True
                 self.expressions([node.iter])
             else:
+                if "epoch" in ast.dump(node.test).lower() or _iterates_a_loader(node.body):
+                    # ``while keep_training: for batch in train_loader: ...`` re-iterates the loader.
+                    self.facts.has_epoch_loop = True
                 self.expressions([node.test])
             self.block(node.body)
             self.block(node.orelse)
@@ -596,7 +600,9 @@ class _Extractor:
             node.func.attr if isinstance(node.func, ast.Attribute) else "")
         if qualified in (names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD):
             facts.own_ddp_context = True
-        if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT:
+        if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT or qualified == names.DDP:
+            # (Building a DDP model is collective: it checks parameter shapes across
+            # ranks and broadcasts rank 0's parameters.)
             # Only collectives every caller's rank reaches: rank-guarded ones (the
             # ``if rank != 0: barrier()`` ... ``if rank == 0: barrier()`` idiom) are
             # judged where they are.
@@ -610,7 +616,9 @@ class _Extractor:
             if not self.main_guards and not self.maybe_guards and not function.rank_zero_only \
                     and not self.per_rank_path(target):
                 function.saves_unguarded |= params | self.path_params(target)
-                function.saves_state |= saved is not None and _holds_model_state(saved)
+                function.saves_state |= saved is not None and (_holds_model_state(saved) or any(
+                    _holds_model_state(value) for value in (self.values_of(saved.id) if isinstance(saved, ast.Name)
+                                                            else ())))
         if qualified == names.TORCH_SAVE:
             target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"),
                                                                     None)
@@ -836,6 +844,8 @@ class _Extractor:
         if isinstance(expr, ast.Constant):
             if type(expr.value) is int:
                 return {LITERAL}
+            if expr.value is True:
+                return {TRUE}
             if expr.value == "cpu":
                 return set()  # the other arm of ``"cuda" if ok else "cpu"`` decides
             return {CUDA_DEVICE} if expr.value == "cuda" else {""}
@@ -1051,6 +1061,20 @@ def _main_only(test: ast.AST, truth: bool) -> bool:
     return truth
 
 
+def _iterates_a_loader(body: list[ast.stmt]) -> bool:
+    """A ``for`` loop over a data loader (``for b in train_loader``,
+    ``enumerate(loader)``) in ``body``, outside nested functions."""
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, (ast.For, ast.AsyncFor)) and "loader" in ast.dump(node.iter).lower():
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
 def _holds_model_state(expr: ast.AST) -> bool:
     """A saved object that is model state: a ``state_dict()`` inside, or a name
     that says so (``checkpoint``, ``state``, ``model``)."""
@@ -1136,6 +1160,8 @@ def prefix_strips(tree: ast.AST, facts: ModuleFacts) -> list[PrefixStrip]:
                     and _int(node.slice.lower) == 7 and node.slice.upper is None:
                 sites.append((node, None))
         for node, dictionary in sites:
+            if isinstance(node, ast.Subscript) and not _slices_a_loop_key(node, loops):
+                continue  # ``block_type[7:]``: a string cut, not the keys of a state dict
             if dictionary is None:
                 dictionary = _iterated_dict(node, loops)
             found.append(_strip_of(facts, dictionary, assigned, params))
@@ -1157,6 +1183,18 @@ def _own_nodes(body: list[ast.stmt]):
 def _is_module_literal(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Constant) and isinstance(expr.value, str) and expr.value.strip("^\\") in (
         "module.", "module\\.", "module")
+
+
+def _slices_a_loop_key(node: ast.Subscript, loops) -> bool:
+    """``k[7:]`` where ``k`` is bound by a loop (or comprehension) around it:
+    ``{k[7:]: v for k, v in sd.items()}``."""
+    if not isinstance(node.value, ast.Name):
+        return False
+    for target, _, owner in loops:
+        if any(n is node for n in ast.walk(owner)) and any(
+                isinstance(n, ast.Name) and n.id == node.value.id for n in ast.walk(target)):
+            return True
+    return False
 
 
 def _iterated_dict(node: ast.AST, loops) -> Optional[ast.AST]:
