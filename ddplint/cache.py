@@ -65,8 +65,9 @@ class Cache:
     def facts_key(content: str, display: str) -> str:
         """``content`` is ``content_digest(file bytes)``."""
         from ddplint.screen.facts import FACTS_VERSION
+        from ddplint.screen.manifest import screens_digest
 
-        return digest("facts", __version__, FACTS_VERSION, display, content)
+        return digest("facts", __version__, FACTS_VERSION, screens_digest(), display, content)
 
     @staticmethod
     def result_key(content: str, display: str, settings_fingerprint: str, project_digest: str) -> str:

@@ -725,6 +725,10 @@ for xb in loader:
 """),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.graph_accumulation  # a graph-capable value kept in a loop (or in ``self``)
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for node, accumulator, value, order in _accumulations(index):
             severity = _severity(index, node, accumulator, value, order)

@@ -67,6 +67,11 @@ class FindUnusedParameters(Rule):
                 "    return model\n", line=5, column=66),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.may_call(names.DDP, names.ACCELERATE_DDP_KWARGS) and (
+            "find_unused_parameters" in sketch.keywords or sketch.max_positional >= 4)
+
     def check(self, index):
         for call in index.calls_to(names.DDP, names.ACCELERATE_DDP_KWARGS):
             arg = call.argument("find_unused_parameters")

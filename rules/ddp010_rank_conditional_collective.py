@@ -199,6 +199,10 @@ class RankConditionalCollective(Rule):
                              "        preds = model(batch)\n", line=7, column=17),
     ]
 
+    def screen(self, sketch):
+        """The screen (a rank test (or a call of a project rank predicate)): True, False, or the project facts that must hold."""
+        return True if sketch.rankish() else ("rank_predicate",)  # or a project helper returning a rank test
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for site in index.calls:
             what = self._reaches(index, site)

@@ -218,6 +218,10 @@ for i, batch in enumerate(loader):
 """, line=7, column=5),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.uses("no_sync", "require_backward_grad_sync")
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for with_node in index.withs:
             if not any(_is_no_sync(item.item) for item in with_node.items):

@@ -130,6 +130,11 @@ class Rank0OnlyLoadAfterWrap(Rule):
                           "    model.load_state_dict(sd)\n", line=7, column=5),
     ]
 
+    def screen(self, sketch):
+        """The screen (a rank test and a load_state_dict (or a project helper for either)): True, False, or the project facts that must hold."""
+        return tuple(kind for kind, local in (("rank_predicate", sketch.rankish()),
+                                           ("loads", "load_state_dict" in sketch.calls)) if not local) or True
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
         for site in index.calls:

@@ -72,7 +72,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "6"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged
+FACTS_VERSION = "7"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged; 7: screens
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -153,10 +153,14 @@ class ModuleFacts:
     wrapped_attributes: dict[str, dict[str, str]] = field(default_factory=dict)
     # Code that strips the 'module.' prefix of a loaded state dict (see ``prefix_strips``).
     prefix_strips: list["PrefixStrip"] = field(default_factory=list)
+    # The rules' screens on this module (ddplint.screen.screening.Verdict); None
+    # when the judge must decide alone.
+    screen: Optional[tuple] = None
 
 
-def summarize(source: str, path: str) -> Optional[ModuleFacts]:
-    """The module's facts, or None when Python cannot parse it."""
+def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFacts]:
+    """The module's facts (with the rules' screen verdict), or None when Python
+    cannot parse it."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -164,6 +168,10 @@ def summarize(source: str, path: str) -> Optional[ModuleFacts]:
     facts = ModuleFacts(path)
     try:
         _Extractor(facts, "local_rank" in source).module(tree)
+        if screen:
+            from ddplint.screen.screening import screen_tree
+
+            facts.screen = screen_tree(tree, source)
     except RecursionError:
         return None
     facts.calls = [call for call in facts.calls if _may_reach_project_function(call, facts)]

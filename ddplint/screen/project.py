@@ -457,6 +457,33 @@ class Project:
             self._subclass_cache = found
         return self._subclass_cache
 
+    # ------------------------------------------------------------------ screens
+    def screen_facts(self, path: str) -> frozenset[str]:
+        """What the project says of module ``path`` for the rules' screens
+        (``ddplint.screen.screening.resolve``): "rank_predicate", "saves",
+        "loads" when it calls a project function that is one (a rank test, a
+        save or load helper), "receives_ddp" when a function of it is given a
+        DDP model by some call site."""
+        if not hasattr(self, "_screen_cache"):
+            found: dict[str, set[str]] = {}
+            for key, calls in self.callers.items():
+                function = self.function(key)
+                kinds = set()
+                if function is not None and function.rank_predicate:
+                    kinds.add("rank_predicate")
+                if self._saves.get(key) or self._saves_unguarded.get(key):
+                    kinds.add("saves")
+                if self._loads.get(key):
+                    kinds.add("loads")
+                if kinds:
+                    for caller_path, _ in calls:
+                        found.setdefault(caller_path, set()).update(kinds)
+            for (path_, _), params in self.ddp_params.items():
+                if "ddp" in params.values():
+                    found.setdefault(path_, set()).add("receives_ddp")
+            self._screen_cache = {p: frozenset(k) for p, k in found.items()}
+        return self._screen_cache.get(path, frozenset())
+
     # ------------------------------------------------------------------ questions
     def reaches_collective(self, key: FunctionKey) -> bool:
         return self._reaches_collective.get(key, False)
