@@ -84,6 +84,7 @@ class Cache:
                 display,
                 diagnostics=[_diagnostic_from_json(item) for item in stored["diagnostics"]],
                 parsed=stored["parsed"],
+                screened=stored.get("screened", False),
                 source_lines={int(line): text for line, text in stored["source_lines"].items()},
                 cells={int(line): CellLine(*where) for line, where in stored["cells"].items()},
                 suppressed=[_diagnostic_from_json(item) for item in stored["suppressed"]],
@@ -101,6 +102,7 @@ class Cache:
             "diagnostics": [_diagnostic_to_json(d) for d in result.diagnostics],
             "suppressed": [_diagnostic_to_json(d) for d in result.suppressed],
             "parsed": result.parsed,
+            "screened": result.screened,
             "source_lines": {str(line): text for line, text in result.source_lines.items()},
             "cells": {str(line): [where.cell, where.line, where.file_line] for line, where in result.cells.items()},
         }

@@ -45,7 +45,7 @@ class FileResult:
     path: str  # as displayed: relative to the working directory when possible
     diagnostics: list[Diagnostic] = field(default_factory=list)
     parsed: bool = False  # parsed by libcst and judged (False: the prefilter or the screen ruled it out)
-    screened: bool = False  # read by the ast screen (not stored in the result cache)
+    screened: bool = False  # read by the ast screen
     cached: bool = False  # served by the result cache (not stored either)
     source_lines: dict[int, str] = field(default_factory=dict)  # reported lines only
     internal_errors: int = 0

@@ -39,6 +39,13 @@ _RANK_GETTERS = frozenset({"get_rank", "get_local_rank", "get_global_rank", "get
                            "get_world_rank"})
 _PROCESS_INDEX_NAMES = frozenset({"gpu", "gpu_id", "device_id", "proc_id", "process_id", "local_gpu", "dev_id"})
 _CONTEXT_CALLS = frozenset({names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD})
+# Mirrors of ddplint.analysis.flow's model and criterion names (DDP001's graph roots).
+_MODEL_NAMES = frozenset({"model", "net", "network", "netg", "netd", "generator", "discriminator", "encoder",
+                          "decoder", "backbone", "classifier", "student", "unet", "vae", "gpt", "transformer",
+                          "ddp_model", "raw_model"})
+_CRITERION_WORDS = ("criterion", "loss_fn", "lossfn", "loss_func", "loss_function", "compute_loss", "loss_fct",
+                    "criterian", "loss_module")
+_MODEL_FACTORIES = frozenset({"create_model", "build_model", "get_model", "make_model"})
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _EXITS = (ast.Continue, ast.Break, ast.Return, ast.Raise)
@@ -62,7 +69,7 @@ class Sketch:
 
     __slots__ = ("words", "calls", "keywords", "strings", "defined", "loops", "ifs", "withs",
                  "graph_accumulation", "exits_in_loop", "modulo", "device_int_literal", "fstring_cuda",
-                 "cuda_index_literal", "context", "source", "max_positional")
+                 "cuda_index_literal", "context", "source", "max_positional", "graph_root")
 
     def __init__(self) -> None:
         self.words: set[str] = set()  # every identifier the code uses, imports or defines
@@ -86,6 +93,11 @@ class Sketch:
         self.context: Optional[bool] = False
         self.source = ""
         self.max_positional = 0  # the most positional arguments of one call
+        # A call that can start autograd history (``flow.carries_graph``'s roots):
+        # a model (a model-like name, a torch.nn module, a factory's result, a
+        # DDP/FSDP wrap) or a criterion (a loss-like name, torch.nn.functional,
+        # a torch.nn loss).
+        self.graph_root = False
 
     def uses(self, *words: str) -> bool:
         """Does the code name any of ``words`` (a call, attribute, name, keyword, import)?"""
@@ -124,10 +136,16 @@ def sketch(tree: ast.Module, source: str = "") -> Sketch:
     imports: list[ast.stmt] = []
     callees: list[str] = []
     bindings: dict[str, list] = {}  # simple name -> values (None: not a plain assignment)
-    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    # (node, state): state bit 1 = in a loop body of the same function, bit 2 =
+    # inside a class that is a module or Lightning module (flow.in_module_internals,
+    # flow.in_framework_code: DDP001 never reports there).
+    # The enclosing function's name rides along (None at module level and in lambdas).
+    stack: list[tuple[ast.AST, int, Optional[str]]] = [(tree, 0, None)]
     pop, push = stack.pop, stack.append
+    accumulating: set[Optional[str]] = set()  # functions holding a DDP001 shape
     while stack:
-        node, in_loop = pop()
+        node, state, function = pop()
+        in_loop = state & 1
         kind = type(node)
         if kind is ast.Name:
             words.add(node.id)
@@ -149,8 +167,9 @@ def sketch(tree: ast.Module, source: str = "") -> Sketch:
                 dotted = _dotted(func)
                 if dotted is not None:
                     callees.append(dotted)
-                if in_loop or last in _ACCUMULATING:
-                    _accumulating_call(found, node, func, last, in_loop)
+                if (in_loop or last in _ACCUMULATING) and not state & 2 and function not in accumulating \
+                        and _accumulating_call(node, func, last, in_loop):
+                    accumulating.add(function)
                 if last in _DEVICE_CALLS and not found.device_int_literal:
                     found.device_int_literal = any(_has_int(a) for a in node.args)
             for keyword in node.keywords:
@@ -175,13 +194,13 @@ def sketch(tree: ast.Module, source: str = "") -> Sketch:
             if kind is not ast.While:
                 _bind(bindings, node.target, None)
             for child in node.body:
-                push((child, True))
+                push((child, state | 1, function))
             for field in ("target", "iter", "test"):
                 child = getattr(node, field, None)
                 if child is not None:
-                    push((child, in_loop))
+                    push((child, state, function))
             for child in node.orelse:
-                push((child, in_loop))
+                push((child, state, function))
             continue
         elif kind is ast.If or kind is ast.IfExp:
             found.ifs += 1
@@ -193,14 +212,15 @@ def sketch(tree: ast.Module, source: str = "") -> Sketch:
         elif kind is ast.AugAssign:
             _bind(bindings, node.target, None)
             op = type(node.op)
-            if op in (ast.Add, ast.Sub, ast.Mult) and not found.graph_accumulation and \
-                    (in_loop or _on_self(node.target)) and _may_carry(node.value):
-                found.graph_accumulation = True
+            if op in (ast.Add, ast.Sub, ast.Mult) and function not in accumulating and not state & 2 and \
+                    (in_loop or _on_self(node.target)) and _accumulator(node.target) and _may_carry(node.value):
+                accumulating.add(function)
         elif kind is ast.Assign:
             for target in node.targets:
                 _bind_assign(bindings, target, node.value)
-            if not found.graph_accumulation and (in_loop or any(_on_self(t) for t in node.targets)):
-                found.graph_accumulation = _rebinds_with_graph(node)
+            if function not in accumulating and not state & 2 and \
+                    (in_loop or any(_on_self(t) for t in node.targets)) and _rebinds_with_graph(node):
+                accumulating.add(function)
         elif kind is ast.AnnAssign:
             if node.value is not None:
                 _bind(bindings, node.target, node.value)
@@ -218,8 +238,16 @@ def sketch(tree: ast.Module, source: str = "") -> Sketch:
                     if arg is not None:
                         words.add(arg.arg)
                         _bind(bindings, arg.arg, None)
+            inner = state & 2
+            if kind is ast.ClassDef and (
+                    any((_dotted(base) or "").rsplit(".", 1)[-1] in ("Module", "LightningModule") for base in node.bases)
+                    or any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == "forward"
+                           for f in node.body)):
+                inner = 2
+            inner_function = node.name if kind in (ast.FunctionDef, ast.AsyncFunctionDef) else \
+                None if kind is ast.Lambda else function
             for child in ast.iter_child_nodes(node):
-                push((child, False))
+                push((child, inner, inner_function))
             continue
         elif kind is ast.Import or kind is ast.ImportFrom:
             imports.append(node)
@@ -245,28 +273,59 @@ def sketch(tree: ast.Module, source: str = "") -> Sketch:
             if node.optional_vars is not None:
                 _bind(bindings, node.optional_vars, None)
         for child in ast.iter_child_nodes(node):
-            push((child, in_loop))
-    if found.loops == 0:
-        found.graph_accumulation = False  # DDP001 needs a loop (the per-call form: a caller's)
-    found.context = _context(found, imports, callees, bindings)
+            push((child, state, function))
+    # DDP001 needs a loop (the per-call form: a caller's), and autograd on: a
+    # backward here (training loop), module-level code, or a function this
+    # module calls (flow.grad_mode; "unknown" is silent).
+    found.graph_accumulation = found.loops > 0 and bool(accumulating) and (
+        None in accumulating or "backward" in calls or "manual_backward" in calls
+        or any(name in calls for name in accumulating))
+    found.context, resolver = _context(found, imports, callees, bindings)
+    found.graph_root = _graph_root(found, callees, resolver)
     return found
 
 
+def _graph_root(found: Sketch, callees: list[str], resolver: "_Resolver") -> bool:
+    if found.may_call(names.DDP, names.FSDP):
+        return True  # a wrapped model (flow.is_model)
+    for dotted in callees:
+        for part in dotted.lower().split("."):
+            if part in _MODEL_NAMES or part.endswith(("_model", "_net")) or part in _MODEL_FACTORIES \
+                    or any(word in part for word in _CRITERION_WORDS):
+                return True
+        qualified = resolver.qualified(dotted) or ""
+        # A torch.nn module or loss bound to a name that is called later, or a functional call.
+        if qualified.startswith("torch.nn.") and (qualified.rsplit(".", 1)[-1][:1].isupper()
+                                                  or qualified.startswith("torch.nn.functional.")):
+            return True
+    return False
+
+
 # ---------------------------------------------------------------------- DDP001's shapes
-def _accumulating_call(found: Sketch, node: ast.Call, func: ast.AST, last: str, in_loop: bool) -> None:
+def _accumulating_call(node: ast.Call, func: ast.AST, last: str, in_loop: bool) -> bool:
     """``xs.append(v)`` / ``meter.update(v)`` (a method of a class defined here)
     with a value that may carry autograd history, in a loop or on ``self``."""
-    if found.graph_accumulation or type(func) is not ast.Attribute or not (node.args or node.keywords):
-        return
-    if not (in_loop or _on_self(func.value)):
-        return
+    if type(func) is not ast.Attribute or not (node.args or node.keywords):
+        return False
+    if not (in_loop or _on_self(func.value)) or not _accumulator(func.value):
+        return False
     values = [a.value if isinstance(a, ast.Starred) else a for a in node.args[-1:]]
     values += [k.value for k in node.keywords]
     if last in _ACCUMULATING:
-        found.graph_accumulation = any(_may_carry(v) for v in values)
-    elif type(func.value) is ast.Name:  # a keeping method: any argument may be kept
+        return any(_may_carry(v) for v in values)
+    if type(func.value) is ast.Name:  # a keeping method: any argument may be kept
         values = [a.value if isinstance(a, ast.Starred) else a for a in node.args] + values
-        found.graph_accumulation = any(_may_carry(v) for v in values)
+        return any(_may_carry(v) for v in values)
+    return False
+
+
+def _accumulator(target: ast.AST) -> bool:
+    """What DDP001 can name: a plain name or an attribute path of ``self``
+    (a subscript's container counts: ``totals["loss"] += loss``)."""
+    if isinstance(target, ast.Subscript):
+        target = target.value
+    name = _dotted(target)
+    return name is not None and ("." not in name or name.split(".")[0] == "self")
 
 
 def _on_self(target: ast.AST) -> bool:
@@ -380,7 +439,7 @@ def _bind_assign(bindings: dict, target, value) -> None:
         _bind(bindings, target, value)
 
 
-def _context(found: Sketch, imports: list, callees: list[str], bindings: dict) -> Optional[bool]:
+def _context(found: Sketch, imports: list, callees: list[str], bindings: dict) -> tuple[bool, "_Resolver"]:
     """``SemanticIndex._compute_ddp_context`` without the project: the imports,
     then the calls (aliases resolved like ``SemanticIndex._alias_target``)."""
     table: dict[str, str] = {}
@@ -402,17 +461,17 @@ def _context(found: Sketch, imports: list, callees: list[str], bindings: dict) -
                     continue
                 separator = "" if base.endswith(".") else "."
                 table[alias.asname or alias.name] = f"{base}{separator}{alias.name}" if base else alias.name
+    resolver = _Resolver(table, bindings, star)
     for target in (*table.values(), *modules):
         canonical = names.canonical(target)
         if canonical.startswith("torch.distributed") or canonical in (names.DDP, names.FSDP):
-            return True
+            return True, resolver
     if not found.may_call(*_CONTEXT_CALLS):
-        return False
-    resolver = _Resolver(table, bindings, star)
+        return False, resolver
     for dotted in callees:
         if resolver.qualified(dotted) in _CONTEXT_CALLS:
-            return True
-    return False
+            return True, resolver
+    return False, resolver
 
 
 class _Resolver:
