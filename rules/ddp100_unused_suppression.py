@@ -7,9 +7,11 @@ codes, each code that silences nothing).
 A code is judged only when its rule was selected and actually ran on the file:
 a `# noqa: DDP007` in a run that did not select DDP007, in a file DDP007 skips
 (outside DDP context, or without its trigger words), or under a per-file ignore
-is never reported. A bare `# noqa` is judged only when every rule was selected
-and each either ran or could not fire on the file's text. `# noqa: DDP100`
-itself is never judged.
+is never reported. A bare `# noqa` (or `# NOQA`) is never judged: flake8, Ruff
+and other tools share that comment, and ddplint cannot know what it silences
+for them. A bare `# ddplint: ignore` or `# ddplint: noqa` is judged only when
+every rule was selected and each either ran or could not fire on the file's
+text. `# noqa: DDP100` itself is never judged.
 
 ## Why is this bad?
 A stale suppression hides the next real finding on its line: code changes, the
@@ -60,7 +62,9 @@ class UnusedSuppression(Rule):
         # DDP016's trigger word is absent: it did not run.
         Valid("import torch\nmodel = torch.compile(net)  # noqa: DDP016\n"),
         # A bare noqa is judged only when every rule was selected.
-        Valid(DDP + "model = DDP(net)  # noqa\n"),
+        Valid(DDP + "model = DDP(net)  # ddplint: ignore\n"),
+        # A bare noqa belongs to every linter of the project (flake8's F401 here): never judged.
+        Valid(DDP + "from .version import __version__  # noqa\nmodel = DDP(net)  # NOQA\n"),
         Valid(DDP + "model = DDP(net, find_unused_parameters=False)  # noqa: DDP005, DDP100\n"),
     ]
     invalid = [
@@ -95,7 +99,7 @@ class UnusedSuppression(Rule):
         for directive in suppressions.directives:
             silenced = used.get(directive, set())
             if directive.silences_all:
-                if not judge_all or silenced:
+                if not judge_all or silenced or not directive.text.lower().startswith("# ddplint"):
                     continue
                 unused, kept = [], []
             else:

@@ -178,14 +178,74 @@ async def test_ignore_on_a_line_extends_an_existing_noqa(client, tmp_path):
 
 @pytest.mark.asyncio
 async def test_fix_all_is_offered_only_when_asked_and_only_with_fixes(client, tmp_path):
-    """No rule on this branch has a fix yet: asking for source.fixAll.ddplint
-    gets nothing, and the ignore quick fixes do not leak into that request."""
+    """DDP005 and DDP007 have no fix: asking for source.fixAll.ddplint gets
+    nothing, and the ignore quick fixes do not leak into that request."""
     (tmp_path / ".ddplint.yaml").write_text("select: [DDP005, DDP007]\n")
     path = write(tmp_path / "train.py", BAD_SCRIPT)
     found = await diagnostics_after(client, path.as_uri(), open_document(client, path, BAD_SCRIPT))
     assert not await code_actions(client, path.as_uri(), found[1], only=["source.fixAll.ddplint"])
     quick = await code_actions(client, path.as_uri(), found[1], only=[types.CodeActionKind.QuickFix])
     assert {a.kind for a in quick} == {types.CodeActionKind.QuickFix} and len(quick) == 2
+
+
+FIXABLE_SCRIPT = """\
+import torch
+import torch.distributed as dist
+from torch.cuda.amp import GradScaler, autocast
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+dist.init_process_group("nccl")
+model = DDP(torch.nn.Linear(4, 1).cuda())
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+scaler = GradScaler()
+loader = DataLoader(dataset, batch_size=32, sampler=DistributedSampler(dataset), num_workers=4)
+for epoch in range(10):
+    loader.sampler.set_epoch(epoch)
+    for x, y in loader:
+        optimizer.zero_grad()
+        with autocast():
+            loss = model(x.cuda()).sum()
+        scaler.scale(loss).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.asyncio
+async def test_rule_fixes_round_trip_as_quick_fixes_and_fix_all(client, tmp_path):
+    """A rule's own fix (DDP003: insert scaler.unscale_, safe; DDP006: add
+    pin_memory=True, unsafe) is offered as a quickfix, applies as the editor
+    applies it, and the re-linted document no longer has that finding; the
+    fixAll source action applies the safe fix only."""
+    (tmp_path / ".ddplint.yaml").write_text("select: [DDP003, DDP006]\n")
+    path = write(tmp_path / "train.py", FIXABLE_SCRIPT)
+    uri = path.as_uri()
+    found = await diagnostics_after(client, uri, open_document(client, path, FIXABLE_SCRIPT))
+    assert summary(found) == [("DDP006", 11, 9, 11, 95), ("DDP003", 19, 8, 19, 63)]
+    ddp006, ddp003 = found
+
+    actions = await code_actions(client, uri, ddp003)
+    assert [(a.title, a.is_preferred) for a in actions][0] == ("Insert scaler.unscale_(optimizer) before the clip", True)
+    fixed = apply_workspace_edit(FIXABLE_SCRIPT, uri, actions[0].edit)
+    assert fixed.splitlines()[19:21] == ["        scaler.unscale_(optimizer)",
+                                         "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"]
+    found = await diagnostics_after(client, uri, change_document(client, path, fixed, 2), version=2)
+    assert summary(found) == [("DDP006", 11, 9, 11, 95)]
+
+    actions = await code_actions(client, uri, found[0])
+    assert actions[0].title == "Add pin_memory=True (unsafe)" and not actions[0].is_preferred
+    pinned = apply_workspace_edit(fixed, uri, actions[0].edit)
+    assert pinned.splitlines()[11].endswith("num_workers=4, pin_memory=True)")
+    assert await diagnostics_after(client, uri, change_document(client, path, pinned, 3), version=3) == []
+
+    found = await diagnostics_after(client, uri, change_document(client, path, FIXABLE_SCRIPT, 4), version=4)
+    fix_all = await code_actions(client, uri, found[0], only=["source.fixAll.ddplint"])
+    assert [a.kind for a in fix_all] == ["source.fixAll.ddplint"]
+    assert apply_workspace_edit(FIXABLE_SCRIPT, uri, fix_all[0].edit) == fixed  # the unsafe fix is left out
 
 
 @pytest.mark.asyncio

@@ -97,12 +97,15 @@ def test_add_noqa_with_a_reason_and_lines_that_cannot_take_a_comment(tmp_path):
     assert bad_reason.returncode == 2 and "--reason must be one line" in bad_reason.stderr
 
 
-def test_a_bare_noqa_is_judged_only_when_every_rule_could_run(lint):
-    stale = BAD_SCRIPT + "y = 1  # noqa\n"
+def test_a_bare_noqa_is_never_judged_a_bare_ddplint_ignore_only_when_every_rule_could_run(lint):
+    # flake8, Ruff and others share a bare ``# noqa``: ddplint cannot know what it silences for them.
+    shared = BAD_SCRIPT + "from .version import __version__  # noqa\ny = 1  # NOQA\n"
+    assert [d.code for d in lint(shared).diagnostics if d.code == "DDP100"] == []
+    stale = BAD_SCRIPT + "y = 1  # ddplint: ignore\n"
     found = [(d.line, d.code, d.message) for d in lint(stale).diagnostics if d.code == "DDP100"]
     assert found == [(8, "DDP100", "unused suppression: nothing is reported on this line")]
-    # Without DDP context the context rules did not run: a bare noqa may be meant for them.
-    plain = "import torch\nx = torch.ones(1, device='cuda:0')  # noqa\n"
+    # Without DDP context the context rules did not run: a bare ignore may be meant for them.
+    plain = "import torch\nx = torch.ones(1, device='cuda:0')  # ddplint: ignore\n"
     assert [d.code for d in lint(plain).diagnostics] == []
     # Nor when only some rules are selected.
     assert [d.code for d in lint(stale, select=["DDP005", "DDP007", "DDP100"]).diagnostics] == ["DDP005", "DDP007"]

@@ -2,6 +2,8 @@
 
     python benchmarks/accuracy/measure.py                  # the ddplint of this Python
     python benchmarks/accuracy/measure.py --python /venv-of-old-version/bin/python --label before
+    python benchmarks/accuracy/measure.py --save-diagnostics /tmp/d.json        # lint once, all sets
+    python benchmarks/accuracy/measure.py --diagnostics /tmp/d.json --set holdout   # score a subset again
 
 For every repository in labels/*.yaml, the script lays the snapshot out from the
 fetched mirror (``/work/.mirror/owner+name``, see the search tool's ``fetch``) at
@@ -202,6 +204,9 @@ def main() -> int:
     parser.add_argument("--scratch", default=os.path.join(tempfile.gettempdir(), "ddplint-accuracy"))
     parser.add_argument("--details", help="write every disagreement to this file")
     parser.add_argument("--json", help="write the tallies as JSON to this file")
+    parser.add_argument("--save-diagnostics", help="write what ddplint reported (both modes) to this JSON file")
+    parser.add_argument("--diagnostics", help="score the diagnostics saved by --save-diagnostics instead of "
+                                              "running ddplint (to score --set dev and holdout from one run)")
     args = parser.parse_args()
 
     repos, labels = load_labels(HERE / "labels")
@@ -216,7 +221,11 @@ def main() -> int:
     root_found: dict[tuple[str, str], list] = {}
     named_found: dict[tuple[str, str], list] = {}
     skipped = []
-    for repo in repos.values():
+    if args.diagnostics:
+        saved = json.loads(Path(args.diagnostics).read_text())
+        root_found = {tuple(k.split("\t")): [tuple(d) for d in v] for k, v in saved["root"].items()}
+        named_found = {tuple(k.split("\t")): [tuple(d) for d in v] for k, v in saved["named"].items()}
+    for repo in ([] if args.diagnostics else repos.values()):
         try:
             root = lay_out(repo, scratch)
         except (FileNotFoundError, subprocess.CalledProcessError) as error:
@@ -227,6 +236,10 @@ def main() -> int:
         present = [p for p in repo.files if (root / p).exists()]
         for path, found in run_ddplint(command, root, present, environment).items():
             named_found[(repo.name, path)] = found
+    if args.save_diagnostics:
+        Path(args.save_diagnostics).write_text(json.dumps({
+            "root": {"\t".join(k): v for k, v in root_found.items()},
+            "named": {"\t".join(k): v for k, v in named_found.items()}}))
     details: list[str] = []
     modes = {"root": score(repos, labels, root_found, adjudications, details)}
     details.append("---- named files")
