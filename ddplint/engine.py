@@ -181,6 +181,7 @@ class Linter:
             result.parsed = True
             by_code = self._rule_instances()
             rules = [by_code[info.code] for info in judged]
+            result.judged = tuple(info.code for info in judged)
             if not on_deep_stack(self._analyse, source, module, rules, syntax_wanted, result, ran):
                 ran.clear()  # libcst could not read it after all: nothing ran
         judge = None
@@ -647,6 +648,11 @@ def lint_paths(named_files: Sequence[Union[str, Path]], settings: Settings, jobs
         stats["ast-screened"] = stats.get("ast-screened", 0) + sum(1 for r in results if r.screened and not r.cached)
     stats["libcst-parsed (judged)"] = sum(1 for r in results if r.parsed and not r.cached)
     stats["result cache hits"] = sum(1 for r in results if r.cached)
+    per_rule: dict[str, int] = {}
+    for result in results:
+        for code in result.judged:
+            per_rule[code] = per_rule.get(code, 0) + 1
+    stats["judged per rule"] = dict(sorted(per_rule.items()))
     return results
 
 

@@ -200,8 +200,16 @@ class RankConditionalCollective(Rule):
     ]
 
     def screen(self, sketch):
-        """The screen (a rank test (or a call of a project rank predicate)): True, False, or the project facts that must hold."""
-        return True if sketch.rankish() else ("rank_predicate",)  # or a project helper returning a rank test
+        """The screen: a rank test (or a call of a project rank predicate), and
+        a collective, a wrap here, or (project) a call reaching a collective or
+        a forward, or a model wrapped elsewhere."""
+        kinds = ()
+        if not sketch.rankish():
+            kinds += ("rank_predicate",)
+        if not sketch.may_call(*COLLECTIVES, *COLLECTIVE_STATE_DICT, "torch.nn.parallel.DistributedDataParallel",
+                               "torch.distributed.fsdp.FullyShardedDataParallel"):
+            kinds += ("collective|wrapped",)
+        return kinds or True
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for site in index.calls:

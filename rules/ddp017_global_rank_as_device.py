@@ -164,7 +164,7 @@ class GlobalRankAsDevice(Rule):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
         return sketch.fstring_cuda or sketch.calls_any("cuda", "to", "set_device", "device") or bool(
             sketch.keywords & {"device", "device_ids", "output_device", "index"}) or sketch.may_call(
-            names.DDP, names.SET_DEVICE, names.TORCH_DEVICE, "torch.cuda.device")
+            "torch.nn.parallel.DistributedDataParallel", "torch.cuda.set_device", "torch.device", "torch.cuda.device")
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if is_test_module(index.path):  # unit tests run on one node

@@ -131,9 +131,17 @@ class Rank0OnlyLoadAfterWrap(Rule):
     ]
 
     def screen(self, sketch):
-        """The screen (a rank test and a load_state_dict (or a project helper for either)): True, False, or the project facts that must hold."""
-        return tuple(kind for kind, local in (("rank_predicate", sketch.rankish()),
-                                           ("loads", "load_state_dict" in sketch.calls)) if not local) or True
+        """The screen: a DDP wrap here (or a model wrapped elsewhere), a rank
+        test (or a project rank predicate) and a load_state_dict (or a call of
+        a project load helper)."""
+        kinds = ()
+        if not sketch.may_call("torch.nn.parallel.DistributedDataParallel"):
+            kinds += ("wrapped",)
+        if not sketch.rankish():
+            kinds += ("rank_predicate",)
+        if "load_state_dict" not in sketch.calls:
+            kinds += ("loads",)
+        return kinds or True
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)

@@ -100,6 +100,9 @@ def statistics_lines(result: RunResult) -> list[str]:
     if stages:
         order = ("read", "ast-screened", "facts cache hits", "libcst-parsed (judged)", "result cache hits")
         lines.append("stages: " + ", ".join(f"{stages[key]} {key}" for key in order if key in stages))
+        if stages.get("judged per rule"):
+            lines.append("judged per rule: " + ", ".join(f"{code} {count}"
+                                                         for code, count in stages["judged per rule"].items()))
     return lines
 
 

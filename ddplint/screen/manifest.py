@@ -5,7 +5,8 @@ milliseconds); a run whose screens all fail must not pay for that. So the
 screen reads each rule file's text for its identity (``code, name, severity``),
 its ``triggers``, ``needs_ddp_context``, ``uses_project`` and its ``screen``
 method, which is compiled on its own (it may use only its ``sketch`` argument,
-builtins, ``re`` and ``ddplint.names``). tests/test_screen.py checks that this
+builtins, ``re``, ``ddplint.names`` and ``COLLECTIVES`` / ``COLLECTIVE_STATE_DICT``
+of ``ddplint.screen.facts``). tests/test_screen.py checks that this
 manifest agrees with the imported rule classes.
 """
 
@@ -110,8 +111,10 @@ def _compiled(code: str, source: str) -> Optional[Callable]:
             _COMPILED[code] = None
         else:
             from ddplint import names
+            from ddplint.screen.facts import COLLECTIVE_STATE_DICT, COLLECTIVES
 
-            namespace: dict = {"re": re, "names": names}
+            namespace: dict = {"re": re, "names": names, "COLLECTIVES": COLLECTIVES,
+                               "COLLECTIVE_STATE_DICT": COLLECTIVE_STATE_DICT}
             exec(compile(source, f"<screen of {code}>", "exec"), namespace)
             _COMPILED[code] = namespace["screen"]
     return _COMPILED[code]

@@ -462,8 +462,12 @@ class Project:
         """What the project says of module ``path`` for the rules' screens
         (``ddplint.screen.screening.resolve``): "rank_predicate", "saves",
         "loads" when it calls a project function that is one (a rank test, a
-        save or load helper), "receives_ddp" when a function of it is given a
-        DDP model by some call site."""
+        save or load helper), "collective" when it calls one that reaches a
+        collective or runs a forward of a wrapped model it is given,
+        "receives_ddp" when a function of it is given a DDP model by some call
+        site, "wrapped" when it may hold a model wrapped elsewhere (a function
+        given a DDP/FSDP model, a call returning one, a class related to one
+        that wraps an attribute)."""
         if not hasattr(self, "_screen_cache"):
             found: dict[str, set[str]] = {}
             for key, calls in self.callers.items():
@@ -475,14 +479,42 @@ class Project:
                     kinds.add("saves")
                 if self._loads.get(key):
                     kinds.add("loads")
+                if self.reaches_collective(key) or self._forwards.get(key) or (
+                        function is not None and function.forwards_globals):
+                    kinds.add("collective")
+                if function is not None and function.returns_wrapped:
+                    kinds.add("wrapped")
                 if kinds:
                     for caller_path, _ in calls:
                         found.setdefault(caller_path, set()).update(kinds)
             for (path_, _), params in self.ddp_params.items():
+                if params:
+                    found.setdefault(path_, set()).add("wrapped")
                 if "ddp" in params.values():
                     found.setdefault(path_, set()).add("receives_ddp")
+            for path_ in self._wrapping_hierarchies():
+                found.setdefault(path_, set()).add("wrapped")
             self._screen_cache = {p: frozenset(k) for p, k in found.items()}
         return self._screen_cache.get(path, frozenset())
+
+    def _wrapping_hierarchies(self) -> set[str]:
+        """Modules with a class in the same inheritance family (bases and
+        subclasses, as ``attribute_wrapped`` walks them) as a class that
+        assigns a DDP/FSDP wrap to an attribute."""
+        seen: set[tuple[str, str]] = set()
+        pending = [(path, cls) for path, module in self.modules.items() for cls in module.wrapped_attributes]
+        while pending:
+            owner = pending.pop()
+            if owner in seen or owner[0] not in self.modules:
+                continue
+            seen.add(owner)
+            module = self.modules[owner[0]]
+            for base in module.classes.get(owner[1], ()):
+                found = self._definition(owner[0], base)
+                if found is not None and found[1] in self.modules[found[0]].classes:
+                    pending.append(found)
+            pending.extend(self._subclasses().get(owner, ()))
+        return {path for path, _ in seen}
 
     # ------------------------------------------------------------------ questions
     def reaches_collective(self, key: FunctionKey) -> bool:

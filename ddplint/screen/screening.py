@@ -15,8 +15,9 @@ from typing import NamedTuple, Optional
 
 
 class Verdict(NamedTuple):
-    passed: tuple[str, ...]  # codes whose screen passed on the module alone
-    conditional: tuple[tuple[str, tuple[str, ...]], ...]  # (code, project facts that must all hold)
+    passed: str  # codes whose screen passed on the module alone, space-separated (small to keep)
+    # (code, project facts that must all hold; "a|b": either): Project.screen_facts
+    conditional: tuple[tuple[str, tuple[str, ...]], ...]
     context: bool  # the module's own DDP context (SemanticIndex.in_ddp_context without the project)
 
 
@@ -33,6 +34,8 @@ def screen_tree(tree: ast.Module, source: str) -> Optional[Verdict]:
     found = sketch(tree, source)
     passed, conditional = [], []
     for info in rule_infos():
+        if info.code in ("DDP000", "DDP100"):
+            continue  # the engine's own: reported when parsing fails / after the other rules
         try:
             verdict = info.screen(found)
         except Exception:  # a broken screen must not hide findings: judge
@@ -41,7 +44,7 @@ def screen_tree(tree: ast.Module, source: str) -> Optional[Verdict]:
             passed.append(info.code)
         elif isinstance(verdict, tuple) and verdict:
             conditional.append((info.code, verdict))
-    return Verdict(tuple(passed), tuple(conditional), bool(found.context))
+    return Verdict(" ".join(passed), tuple(conditional), bool(found.context))
 
 
 def screen_source(source: str) -> Optional[Verdict]:
@@ -62,10 +65,11 @@ def screen_source(source: str) -> Optional[Verdict]:
 def resolve(verdict: Verdict, project, module: str) -> tuple[frozenset[str], bool]:
     """(codes to judge, DDP context) once the project is known. Without a
     project a conditional screen passes (the judge then decides)."""
-    passed = set(verdict.passed)
+    passed = set(verdict.passed.split())
     holds = project.screen_facts(module) if project is not None else None
     for code, kinds in verdict.conditional:
-        if holds is None or all(kind in holds for kind in kinds):
+        # Every item must hold; an item "a|b" holds when either does.
+        if holds is None or all(any(kind in holds for kind in item.split("|")) for item in kinds):
             passed.add(code)
     context = verdict.context or (project is not None and project.module_in_ddp_context(module))
     return frozenset(passed), context

@@ -22,6 +22,7 @@ import re
 from typing import Optional
 
 from ddplint import names
+from ddplint.screen.walk import iter_child_nodes, walk
 
 _CUDA_INDEX = re.compile(r"^cuda:\d+$")
 _ACCUMULATING = frozenset({"append", "extend", "insert", "add"})
@@ -246,7 +247,7 @@ def sketch(tree: ast.Module, source: str = "") -> Sketch:
                 inner = 2
             inner_function = node.name if kind in (ast.FunctionDef, ast.AsyncFunctionDef) else \
                 None if kind is ast.Lambda else function
-            for child in ast.iter_child_nodes(node):
+            for child in iter_child_nodes(node):
                 push((child, inner, inner_function))
             continue
         elif kind is ast.Import or kind is ast.ImportFrom:
@@ -272,7 +273,7 @@ def sketch(tree: ast.Module, source: str = "") -> Sketch:
         elif kind is ast.withitem:
             if node.optional_vars is not None:
                 _bind(bindings, node.optional_vars, None)
-        for child in ast.iter_child_nodes(node):
+        for child in iter_child_nodes(node):
             push((child, state, function))
     # DDP001 needs a loop (the per-call form: a caller's), and autograd on: a
     # backward here (training loop), module-level code, or a function this
@@ -366,7 +367,7 @@ def _operands(expr: ast.AST) -> list[ast.AST]:
 
 
 def _names_read(expr: ast.AST) -> set[str]:
-    return {d for n in ast.walk(expr) if isinstance(n, (ast.Name, ast.Attribute)) for d in [_dotted(n)] if d}
+    return {d for n in walk(expr) if isinstance(n, (ast.Name, ast.Attribute)) for d in [_dotted(n)] if d}
 
 
 def _may_carry(expr: Optional[ast.AST], depth: int = 0) -> bool:
