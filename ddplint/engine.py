@@ -584,6 +584,11 @@ def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1, cache_dir: Op
     summaries = _map(_summarize_job, on_disk, jobs)
     keys = [(module, key) for (_, module, _, _), (_, key, _) in zip(on_disk, summaries)]
     facts = [found for found, _, _ in summaries]
+    from ddplint.screen.facts import intern_strings
+
+    for found in facts:
+        if found is not None:
+            intern_strings(found)  # one copy of each name across modules (summaries come pickled)
     if stats is not None:
         stats["read"] = stats.get("read", 0) + len(on_disk) + len(buffers)
         stats["facts cache hits"] = stats.get("facts cache hits", 0) + sum(1 for _, _, hit in summaries if hit)
@@ -625,7 +630,7 @@ def lint_paths(named_files: Sequence[Union[str, Path]], settings: Settings, jobs
     jobs_list = [_Job(str(path), display.get(path, path.as_posix()), module_key(path, root)) for path in named]
     pairs = _project_pairs(root, settings, named) if _needs_project(settings) else []
     cache = str(cache_dir) if cache_dir is not None else None
-    if cache is not None:
+    if cache is not None and screen:  # --no-screen (a comparison) neither reads nor writes results
         cached = _all_cached(jobs_list, pairs, settings, Path(cache))
         if cached is not None:
             stats.update({"read": len({job.path for job in jobs_list} | {path for path, _ in pairs}),
@@ -641,7 +646,7 @@ def lint_paths(named_files: Sequence[Union[str, Path]], settings: Settings, jobs
             if facts is not None and facts.screen is not None:
                 jobs_list[number] = job._replace(screened=resolve(Verdict(*facts.screen), project, job.module))
     results = _map(_lint_in_worker, jobs_list, jobs, _init_worker,
-                   (settings, project, cache, project_digest, screen))
+                   (settings, project, cache if screen else None, project_digest, screen))
     results.sort(key=lambda result: result.path)
     if not pairs:
         stats["read"] = stats.get("read", 0) + len(jobs_list)

@@ -53,7 +53,7 @@ def write(path: Path, text: str) -> Path:
 
 
 # ---------------------------------------------------------------------- the screen's oracle
-def screen_misses(files, settings, root, display=None, jobs=1):
+def screen_misses(files, settings, root, display=None, jobs=1, cache_dir=None):
     """Lint ``files`` (a project at ``root``) with and without the ast screen.
     Returns the problems: a finding of the judge-everything run (``--no-screen``)
     whose rule's screen did not pass on its file (the screen must be a
@@ -63,14 +63,16 @@ def screen_misses(files, settings, root, display=None, jobs=1):
     from ddplint.screen.screening import Verdict, resolve, screen_source
 
     files = [Path(f) for f in files]
-    unscreened = lint_paths(files, settings, jobs=jobs, root=root, display=display, screen=False)
-    screened = lint_paths(files, settings, jobs=jobs, root=root, display=display)
+    # A facts cache (``cache_dir``) is shared; --no-screen never uses the result cache.
+    unscreened = lint_paths(files, settings, jobs=jobs, root=root, display=display, screen=False, cache_dir=cache_dir)
+    screened = lint_paths(files, settings, jobs=jobs, root=root, display=display, cache_dir=cache_dir)
     problems = []
     key = lambda result: [(d.line, d.column, d.code, d.message, d.severity) for d in result.diagnostics]  # noqa: E731
     for a, b in zip(unscreened, screened):
         if key(a) != key(b) or [d.code for d in a.suppressed] != [d.code for d in b.suppressed]:
             problems.append(f"{a.path}: --no-screen {key(a)} != screened {key(b)}")
-    project, _ = build_project(_project_pairs(root, settings, files), max_file_size=settings.max_file_size)
+    project, _ = build_project(_project_pairs(root, settings, files), max_file_size=settings.max_file_size,
+                               cache_dir=str(cache_dir) if cache_dir is not None else None)
     shown = display or {}
     by_display = {shown.get(f, f.as_posix()): f for f in files}
     for result in unscreened:

@@ -84,13 +84,19 @@ def _fixture_targets():
         yield pytest.param(target, id=target.name)
 
 
+@pytest.fixture(scope="module")
+def facts_cache(tmp_path_factory):
+    """The fixtures' project root is this repository: summarise it once."""
+    return tmp_path_factory.mktemp("ddplint_facts")
+
+
 @pytest.mark.parametrize("target", list(_fixture_targets()))
-def test_fixture_screens_are_complete_and_change_nothing(target):
+def test_fixture_screens_are_complete_and_change_nothing(target, facts_cache):
     folder = target if target.is_dir() else target.parent
     settings = Settings(root=folder)
     files = discover([str(target)], settings).files
     shown = {path: path.resolve().relative_to(folder.resolve()).as_posix() for path in files}
-    assert screen_misses(files, settings, ROOT, shown) == []
+    assert screen_misses(files, settings, ROOT, shown, cache_dir=facts_cache) == []
 
 
 def test_a_screened_out_rule_counts_as_run_for_unused_suppressions(tmp_path):

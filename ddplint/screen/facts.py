@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
@@ -215,6 +216,26 @@ EMPTY_SET = _EmptySet()
 EMPTY_MAP = _EmptyMap()
 _FUNCTION_SETS = ("forwards", "forwards_globals", "loads", "device_params", "keeps", "saves", "saves_unguarded")
 _MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes")
+
+
+def intern_strings(facts: "ModuleFacts") -> None:
+    """Share the names that every module repeats ("self", "forward", "model",
+    callers' keys) once summaries from many processes are joined in one."""
+    intern = sys.intern
+    facts.path = intern(facts.path)
+    functions = {}
+    for key, function in facts.functions.items():
+        function.name = intern(function.name)
+        function.params = tuple(intern(p) for p in function.params)
+        functions[function.name if function.name == key else intern(key)] = function
+    if functions:
+        facts.functions = functions
+    for call in facts.calls:
+        call.callee, call.caller = intern(call.callee), intern(call.caller)
+        if call.args:
+            call.args = {intern(k): intern(v) for k, v in call.args.items()}
+    if facts.imports:
+        facts.imports = {intern(k): intern(v) for k, v in facts.imports.items()}
 
 
 def compact(facts: "ModuleFacts") -> "ModuleFacts":

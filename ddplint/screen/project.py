@@ -244,7 +244,8 @@ class Project:
                             changed = True
 
     def _propagate_collectives(self) -> None:
-        reaches = {(p, n): f.collective for p, m in self.modules.items() for n, f in m.functions.items()}
+        # Sparse (only the functions that do): a project has tens of thousands of functions.
+        reaches = {(p, n): True for p, m in self.modules.items() for n, f in m.functions.items() if f.collective}
         changed = True
         while changed:
             changed = False
@@ -253,7 +254,7 @@ class Project:
                     continue
                 for caller_path, call in calls:
                     caller = (caller_path, call.caller)
-                    if call.caller and caller in reaches and not reaches[caller]:
+                    if call.caller and not reaches.get(caller) and self.function(caller) is not None:
                         reaches[caller] = True
                         changed = True
         self._reaches_collective = reaches
@@ -262,20 +263,22 @@ class Project:
         """Params that a function forwards / loads into, directly or by passing
         them to a project function that does."""
         uses = {(p, n): set(getattr(f, attribute)) for p, m in self.modules.items()
-                for n, f in m.functions.items()}
+                for n, f in m.functions.items() if getattr(f, attribute)}  # sparse
         changed = True
         while changed:
             changed = False
             for key, calls in self.callers.items():
+                if key not in uses:
+                    continue
                 for caller_path, call in calls:
                     caller = (caller_path, call.caller)
-                    if caller not in uses:
+                    if self.function(caller) is None:
                         continue
                     for slot, tag in call.args.items():
-                        if not tag.startswith("param:") or tag[6:] in uses[caller]:
+                        if not tag.startswith("param:") or tag[6:] in uses.get(caller, ()):
                             continue
                         if self._param_for_slot(key, call, slot) in uses.get(key, ()):
-                            uses[caller].add(tag[6:])
+                            uses.setdefault(caller, set()).add(tag[6:])
                             changed = True
         return uses
 
@@ -284,7 +287,7 @@ class Project:
         directly or by passing them to a project function that saves them; the
         unguarded variant only through calls under no rank guard."""
         saves = {(p, n): set(getattr(f, attribute)) for p, m in self.modules.items()
-                 for n, f in m.functions.items()}
+                 for n, f in m.functions.items() if getattr(f, attribute)}  # sparse
         if not through_guards:
             self._saves_state = {(p, n) for p, m in self.modules.items() for n, f in m.functions.items()
                                  if f.saves_state}
@@ -296,13 +299,14 @@ class Project:
                     continue
                 for caller_path, call in calls:
                     caller = (caller_path, call.caller)
-                    if caller not in saves or (not through_guards and (call.guarded_lenient or call.maybe_guards)):
+                    if self.function(caller) is None or (
+                            not through_guards and (call.guarded_lenient or call.maybe_guards)):
                         continue
                     for slot, tag in call.args.items():
-                        if not tag.startswith(PARAM_PREFIX) or tag[6:] in saves[caller]:
+                        if not tag.startswith(PARAM_PREFIX) or tag[6:] in saves.get(caller, ()):
                             continue
                         if self._slot_saved(key, call, slot, saves):
-                            saves[caller].add(tag[6:])
+                            saves.setdefault(caller, set()).add(tag[6:])
                             if not through_guards and key in self._saves_state:
                                 self._saves_state.add(caller)
                             changed = True
