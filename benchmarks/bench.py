@@ -28,7 +28,6 @@ Not a test: nothing here asserts a time.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import re
@@ -172,23 +171,19 @@ def machine() -> str:
     return f"{os.cpu_count()} CPUs ({cpu}){memory}, {platform.system()} {platform.release()}"
 
 
-def diagnostics_of(command: list[str]) -> list[tuple]:
-    """Every diagnostic of a ``--format json`` run, as comparable tuples."""
-    output = subprocess.run(command, env=BENCH_ENV, capture_output=True, text=True, check=False).stdout
-    found = []
-    for entry in json.loads(output)["files"]:
-        for d in entry["diagnostics"]:
-            found.append((entry["path"], d["range"]["start"]["line"], d["range"]["start"]["character"],
-                          d["code"], d["message"]))
-    return sorted(found)
+_STATISTICS = ("files:", "stages:", "judged per rule:")
 
 
-def stage_counts(command: list[str]) -> tuple[str, str, str]:
-    """The ``files:``, ``stages:`` and ``judged per rule:`` lines of a ``--statistics`` run."""
-    output = subprocess.run(command, env=BENCH_ENV, capture_output=True, text=True, check=False).stdout
-    lines = {key: next((line for line in output.splitlines() if line.startswith(key)), "")
-             for key in ("files:", "stages:", "judged per rule:")}
-    return lines["files:"], lines["stages:"], lines["judged per rule:"]
+def diagnostics_in(report: Path) -> list[str]:
+    """The finding lines of a text report (``--no-show-source``)."""
+    return sorted(line for line in report.read_text(encoding="utf-8").splitlines()
+                  if re.match(r"^.+:\d+:\d+: [A-Za-z0-9-]+ ", line))
+
+
+def stage_counts(report: Path) -> tuple[str, ...]:
+    """The ``files:``, ``stages:`` and ``judged per rule:`` lines of a ``--statistics`` report."""
+    lines = report.read_text(encoding="utf-8").splitlines()
+    return tuple(next((line for line in lines if line.startswith(key)), "") for key in _STATISTICS)
 
 
 def main() -> None:
@@ -213,22 +208,26 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         common = ["--isolated", "--exit-zero", "--format", "json", "-o", os.devnull]
+        text = ["--isolated", "--exit-zero", "--statistics", "--no-show-source", "--format", "text"]
+        screened_report, everything_report = scratch / "screened.txt", scratch / "everything.txt"
         one, plain = scratch / "one", scratch / "plain"
         one.mkdir(), plain.mkdir()
         shutil.copyfile(SMALL_FILE, one / "train.py")
         (plain / "data.py").write_text(PLAIN_FILE_TEXT)
         run_once([*ddplint, "--isolated", "--no-cache", "--exit-zero", "train.py"], cwd=one, short=True)  # bytecode
-        results.append(measure("ddplint cold", [*ddplint, *common, "--no-cache", str(corpus)], args.runs))
+        results.append(measure("ddplint cold", [*ddplint, *text, "-o", str(screened_report), "--no-cache",
+                                                str(corpus)], args.runs))
         results.append(measure("ddplint cold --no-screen (judge everything)",
-                               [*ddplint, *common, "--no-cache", "--no-screen", str(corpus)], 1))
-        json_run = [*ddplint, "--isolated", "--exit-zero", "--format", "json", "--no-cache", str(corpus)]
-        screened, everything = diagnostics_of(json_run), diagnostics_of([*json_run[:-1], "--no-screen", str(corpus)])
+                               [*ddplint, *text, "-o", str(everything_report), "--no-cache", "--no-screen",
+                                str(corpus)], 1))
+        screened, everything = diagnostics_in(screened_report), diagnostics_in(everything_report)
         notes["identical"] = (f"{len(screened)} diagnostics, identical to --no-screen" if screened == everything else
                               f"{len(screened)} diagnostics vs {len(everything)} with --no-screen: "
                               f"{len(set(everything) - set(screened))} missing, "
                               f"{len(set(screened) - set(everything))} extra")
-        notes["files"], notes["stages"], notes["rules"] = stage_counts(
-            [*ddplint, "--isolated", "--exit-zero", "--statistics", "--no-show-source", "--no-cache", str(corpus)])
+        notes["differences"] = "\n".join(sorted(set(everything) ^ set(screened))[:20])
+        notes["files"], notes["stages"], notes["rules"] = stage_counts(screened_report)
+        notes["files_all"], notes["stages_all"], notes["rules_all"] = stage_counts(everything_report)
         half_dir = scratch / "half"
         half = make_sample(files, corpus, 2, half_dir)
         results.append(measure(f"ddplint cold, half the corpus ({half} files)",
@@ -353,6 +352,12 @@ def report_section(day: str, results: list[Measurement], corpus: Path, files: li
         f"- `{notes.get('stages', '')}`",
         f"- `{notes.get('rules', '')}`",
         "",
+        "The same with `--no-screen` (judge everything the text prefilter lets through):",
+        "",
+        f"- `{notes.get('files_all', '')}`",
+        f"- `{notes.get('stages_all', '')}`",
+        "",
+        *([f"Differences (first 20):\n\n```\n{notes['differences']}\n```", ""] if notes.get("differences") else []),
         "Against the targets of issue 13:",
         "",
         *verdicts,

@@ -607,6 +607,169 @@ def _project_pairs(root: Path, settings: Settings, named: Sequence[Path]) -> lis
     return [(str(path), module_key(path, root)) for path in project_files(root, settings, named)]
 
 
+# ---------------------------------------------------------------------- parallel runs, one component at a time
+# With several processes, no process holds the whole project. The facts pass
+# stores every module's facts (in the cache, or a scratch folder with
+# --no-cache) and hands the main process only the dotted names each module
+# refers to; the main process links modules into components (import and call
+# edges: everything a project question can follow from a module stays inside
+# its component) and each judge task builds the project of one component,
+# judges that component's named files and lets it go.
+
+
+def _refs_of(facts) -> tuple[str, ...]:
+    """Dotted names through which a module can reach another: its import
+    targets, star imports, and the callees and class bases it spells through
+    an import (``pkg.mod.f`` with ``import pkg``)."""
+    found = set(facts.imports.values()) | set(facts.star_imports)
+    spelled = [call.callee for call in facts.calls] + [b for bases in facts.classes.values() for b in bases]
+    for dotted in spelled:
+        head, _, rest = dotted.partition(".")
+        target = facts.imports.get(head)
+        if target is not None and rest:
+            found.add(f"{target}.{rest}")
+    return tuple(found)
+
+
+def _facts_job(job: tuple[str, str, Optional[str], int]):
+    """The facts pass of the component-sliced run: (facts key, served by the
+    cache, the module's references or None when it has no facts)."""
+    facts, key, hit = _summarize_job(job)
+    return key, hit, (_refs_of(facts) if facts is not None else None)
+
+
+def _components(modules: list[str], refs: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    """Modules linked by any reference (every dotted prefix resolved as the
+    project resolves modules), as root -> members."""
+    from ddplint.screen.facts import ModuleFacts
+    from ddplint.screen.project import Project
+
+    index = Project([ModuleFacts(module) for module in modules])  # module paths only: resolve_module
+    parent = {module: module for module in modules}
+
+    def find(module: str) -> str:
+        while parent[module] != module:
+            parent[module] = parent[parent[module]]
+            module = parent[module]
+        return module
+
+    for module, names in refs.items():
+        for dotted in names:
+            level = len(dotted) - len(dotted.lstrip("."))
+            pieces = dotted[level:].split(".")
+            for size in range(len(pieces), -1 if level else 0, -1):
+                target = index.resolve_module(module, "." * level + ".".join(p for p in pieces[:size] if p))
+                if target is not None and target != module:
+                    a, b = find(module), find(target)
+                    if a != b:
+                        parent[a] = b
+    groups: dict[str, list[str]] = {}
+    for module in modules:
+        groups.setdefault(find(module), []).append(module)
+    return groups
+
+
+def _component_tasks(jobs_list: Sequence[_Job], keys: dict[str, str], groups: dict[str, list[str]],
+                     workers: int) -> list[list[tuple]]:
+    """Judge tasks: lists of (component modules with their facts keys, named
+    jobs of that component). A large component is split over several tasks
+    (each rebuilds its project), small ones share a task."""
+    root_of = {module: root for root, members in groups.items() for module in members}
+    named: dict[str, list[_Job]] = {}
+    loose: list[_Job] = []
+    for job in jobs_list:
+        root = root_of.get(job.module)
+        (named.setdefault(root, []) if root is not None else loose).append(job)
+    size = max(8, len(jobs_list) // (workers * 4) + 1)
+    tasks: list[list[tuple]] = []
+    current: list[tuple] = []
+    count = 0
+    for root in sorted(named, key=lambda r: -len(groups[r])):
+        members = tuple((module, keys[module]) for module in groups[root] if module in keys)
+        jobs = named[root]
+        for start in range(0, len(jobs), size):
+            chunk = jobs[start:start + size]
+            current.append((members, chunk))
+            count += len(chunk)
+            if count >= size:
+                tasks.append(current)
+                current, count = [], 0
+    if loose:
+        current.append(((), loose))
+    if current:
+        tasks.append(current)
+    return tasks
+
+
+def _judge_task(task: list[tuple]) -> list[FileResult]:
+    """Judge the named files of one or more components, each with the project
+    of its component (kept while consecutive tasks ask for the same one)."""
+    from ddplint.cache import Cache
+    from ddplint.screen.project import Project
+    from ddplint.screen.screening import Verdict, resolve
+
+    linter, store = _worker["linter"], Cache(Path(_worker["facts_store"]))
+    results = []
+    for members, jobs in task:
+        if _worker.get("component") != members:
+            _worker["component"] = _worker["project"] = None  # let the previous one go first
+            from ddplint.screen.facts import intern_strings
+
+            facts = [store.load_facts(key)[1] for _, key in members]
+            for found in facts:
+                if found is not None:
+                    intern_strings(found)
+            _worker["project"] = Project([f for f in facts if f is not None]) if members else None
+            _worker["component"] = members
+        project = _worker["project"]
+        linter.project = project
+        for job in jobs:
+            module_facts = project.modules.get(job.module) if project is not None else None
+            if _worker["screen"] and module_facts is not None and module_facts.screen is not None:
+                job = job._replace(screened=resolve(Verdict(*module_facts.screen), project, job.module))
+            results.append(_lint_in_worker(job))
+    return results
+
+
+def _lint_by_component(jobs_list: list[_Job], pairs: Sequence[tuple[str, str]], settings: Settings, jobs: int,
+                       cache: Optional[str], screen: bool, stats: dict) -> tuple[list[FileResult], int]:
+    """The parallel run (see above). Returns the results and the number of components."""
+    import shutil
+    import tempfile
+
+    from ddplint.cache import project_digest
+
+    scratch = None if cache is not None else tempfile.mkdtemp(prefix="ddplint-facts-")
+    store = cache if cache is not None else scratch
+    try:
+        on_disk = [(path, module, store, settings.max_file_size) for path, module in pairs]
+        summaries = _map(_facts_job, on_disk, jobs)
+        keys = {module: key for (_, module, _, _), (key, _, _) in zip(on_disk, summaries)}
+        refs = {module: found for (_, module, _, _), (_, _, found) in zip(on_disk, summaries) if found is not None}
+        stats["read"] = stats.get("read", 0) + len(on_disk)
+        stats["facts cache hits"] = stats.get("facts cache hits", 0) + sum(1 for _, hit, _ in summaries if hit)
+        stats["ast-screened"] = stats.get("ast-screened", 0) + sum(
+            1 for _, hit, found in summaries if found is not None and not hit)
+        digest = project_digest(sorted(keys.items()))
+        groups = _components(sorted(refs), refs)
+        del summaries, refs
+        tasks = _component_tasks(jobs_list, keys, groups, jobs)
+        results = [result for batch in _map(_judge_task, tasks, jobs, _init_component_worker,
+                                            (settings, cache if screen else None, digest, screen, store))
+                   for result in batch]
+        return results, len(groups)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _init_component_worker(settings: Settings, cache_dir: Optional[str], project_digest: str, screen: bool,
+                           facts_store: str) -> None:
+    _init_worker(settings, None, cache_dir, project_digest, screen)
+    _worker.update(facts_store=facts_store, screen=screen, component=None, project=None)
+
+
+
 def lint_paths(named_files: Sequence[Union[str, Path]], settings: Settings, jobs: int = 1,
                cache_dir: Optional[Path] = None, root: Optional[Path] = None,
                display: Optional[dict[Path, str]] = None, screen: bool = True,
@@ -636,6 +799,10 @@ def lint_paths(named_files: Sequence[Union[str, Path]], settings: Settings, jobs
             stats.update({"read": len({job.path for job in jobs_list} | {path for path, _ in pairs}),
                           "result cache hits": len(cached)})
             return sorted(cached, key=lambda result: result.path)
+    if pairs and jobs > 1 and len(jobs_list) >= 2 * jobs:
+        results, components = _lint_by_component(jobs_list, pairs, settings, jobs, cache, screen, stats)
+        stats["project components"] = components
+        return _finish(results, stats)
     project, project_digest = (build_project(pairs, jobs, cache, max_file_size=settings.max_file_size,
                                              stats=stats) if pairs else (None, ""))
     if project is not None and screen:
@@ -647,10 +814,15 @@ def lint_paths(named_files: Sequence[Union[str, Path]], settings: Settings, jobs
                 jobs_list[number] = job._replace(screened=resolve(Verdict(*facts.screen), project, job.module))
     results = _map(_lint_in_worker, jobs_list, jobs, _init_worker,
                    (settings, project, cache if screen else None, project_digest, screen))
-    results.sort(key=lambda result: result.path)
     if not pairs:
         stats["read"] = stats.get("read", 0) + len(jobs_list)
         stats["ast-screened"] = stats.get("ast-screened", 0) + sum(1 for r in results if r.screened and not r.cached)
+    return _finish(results, stats)
+
+
+def _finish(results: list[FileResult], stats: dict) -> list[FileResult]:
+    """Sort the results and count what the judge did."""
+    results.sort(key=lambda result: result.path)
     stats["libcst-parsed (judged)"] = sum(1 for r in results if r.parsed and not r.cached)
     stats["result cache hits"] = sum(1 for r in results if r.cached)
     per_rule: dict[str, int] = {}
