@@ -75,7 +75,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "7"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged; 7: screens
+FACTS_VERSION = "8"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged; 7: screens; 8: compact
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -109,7 +109,7 @@ class FunctionFacts:
     params: tuple[str, ...]
     collective: bool = False  # issues a collective / collective state-dict call itself
     forwards: set[str] = field(default_factory=set)  # params called as ``param(...)``
-    forwards_globals: set[str] = field(default_factory=set)  # module names called as ``model(...)``
+    forwards_globals: set[str] = field(default_factory=set)  # module-level DDP models called (``model(...)``)
     loads: set[str] = field(default_factory=set)  # params whose load_state_dict is called
     rank_predicate: bool = False  # every return value is a rank test
     rank_zero_only: bool = False  # decorated with @rank_zero_only / @master_only
@@ -242,7 +242,11 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
     """Share the empty containers: a project of thousands of modules holds
     tens of thousands of functions whose sets are nearly all empty (an empty
     set costs 216 bytes), in every process that holds the project."""
+    wrapped = facts.wrapped_globals.keys()
     for function in facts.functions.values():
+        # Only module-level DDP/FSDP models matter here (Project.call_reaches):
+        # not every global a function calls (print, helpers).
+        function.forwards_globals = function.forwards_globals & wrapped
         for name in _FUNCTION_SETS:
             if not getattr(function, name):
                 setattr(function, name, EMPTY_SET)
