@@ -116,7 +116,6 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
 
     from ddplint.config import ConfigError, load_settings, split_selectors
     from ddplint.discovery import PathError, discover, relative_display
-    from ddplint.cache import CACHE_DIR_NAME
     from ddplint.engine import RunResult, default_jobs, lint_paths
     from ddplint.reporters import get_reporter
     paths = paths or (".",)
@@ -149,7 +148,12 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
         raise _fail(str(error))
 
     result = RunResult()
-    cache = None if no_cache else (cache_dir or settings.root / CACHE_DIR_NAME)
+    if no_cache:
+        cache = None
+    else:
+        from ddplint.cache import CACHE_DIR_NAME
+
+        cache = cache_dir or settings.root / CACHE_DIR_NAME
     files: dict[str, Path] = {}  # displayed path -> file
     stdin_data = None
     if reads_stdin:

@@ -90,12 +90,26 @@ class Linter:
         return list(self._rule_instances().values())
 
     def _rule_instances(self) -> dict[str, "Rule"]:
-        if self._rules is None:
-            from ddplint.registry import all_rules
-
-            codes = {info.code for info in self.infos}
-            self._rules = {rule.code: rule() for rule in all_rules() if rule.code in codes}
+        for info in self.infos:
+            self._rule(info)
         return self._rules
+
+    def _rule(self, info: RuleInfo) -> "Rule":
+        """The rule of ``info``, importing its module only (and libcst) when first judged."""
+        if self._rules is None:
+            self._rules = {}
+        rule = self._rules.get(info.code)
+        if rule is None:
+            import importlib
+
+            from ddplint.rule import Rule
+
+            module = importlib.import_module(info.module)
+            cls = next(value for value in vars(module).values()
+                       if isinstance(value, type) and issubclass(value, Rule) and value.__module__ == module.__name__
+                       and getattr(value, "code", None) == info.code)
+            rule = self._rules[info.code] = cls()
+        return rule
 
     @property
     def unused_suppression(self):
@@ -179,8 +193,7 @@ class Linter:
                     ran.add(SYNTAX_ERROR)
         if judged or not result.screened:
             result.parsed = True
-            by_code = self._rule_instances()
-            rules = [by_code[info.code] for info in judged]
+            rules = [self._rule(info) for info in judged]
             result.judged = tuple(info.code for info in judged)
             if not on_deep_stack(self._analyse, source, module, rules, syntax_wanted, result, ran):
                 ran.clear()  # libcst could not read it after all: nothing ran
@@ -266,7 +279,7 @@ class Linter:
 
         from ddplint.fixes import resolve
 
-        by_code = self._rule_instances()
+        by_code = self._rules or {}
         # The nodes that fixes edit are located in the same pass as the findings.
         fix_nodes = [node for report in reports if report.fix is not None for node in report.fix.nodes()]
         positions = locate(index, [*(report.node for report in reports), *fix_nodes])
@@ -505,10 +518,9 @@ def _lint_in_worker(job: _Job) -> FileResult:
 
 
 def _summarize_job(job: tuple[str, str, Optional[str], int]):
-    """Project facts of one file: (facts or None, facts key). ``job`` is (path on
-    disk, module name, cache folder, size budget)."""
-    from ddplint.cache import Cache
-
+    """Project facts of one file: (facts or None, facts key, served by the cache).
+    ``job`` is (path on disk, module name, cache folder, size budget). Without a
+    cache folder the key is "" (it only names cached facts and results)."""
     path, module, cache_dir, max_file_size = job
     try:
         data = budget.read_within_budget(Path(path), _read_limit(path, max_file_size))
@@ -516,9 +528,13 @@ def _summarize_job(job: tuple[str, str, Optional[str], int]):
         return None, "unreadable", False
     if isinstance(data, budget.TooLarge):
         return None, TOO_LARGE_FACTS, False  # never summarised: the facts are None whatever the bytes
-    cache = Cache(Path(cache_dir)) if cache_dir else None
+    if not cache_dir:
+        return _summarize_bytes(data, module), "", False
+    from ddplint.cache import Cache
+
+    cache = Cache(Path(cache_dir))
     key = Cache.facts_key(Cache.content_digest(data), module)
-    found, facts = cache.load_facts(key) if cache else (False, None)
+    found, facts = cache.load_facts(key)
     if not found:
         facts = _summarize_bytes(data, module)
         if cache is not None:
@@ -575,8 +591,8 @@ def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1, cache_dir: Op
     """Pass 1: a small facts summary per file (ast, no CST kept), then the join.
     ``pairs`` are (path on disk, module name); ``buffers`` maps a module name to
     text that replaces the file's (an editor's unsaved buffer). Returns the
-    project and a digest of every file's facts (for result cache keys)."""
-    from ddplint.cache import Cache, project_digest
+    project and a digest of every file's facts (for result cache keys; "" without
+    a cache folder)."""
     from ddplint.screen.project import Project
 
     buffers = buffers or {}
@@ -595,8 +611,12 @@ def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1, cache_dir: Op
         stats["ast-screened"] = stats.get("ast-screened", 0) + sum(
             1 for found, _, hit in summaries if found is not None and not hit) + len(buffers)
     for module, data in sorted(buffers.items()):
-        keys.append((module, Cache.facts_key(Cache.content_digest(data), module)))
         facts.append(_summarize_bytes(data, module, max_file_size))
+    if cache_dir is None:
+        return Project([f for f in facts if f is not None]), ""
+    from ddplint.cache import Cache, project_digest
+
+    keys += [(module, Cache.facts_key(Cache.content_digest(data), module)) for module, data in sorted(buffers.items())]
     return Project([f for f in facts if f is not None]), project_digest(keys)
 
 

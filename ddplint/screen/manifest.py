@@ -13,7 +13,6 @@ manifest agrees with the imported rule classes.
 from __future__ import annotations
 
 import ast
-import hashlib
 import re
 import textwrap
 from dataclasses import dataclass
@@ -69,6 +68,8 @@ def infos_by_code() -> dict[str, RuleInfo]:
 @lru_cache(maxsize=1)
 def screens_digest() -> str:
     """Changes whenever a screen changes (part of the facts cache key)."""
+    import hashlib
+
     text = "\0".join(f"{i.code}:{i.needs_ddp_context}:{i.screen_source}" for i in rule_infos())
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
