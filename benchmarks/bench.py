@@ -1,19 +1,26 @@
 """Time ddplint beside its peers on one corpus, in one run, and print ratios.
 
     python benchmarks/bench.py CORPUS [--runs 3] [--peers-bin DIR] [--sample-every 20]
-                               [--out benchmarks/RESULTS.md]
+                               [--out benchmarks/RESULTS.md] [--date 2026-12-01]
 
-What it runs (each a real command line, output discarded, wall time and peak
-memory measured per run; medians over --runs):
+What it runs (each a real command line, output discarded; per run the wall
+time, the CPU time of the whole process tree and the peak RSS of its largest
+process, polled from /proc; medians over --runs):
 
-- ddplint cold (``--no-cache``), with the default jobs (one per CPU) and ``--jobs 1``;
+- ddplint cold (``--no-cache``) with the default jobs (one per CPU), and with
+  ``--no-screen`` (judge everything): the two must give identical diagnostics;
+- ddplint cold on half the corpus (every other file): memory must stay flat;
 - ddplint warm (the cache filled by a previous run, nothing changed);
-- ddplint on one small file (the pre-commit case), median of 21 runs;
+- ddplint on one small file with a finding and on one with nothing plausible
+  (each alone in a folder, the pre-commit case), medians of 21 runs;
 - ruff with its default rules and with ``--select ALL`` (no cache);
-- TorchFix and Fixit, which are too slow for the whole corpus: they run on a
+- TorchFix and Fixit, too slow for the whole corpus: they run on a
   deterministic sample (every Nth file) and their time is extrapolated by file
-  count; ddplint runs on the same sample for a direct ratio too.
+  count; ddplint runs on the same sample for a direct ratio too;
+- one ``--statistics`` run for the per-stage and per-rule counts.
 
+The machine may be shared: the load average is recorded beside every
+measurement, and CPU times are the figures to compare across loads.
 Peers are taken from --peers-bin or PATH; a missing peer is reported as such.
 Not a test: nothing here asserts a time.
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -34,8 +42,21 @@ from datetime import date
 from pathlib import Path
 from typing import Optional
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from torch_package import TreeWatch  # noqa: E402  (polls /proc for a process tree)
+
 ROOT = Path(__file__).resolve().parents[1]
-SMALL_FILE = ROOT / "fixtures" / "torchrun_bad.py"
+SMALL_FILE = ROOT / "fixtures" / "torchrun_bad.py"  # findings (DDP005, DDP006, DDP017, ...)
+PLAIN_FILE_TEXT = '''"""Data helpers: nothing distributed here."""
+import torch
+
+
+def normalise(batch, mean, std):
+    out = []
+    for x in batch:
+        out.append((x - mean) / std)
+    return torch.stack(out)
+'''
 
 
 @dataclass
@@ -43,14 +64,19 @@ class Measurement:
     name: str
     command: str
     seconds: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
     peak_mib: list[float] = field(default_factory=list)
+    load: list[float] = field(default_factory=list)
     extrapolated_from: Optional[int] = None  # files actually linted, when extrapolated
     scale: float = 1.0
-    note: str = ""
 
     @property
     def median(self) -> float:
         return statistics.median(self.seconds) * self.scale
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu) * self.scale if self.cpu else float("nan")
 
     def spread(self) -> str:
         low, high = min(self.seconds) * self.scale, max(self.seconds) * self.scale
@@ -62,27 +88,39 @@ class Measurement:
 BENCH_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def run_once(command: list[str], cwd: Optional[Path] = None, env: Optional[dict] = None) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of the largest process in the command's tree."""
-    env = env or BENCH_ENV
+def run_once(command: list[str], cwd: Optional[Path] = None, short: bool = False,
+             stdout=subprocess.DEVNULL) -> tuple[float, float, float, float]:
+    """Wall seconds, CPU seconds of the process tree, peak RSS (MiB) of its
+    largest process, and the 1-minute load average when it started. A short
+    run (one process) is measured with wait4; a long one by polling /proc."""
+    load = os.getloadavg()[0]
     start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    elapsed = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode not in (0, 1):
-        raise RuntimeError(f"{' '.join(command)} exited {process.returncode}")
-    return elapsed, usage.ru_maxrss / 1024
+    process = subprocess.Popen(command, cwd=cwd, env=BENCH_ENV, stdout=stdout, stderr=subprocess.DEVNULL)
+    if short:
+        _, status, usage = os.wait4(process.pid, 0)
+        elapsed = time.perf_counter() - start
+        code = os.waitstatus_to_exitcode(status)
+        cpu, peak = usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    else:
+        watch = TreeWatch(process.pid)
+        code = process.wait()
+        elapsed = time.perf_counter() - start
+        watch.stop()
+        cpu, peak = watch.cpu_s, watch.peak_kb / 1024
+    if code not in (0, 1):
+        raise RuntimeError(f"{' '.join(command)} exited {code}")
+    return elapsed, cpu, peak, load
 
 
 def measure(name: str, command: list[str], runs: int, **kwargs) -> Measurement:
     result = Measurement(name, " ".join(command))
     for _ in range(runs):
-        seconds, peak = run_once(command, **kwargs)
+        seconds, cpu, peak, load = run_once(command, **kwargs)
         result.seconds.append(seconds)
+        result.cpu.append(cpu)
         result.peak_mib.append(peak)
-        print(f"  {name}: {seconds:.2f} s, {peak:.0f} MiB", flush=True)
+        result.load.append(load)
+        print(f"  {name}: {seconds:.2f} s wall, {cpu:.2f} s CPU, {peak:.0f} MiB, load {load:.1f}", flush=True)
     return result
 
 
@@ -133,14 +171,29 @@ def machine() -> str:
     return f"{os.cpu_count()} CPUs ({cpu}){memory}, {platform.system()} {platform.release()}"
 
 
+_STATISTICS = ("files:", "stages:", "judged per rule:")
+
+
+def diagnostics_in(report: Path) -> list[str]:
+    """The finding lines of a text report (``--no-show-source``)."""
+    return sorted(line for line in report.read_text(encoding="utf-8").splitlines()
+                  if re.match(r"^.+:\d+:\d+: [A-Za-z0-9-]+ ", line))
+
+
+def stage_counts(report: Path) -> tuple[str, ...]:
+    """The ``files:``, ``stages:`` and ``judged per rule:`` lines of a ``--statistics`` report."""
+    lines = report.read_text(encoding="utf-8").splitlines()
+    return tuple(next((line for line in lines if line.startswith(key)), "") for key in _STATISTICS)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("corpus", type=Path)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--peers-bin", type=Path, default=None, help="folder holding ruff, torchfix, fixit")
     parser.add_argument("--sample-every", type=int, default=20, help="slow peers lint every Nth file")
-    parser.add_argument("--skip-jobs-1", action="store_true", help="skip the single-process ddplint run")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
+    parser.add_argument("--date", default=date.today().isoformat(), help="the heading of the section written")
     args = parser.parse_args()
 
     corpus = args.corpus.resolve()
@@ -150,17 +203,31 @@ def main() -> None:
     ruff, torchfix, fixit = (tool(n, args.peers_bin) for n in ("ruff", "torchfix", "fixit"))
     results: list[Measurement] = []
     print(f"corpus: {len(files)} files, {lines} lines", flush=True)
+    notes: dict[str, str] = {}
 
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         common = ["--isolated", "--exit-zero", "--format", "json", "-o", os.devnull]
-        run_once([*ddplint, "--isolated", "--no-cache", str(SMALL_FILE)])  # writes the bytecode once
-        results.append(measure("ddplint cold", [*ddplint, *common, "--no-cache", str(corpus)], args.runs))
-        if not args.skip_jobs_1:
-            results.append(measure("ddplint cold --jobs 1",
-                                   [*ddplint, *common, "--no-cache", "--jobs", "1", str(corpus)], 1))
-        results.append(measure("ddplint cold, DDP001 ignored",
-                               [*ddplint, *common, "--no-cache", "--ignore", "DDP001", str(corpus)], 1))
+        text = ["--isolated", "--exit-zero", "--statistics", "--no-show-source", "--format", "text"]
+        screened_report, everything_report = scratch / "screened.txt", scratch / "everything.txt"
+        one, plain = scratch / "one", scratch / "plain"
+        one.mkdir(), plain.mkdir()
+        shutil.copyfile(SMALL_FILE, one / "train.py")
+        (plain / "data.py").write_text(PLAIN_FILE_TEXT)
+        run_once([*ddplint, "--isolated", "--no-cache", "--exit-zero", "train.py"], cwd=one, short=True)  # bytecode
+        results.append(measure("ddplint cold", [*ddplint, *text, "-o", str(screened_report), "--no-cache",
+                                                str(corpus)], args.runs))
+        results.append(measure("ddplint cold --no-screen (judge everything)",
+                               [*ddplint, *text, "-o", str(everything_report), "--no-cache", "--no-screen",
+                                str(corpus)], 1))
+        screened, everything = diagnostics_in(screened_report), diagnostics_in(everything_report)
+        notes["identical"] = (f"{len(screened)} diagnostics, identical to --no-screen" if screened == everything else
+                              f"{len(screened)} diagnostics vs {len(everything)} with --no-screen: "
+                              f"{len(set(everything) - set(screened))} missing, "
+                              f"{len(set(screened) - set(everything))} extra")
+        notes["differences"] = "\n".join(sorted(set(everything) ^ set(screened))[:20])
+        notes["files"], notes["stages"], notes["rules"] = stage_counts(screened_report)
+        notes["files_all"], notes["stages_all"], notes["rules_all"] = stage_counts(everything_report)
         half_dir = scratch / "half"
         half = make_sample(files, corpus, 2, half_dir)
         results.append(measure(f"ddplint cold, half the corpus ({half} files)",
@@ -170,8 +237,10 @@ def main() -> None:
         warm = [*ddplint, *common, "--cache-dir", str(cache), str(corpus)]
         run_once(warm)  # fill the cache
         results.append(measure("ddplint warm (cache filled)", warm, args.runs))
-        small = measure("ddplint one small file", [*ddplint, "--isolated", "--no-cache", str(SMALL_FILE)], 21)
-        results.append(small)
+        results.append(measure("ddplint one file with findings",
+                               [*ddplint, "--isolated", "--no-cache", "train.py"], 21, cwd=one, short=True))
+        results.append(measure("ddplint one file, nothing plausible",
+                               [*ddplint, "--isolated", "--no-cache", "data.py"], 21, cwd=plain, short=True))
 
         if ruff:
             results.append(measure("ruff default rules", [ruff, "check", "--isolated", "--no-cache", "--exit-zero",
@@ -194,10 +263,11 @@ def main() -> None:
             measured = measure(f"{name}, sample of {sampled} files", command, 1, cwd=scratch)
             results.append(measured)
             extrapolated = Measurement(f"{name} (extrapolated to the corpus)", measured.command,
-                                       list(measured.seconds), list(measured.peak_mib), sampled, scale)
+                                       list(measured.seconds), list(measured.cpu), list(measured.peak_mib),
+                                       list(measured.load), sampled, scale)
             results.append(extrapolated)
 
-    write_report(args.out, results, corpus, files, lines, {
+    section = report_section(args.date, results, corpus, files, lines, notes, {
         "ddplint": version_of(sys.executable, "-m", "ddplint", "--version"),
         "ruff": version_of(ruff, "--version"),
         "torchfix": version_of(torchfix, "--version"),
@@ -205,46 +275,70 @@ def main() -> None:
         "libcst": version_of(sys.executable, "-c", "import importlib.metadata as m; print(m.version('libcst'))"),
         "python": platform.python_version(),
     })
-    print(args.out.read_text())
+    write_section(args.out, section, args.date)
+    print(section)
 
 
 def _find(results: list[Measurement], name: str) -> Optional[Measurement]:
-    return next((m for m in results if m.name == name), None)
+    return next((m for m in results if m.name.startswith(name)), None)
 
 
-def write_report(out: Path, results: list[Measurement], corpus: Path, files: list[Path], lines: int,
-                 versions: dict[str, str]) -> None:
+def report_section(day: str, results: list[Measurement], corpus: Path, files: list[Path], lines: int,
+                   notes: dict[str, str], versions: dict[str, str]) -> str:
     cold = _find(results, "ddplint cold")
-    rows = ["| run | median s | min–max s | runs | peak RSS MiB (largest process) | ddplint cold ÷ this |",
-            "|---|---:|---:|---:|---:|---:|"]
+    rows = ["| run | median wall s | min–max s | CPU s (all processes) | runs | load avg at start | "
+            "peak RSS MiB (largest process) | ddplint cold ÷ this |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for m in results:
         ratio = f"{cold.median / m.median:.2f}" if cold and m is not cold else ""
         runs = f"{len(m.seconds)}" + (f" (×{m.scale:.1f} from {m.extrapolated_from} files)" if m.extrapolated_from else "")
-        rows.append(f"| {m.name} | {m.median:.2f} | {m.spread()} | {runs} | {max(m.peak_mib):.0f} | {ratio} |")
+        rows.append(f"| {m.name} | {m.median:.2f} | {m.spread()} | {m.cpu_median:.2f} | {runs} | "
+                    f"{statistics.median(m.load):.1f} | {max(m.peak_mib):.0f} | {ratio} |")
 
     verdicts = []
     ruff_default = _find(results, "ruff default rules")
-    torchfix = _find(results, "torchfix (extrapolated to the corpus)")
-    warm = _find(results, "ddplint warm (cache filled)")
-    small = _find(results, "ddplint one small file")
-    if cold and torchfix:
-        verdicts.append(f"- Cold vs TorchFix: {torchfix.median / cold.median:.0f}x faster (target: at least 50x).")
-    if cold and ruff_default:
-        verdicts.append(f"- Cold vs ruff default: {cold.median / ruff_default.median:.1f}x ruff's time "
-                        "(target: within 3x).")
-    if warm and ruff_default:
-        verdicts.append(f"- Warm vs ruff cold default: {warm.median:.2f} s vs {ruff_default.median:.2f} s "
-                        "(target: faster).")
-    if small:
-        verdicts.append(f"- One small file: {small.median * 1000:.0f} ms median (target: under 250 ms).")
-    if cold:
-        verdicts.append(f"- Peak memory, cold run: {max(cold.peak_mib):.0f} MiB in the largest process "
-                        "(target: under 300 MiB).")
+    torchfix = _find(results, "torchfix (extrapolated")
+    warm = _find(results, "ddplint warm")
+    small = _find(results, "ddplint one file with findings")
+    plain = _find(results, "ddplint one file, nothing plausible")
+    half = _find(results, "ddplint cold, half")
+    sample = _find(results, "ddplint cold, sample")
+    torchfix_sample = _find(results, "torchfix, sample")
 
-    text = "\n".join([
-        "# ddplint benchmark results",
-        "",
-        f"Measured {date.today().isoformat()} by `benchmarks/bench.py` (one run, all tools on the same corpus).",
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
+    if cold and ruff_default:
+        ratio, cpu_ratio = cold.median / ruff_default.median, cold.cpu_median / ruff_default.cpu_median
+        verdicts.append(f"- Cold vs ruff default: {ratio:.1f}x ruff's wall time, {cpu_ratio:.1f}x its CPU time "
+                        f"(target <= 3x): {verdict(ratio <= 3)}; {notes.get('identical', '')}.")
+    if warm and ruff_default:
+        verdicts.append(f"- Warm vs ruff cold default: {warm.median:.2f} s vs {ruff_default.median:.2f} s = "
+                        f"{warm.median / ruff_default.median:.2f}x (target <= 0.5x): "
+                        f"{verdict(warm.median <= 0.5 * ruff_default.median)}.")
+    if sample and torchfix_sample:
+        speedup = torchfix_sample.median / sample.median
+        verdicts.append(f"- vs TorchFix on the {sample.name.split('of ')[-1]} sample: {speedup:.0f}x faster "
+                        f"(target >= 100x): {verdict(speedup >= 100)}.")
+    if torchfix and cold:
+        verdicts.append(f"- vs TorchFix extrapolated to the corpus: {torchfix.median / cold.median:.0f}x faster.")
+    if small:
+        verdicts.append(f"- One file with a finding: {small.median * 1000:.0f} ms median, "
+                        f"{small.cpu_median * 1000:.0f} ms CPU (target < 250 ms): {verdict(small.median < 0.25)}.")
+    if plain:
+        verdicts.append(f"- One file with nothing plausible: {plain.median * 1000:.0f} ms median, "
+                        f"{plain.cpu_median * 1000:.0f} ms CPU (target < 150 ms): {verdict(plain.median < 0.15)}.")
+    if cold:
+        peak = max(cold.peak_mib)
+        line = f"- Largest process, cold run: {peak:.0f} MiB (target <= 250 MiB): {verdict(peak <= 250)}"
+        if half:
+            half_peak = max(half.peak_mib)
+            line += (f"; half the corpus {half_peak:.0f} MiB, {100 * (peak - half_peak) / peak:.0f}% less "
+                     f"(target: within 20%): {verdict(half_peak >= 0.8 * peak)}")
+        verdicts.append(line + ".")
+
+    return "\n".join([
+        f"## {day}: `benchmarks/bench.py` (screen and judge, issue 13)",
         "",
         f"- Machine: {machine()}",
         f"- Corpus: `{corpus.name}`: {len(files)} .py files, {lines} lines (see benchmarks/README.md)",
@@ -252,12 +346,34 @@ def write_report(out: Path, results: list[Measurement], corpus: Path, files: lis
         "",
         *rows,
         "",
-        "Against the targets of the performance issue:",
+        "Stages of the cold run (`--statistics`):",
+        "",
+        f"- `{notes.get('files', '')}`",
+        f"- `{notes.get('stages', '')}`",
+        f"- `{notes.get('rules', '')}`",
+        "",
+        "The same with `--no-screen` (judge everything the text prefilter lets through):",
+        "",
+        f"- `{notes.get('files_all', '')}`",
+        f"- `{notes.get('stages_all', '')}`",
+        "",
+        *([f"Differences (first 20):\n\n```\n{notes['differences']}\n```", ""] if notes.get("differences") else []),
+        "Against the targets of issue 13:",
         "",
         *verdicts,
         "",
     ])
-    out.write_text(text, encoding="utf-8")
+
+
+def write_section(out: Path, section: str, day: str) -> None:
+    """Put ``section`` first under the title of ``out``, replacing an earlier
+    bench.py section of the same day."""
+    text = out.read_text(encoding="utf-8") if out.exists() else "# ddplint benchmark results\n"
+    heading = f"## {day}: `benchmarks/bench.py`"
+    pattern = re.compile(rf"^{re.escape(heading)}.*?(?=^## |\Z)", re.S | re.M)
+    text = pattern.sub("", text)
+    title, _, rest = text.partition("\n")
+    out.write_text(f"{title}\n\n{section}\n{rest.lstrip()}", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -65,8 +65,9 @@ class Cache:
     def facts_key(content: str, display: str) -> str:
         """``content`` is ``content_digest(file bytes)``."""
         from ddplint.screen.facts import FACTS_VERSION
+        from ddplint.screen.manifest import screens_digest
 
-        return digest("facts", __version__, FACTS_VERSION, display, content)
+        return digest("facts", __version__, FACTS_VERSION, screens_digest(), display, content)
 
     @staticmethod
     def result_key(content: str, display: str, settings_fingerprint: str, project_digest: str) -> str:
@@ -83,6 +84,7 @@ class Cache:
                 display,
                 diagnostics=[_diagnostic_from_json(item) for item in stored["diagnostics"]],
                 parsed=stored["parsed"],
+                screened=stored.get("screened", False),
                 source_lines={int(line): text for line, text in stored["source_lines"].items()},
                 cells={int(line): CellLine(*where) for line, where in stored["cells"].items()},
                 suppressed=[_diagnostic_from_json(item) for item in stored["suppressed"]],
@@ -100,6 +102,7 @@ class Cache:
             "diagnostics": [_diagnostic_to_json(d) for d in result.diagnostics],
             "suppressed": [_diagnostic_to_json(d) for d in result.suppressed],
             "parsed": result.parsed,
+            "screened": result.screened,
             "source_lines": {str(line): text for line, text in result.source_lines.items()},
             "cells": {str(line): [where.cell, where.line, where.file_line] for line, where in result.cells.items()},
         }

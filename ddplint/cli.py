@@ -92,6 +92,8 @@ def _fail(message: str) -> "click.exceptions.Exit":
 @click.option("--reason", metavar="TEXT", default=None,
               help="With --add-noqa: write `# ddplint: ignore[CODES] TEXT` instead of `# noqa: CODES`.")
 @click.option("--ignore-noqa", is_flag=True, help="Report findings even where a suppression comment silences them.")
+@click.option("--no-screen", is_flag=True, hidden=True,
+              help="Judge every file the text prefilter lets through (no ast screen): for comparisons.")
 def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: str,
           fail_on: Optional[str], exit_zero: bool, statistics: bool, show_source: bool,
           stdin_filename: Optional[str], config_file: Optional[Path], isolated: bool,
@@ -100,7 +102,7 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
           unsafe_fixes: bool,
           show_diff: bool, show_fixes: bool, baseline_file: Optional[Path],
           write_baseline_file: Optional[Path], diff_base: Optional[str], add_noqa: bool,
-          reason: Optional[str], ignore_noqa: bool) -> None:
+          reason: Optional[str], ignore_noqa: bool, no_screen: bool = False) -> None:
     """Lint PATHS (files and folders; '-' reads stdin). Default: the current folder."""
     import os
     from dataclasses import replace
@@ -114,7 +116,6 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
 
     from ddplint.config import ConfigError, load_settings, split_selectors
     from ddplint.discovery import PathError, discover, relative_display
-    from ddplint.cache import CACHE_DIR_NAME
     from ddplint.engine import RunResult, default_jobs, lint_paths
     from ddplint.reporters import get_reporter
     paths = paths or (".",)
@@ -147,7 +148,12 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
         raise _fail(str(error))
 
     result = RunResult()
-    cache = None if no_cache else (cache_dir or settings.root / CACHE_DIR_NAME)
+    if no_cache:
+        cache = None
+    else:
+        from ddplint.cache import CACHE_DIR_NAME
+
+        cache = cache_dir or settings.root / CACHE_DIR_NAME
     files: dict[str, Path] = {}  # displayed path -> file
     stdin_data = None
     if reads_stdin:
@@ -161,7 +167,7 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
             click.echo(f"ddplint: 0 files: {printable(stdin_filename)} is excluded (--force-exclude)", err=True)
         else:
             stdin_data = _read_stdin()
-            result.files.append(_lint_text(stdin_data, stdin_filename, display, settings, cache))
+            result.files.append(_lint_text(stdin_data, stdin_filename, display, settings, cache, not no_screen))
     else:
         try:
             found = discover(paths, settings, force_exclude=force_exclude)
@@ -172,7 +178,8 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
             click.echo(f"ddplint: {printable(found.why_no_files(paths))}", err=True)
         shown = {path: relative_display(path, settings.root) for path in found.files}
         files = {display: path for path, display in shown.items()}
-        result.files = lint_paths(found.files, settings, jobs or default_jobs(), cache_dir=cache, display=shown)
+        result.files = lint_paths(found.files, settings, jobs or default_jobs(), cache_dir=cache, display=shown,
+                                  screen=not no_screen, stats=result.stages)
 
     if ignore_noqa:
         for file in result.files:  # what the comments silenced, except DDP100's verdicts on them
@@ -272,14 +279,14 @@ def _check_flag_combinations(reads_stdin: bool, *, fix: bool, diff: bool, add_no
             raise _fail(f"{unusable[0]} works on files, not on stdin")
 
 
-def _lint_text(text, path: Optional[str], display: str, settings, cache: Optional[Path]):
+def _lint_text(text, path: Optional[str], display: str, settings, cache: Optional[Path], screen: bool = True):
     """Lint a text that stands for the file at ``path`` (in its project), or a
     nameless text on its own."""
     from ddplint.engine import Linter, lint_document
 
     if path is None:
-        return Linter(settings).lint_source(text, display)
-    return lint_document(text, path, settings, display=display, cache_dir=cache)
+        return Linter(settings, screen=screen).lint_source(text, display)
+    return lint_document(text, path, settings, display=display, cache_dir=cache, screen=screen)
 
 
 def _fix_files(result, files: dict[str, Path], settings, cache: Optional[Path], *, unsafe: bool,

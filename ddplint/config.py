@@ -109,9 +109,9 @@ def path_matches(relative_path: str, pattern: str) -> bool:
 
 
 def _expand(selectors: Iterable[str], where: str) -> set[str]:
-    from ddplint.registry import all_rules
+    from ddplint.screen.manifest import rule_infos  # the rule modules (and libcst) stay unloaded
 
-    codes = [rule.code for rule in all_rules()]
+    codes = [rule.code for rule in rule_infos()]
     chosen: set[str] = set()
     for selector in selectors:
         selector = selector.strip()
@@ -120,7 +120,7 @@ def _expand(selectors: Iterable[str], where: str) -> set[str]:
         if selector.upper() == "ALL":
             chosen.update(codes)
             continue
-        by_name = [rule.code for rule in all_rules() if rule.name == selector]
+        by_name = [rule.code for rule in rule_infos() if rule.name == selector]
         matched = by_name or [code for code in codes if code.startswith(selector.upper())]
         if not matched:
             raise ConfigError(f"unknown rule id or prefix '{selector}' in {where}")

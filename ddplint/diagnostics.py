@@ -44,7 +44,10 @@ class FileResult:
 
     path: str  # as displayed: relative to the working directory when possible
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    parsed: bool = False  # False when the text prefilter skipped it (or it failed to read)
+    parsed: bool = False  # parsed by libcst and judged (False: the prefilter or the screen ruled it out)
+    screened: bool = False  # read by the ast screen
+    cached: bool = False  # served by the result cache (not stored either)
+    judged: tuple[str, ...] = ()  # the rules the judge ran here (statistics; not cached)
     source_lines: dict[int, str] = field(default_factory=dict)  # reported lines only
     internal_errors: int = 0
     # Notebooks only: reported lines of the joined code -> their cell and line.

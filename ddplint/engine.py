@@ -1,8 +1,10 @@
 """The lint pipeline for one file and for a set of files.
 
-read -> decode -> text prefilter -> parse once -> one semantic index -> selected
-rules over the index -> positions (only when something was reported) ->
-suppressions -> sorted diagnostics.
+read -> decode -> text prefilter -> screen (CPython's ``ast``: which rules can
+possibly report here, ``ddplint.screen``) -> judge, only when a screen passed:
+parse once with libcst -> one semantic index -> the rules whose screen passed
+-> positions (only when something was reported) -> suppressions -> sorted
+diagnostics. libcst and the rule modules are imported only by the judge.
 """
 
 from __future__ import annotations
@@ -17,17 +19,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple, Optional, Sequence, Union
 
-import libcst as cst
+from typing import TYPE_CHECKING
 
 from ddplint import budget
 from ddplint.config import Settings
 from ddplint.diagnostics import INTERNAL_ERROR, Diagnostic, FileResult
 from ddplint.notebooks import is_notebook, lint_notebook, python_source
-from ddplint.registry import all_rules
-from ddplint.rule import Report, Rule
-from ddplint.analysis.semantic import SemanticIndex, may_be_in_ddp_context
+from ddplint.screen.manifest import RuleInfo, rule_infos
 from ddplint.source import decode_source
 from ddplint.suppressions import parse_suppressions
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from ddplint.analysis.semantic import SemanticIndex
+    from ddplint.rule import Report, Rule
 
 SYNTAX_ERROR = "DDP000"
 UNUSED_SUPPRESSION = "DDP100"  # judged after the other rules (rules/ddp100_unused_suppression.py)
@@ -39,6 +45,8 @@ class RunResult:
 
     files: list[FileResult] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # path problems met while discovering
+    # How many files each stage handled (``lint_paths``'s ``stats``; --statistics).
+    stages: dict = field(default_factory=dict)
 
     @property
     def diagnostics_count(self) -> int:
@@ -54,26 +62,68 @@ class RunResult:
 
 
 class Linter:
-    """Holds the selected rule instances; lints sources and files."""
+    """Holds the selected rules; lints sources and files. The rule classes
+    themselves (and libcst) are loaded only when a file is judged."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, screen: bool = True) -> None:
         self.settings = settings
         selected = settings.selected_codes()
-        self.rules: list[Rule] = [rule() for rule in all_rules()
-                                  if rule.code in selected and rule.code not in (SYNTAX_ERROR, UNUSED_SUPPRESSION)]
+        self.infos: list[RuleInfo] = [info for info in rule_infos()
+                                      if info.code in selected and info.code not in (SYNTAX_ERROR, UNUSED_SUPPRESSION)]
         self.report_syntax_errors = SYNTAX_ERROR in selected
         self.max_file_size = settings.max_file_size
         # What a file over the size budget is scanned for (the text prefilter's words).
-        self.trigger_words = frozenset(trigger.encode("utf-8") for rule in self.rules for trigger in rule.triggers)
-        self.unused_suppression = next((rule() for rule in all_rules()
-                                        if rule.code == UNUSED_SUPPRESSION and rule.code in selected), None)
-        self._all_codes = frozenset(rule.code for rule in all_rules()) - {UNUSED_SUPPRESSION}
+        self.trigger_words = frozenset(trigger.encode("utf-8") for info in self.infos for trigger in info.triggers)
+        self.judges_suppressions = UNUSED_SUPPRESSION in selected
+        self._unused_suppression = None
+        self._all_codes = frozenset(info.code for info in rule_infos()) - {UNUSED_SUPPRESSION}
         # The joined facts of the project root (ddplint.screen.project), set by
         # lint_paths / lint_document; None: a file alone is its own project.
         self.project = None
+        # False (``--no-screen``): judge every file the text prefilter lets through.
+        self.screening = screen
+        self._rules: Optional[dict[str, "Rule"]] = None
+
+    @property
+    def rules(self) -> list["Rule"]:
+        """The selected rule instances (imports the rule modules and libcst)."""
+        return list(self._rule_instances().values())
+
+    def _rule_instances(self) -> dict[str, "Rule"]:
+        for info in self.infos:
+            self._rule(info)
+        return self._rules
+
+    def _rule(self, info: RuleInfo) -> "Rule":
+        """The rule of ``info``, importing its module only (and libcst) when first judged."""
+        if self._rules is None:
+            self._rules = {}
+        rule = self._rules.get(info.code)
+        if rule is None:
+            import importlib
+
+            from ddplint.rule import Rule
+
+            module = importlib.import_module(info.module)
+            cls = next(value for value in vars(module).values()
+                       if isinstance(value, type) and issubclass(value, Rule) and value.__module__ == module.__name__
+                       and getattr(value, "code", None) == info.code)
+            rule = self._rules[info.code] = cls()
+        return rule
+
+    @property
+    def unused_suppression(self):
+        """The DDP100 rule when selected (its module needs no libcst)."""
+        if self.judges_suppressions and self._unused_suppression is None:
+            import importlib
+
+            module = importlib.import_module(next(i.module for i in rule_infos() if i.code == UNUSED_SUPPRESSION))
+            self._unused_suppression = module.UnusedSuppression()
+        return self._unused_suppression
 
     # ------------------------------------------------------------------ one file
-    def lint_file(self, path: Path, display: Optional[str] = None, module: Optional[str] = None) -> FileResult:
+    def lint_file(self, path: Path, display: Optional[str] = None, module: Optional[str] = None,
+                  screened=None) -> FileResult:
         display = display or path.as_posix()
         try:
             data = budget.read_within_budget(path, _read_limit(path, self.max_file_size), self.trigger_words)
@@ -84,20 +134,22 @@ class Linter:
             return result
         if isinstance(data, budget.TooLarge):
             return self.too_large(display, data)
-        return self.lint_source(data, display, module)
+        return self.lint_source(data, display, module, screened)
 
     def lint_source(self, data: Union[str, bytes], display: str = "<stdin>",
-                    module: Optional[str] = None) -> FileResult:
+                    module: Optional[str] = None, screened=None) -> FileResult:
         """Lint one file's text. ``display`` names it in the result (and says
         whether it is a notebook); ``module`` is its name in ``self.project``
         (``ddplint.discovery.module_key``; default: ``display``)."""
         if is_notebook(display):
             return lint_notebook(self, data, display, module)
-        return self.lint_python(data, display, module)
+        return self.lint_python(data, display, module, screened)
 
     def lint_python(self, data: Union[str, bytes], display: str = "<stdin>",
-                    module: Optional[str] = None) -> FileResult:
-        """Lint Python text; the semantic index carries ``module`` as its path."""
+                    module: Optional[str] = None, screened=None) -> FileResult:
+        """Lint Python text; the semantic index carries ``module`` as its path.
+        ``screened`` is the file's screen verdict when the facts pass computed
+        it (``ddplint.screen.screening.resolve``: codes to judge, DDP context)."""
         module = module or display
         raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
         if budget.over_budget(raw, self.max_file_size):
@@ -112,23 +164,47 @@ class Linter:
         else:
             source = data
         ignored = self._ignored_codes(display)
-        maybe_in_context = may_be_in_ddp_context(source) or (
+        maybe_in_context = _may_be_in_ddp_context(source) or (
             self.project is not None and self.project.module_in_ddp_context(module))
-        rules = [rule for rule in self.rules
-                 if rule.code not in ignored and _has_trigger(rule, source)
-                 and (maybe_in_context or not rule.needs_ddp_context)]
+        candidates = [info for info in self.infos
+                      if info.code not in ignored and _has_trigger(info, source)
+                      and (maybe_in_context or not info.needs_ddp_context)]
         syntax_wanted = self.report_syntax_errors and SYNTAX_ERROR not in ignored
-        if not rules and not (syntax_wanted and self._always_parse):
+        if not candidates and not (syntax_wanted and self._always_parse):
             return result
-        result.parsed = True
         ran: set[str] = set()
-        on_deep_stack(self._analyse, source, module, rules, syntax_wanted, result, ran)
+        judged = candidates
+        if self.screening:
+            if screened is None:
+                from ddplint.screen.screening import resolve, screen_source
+
+                verdict = screen_source(source)
+                screened = resolve(verdict, self.project, module) if verdict is not None else None
+            if screened is not None:
+                # CPython's parser read the file. A candidate whose screen fails
+                # reports nothing here: it counts as run (DDP100 judges its
+                # suppressions as after --no-screen); the judge gets the others.
+                passed, context = screened
+                result.screened = True
+                applies = [info for info in candidates if context or not info.needs_ddp_context]
+                judged = [info for info in applies if info.code in passed]
+                ran.update(info.code for info in applies if info.code not in passed)
+                if syntax_wanted:
+                    ran.add(SYNTAX_ERROR)
+        if judged or not result.screened:
+            result.parsed = True
+            rules = [self._rule(info) for info in judged]
+            result.judged = tuple(info.code for info in judged)
+            if not on_deep_stack(self._analyse, source, module, rules, syntax_wanted, result, ran):
+                ran.clear()  # libcst could not read it after all: nothing ran
         judge = None
-        if self.unused_suppression is not None and UNUSED_SUPPRESSION not in ignored:
+        unused = self.unused_suppression
+        if unused is not None and UNUSED_SUPPRESSION not in ignored:
             # A bare suppression can be judged when every rule either ran or cannot fire on this text.
-            cannot_fire = {rule.code for rule in self.rules if rule.code not in ignored and not _has_trigger(rule, source)}
-            judge = (self.unused_suppression, frozenset(ran), self._all_codes <= ran | cannot_fire,
-                     self.settings.severity_of(UNUSED_SUPPRESSION, self.unused_suppression.severity))
+            cannot_fire = {info.code for info in self.infos
+                           if info.code not in ignored and not _has_trigger(info, source)}
+            judge = (unused, frozenset(ran), self._all_codes <= ran | cannot_fire,
+                     self.settings.severity_of(UNUSED_SUPPRESSION, unused.severity))
         _apply_suppressions(result, source, judge)
         return result
 
@@ -137,9 +213,9 @@ class Linter:
         selected rule could have had something to say (its trigger words appear)."""
         result = FileResult(display)
         ignored = self._ignored_codes(display)
-        could_fire = any(rule.code not in ignored and (
-            not rule.triggers or any(word.encode("utf-8") in file.mentions for word in rule.triggers))
-            for rule in self.rules)
+        could_fire = any(info.code not in ignored and (
+            not info.triggers or any(word.encode("utf-8") in file.mentions for word in info.triggers))
+            for info in self.infos)
         if self.report_syntax_errors and SYNTAX_ERROR not in ignored and (could_fire or self._always_parse):
             result.diagnostics.append(_syntax_diagnostic(
                 1, 1, budget.too_large_message(file.size, self.max_file_size)))
@@ -153,15 +229,18 @@ class Linter:
             pass
         return self.settings.ignored_for(relative)
 
-    def _analyse(self, source: str, module_name: str, rules: list[Rule], syntax_wanted: bool,
-                 result: FileResult, ran: set[str]) -> None:
+    def _analyse(self, source: str, module_name: str, rules: list["Rule"], syntax_wanted: bool,
+                 result: FileResult, ran: set[str]) -> bool:
         """Parse, index, run the rules and position the findings (on a deep stack).
-        ``ran`` receives the codes of the rules that ran to the end on the file."""
+        ``ran`` receives the codes of the rules that ran to the end on the file.
+        False when libcst could not parse the file."""
+        from ddplint.analysis.semantic import SemanticIndex
+
         module, error_diagnostic = parse_module(source)
         if module is None:
             if syntax_wanted:
                 result.diagnostics.append(error_diagnostic)
-            return
+            return False
         if syntax_wanted:
             ran.add(SYNTAX_ERROR)
         try:
@@ -169,7 +248,7 @@ class Linter:
         except RecursionError:
             if syntax_wanted:
                 result.diagnostics.append(_syntax_diagnostic(1, 1, "the file is too deeply nested to analyse"))
-            return
+            return True
         index.project = self.project
         reports: list[Report] = []
         for rule in rules:
@@ -186,20 +265,21 @@ class Linter:
                 result.internal_errors += 1
         if reports:
             result.diagnostics.extend(self._positioned(index, reports))
+        return True
 
     # Unparseable files are reported only when they are parsed, i.e. when some
     # selected rule's trigger appears in them (see the prefilter). Set by tests
     # and by `--select DDP000` alone, where parsing everything is the point.
     @property
     def _always_parse(self) -> bool:
-        return not self.rules
+        return not self.infos
 
-    def _positioned(self, index: SemanticIndex, reports: list[Report]) -> list[Diagnostic]:
+    def _positioned(self, index: "SemanticIndex", reports: list["Report"]) -> list[Diagnostic]:
         from ddplint.analysis.positions import locate
 
         from ddplint.fixes import resolve
 
-        by_code = {rule.code: rule for rule in self.rules}
+        by_code = self._rules or {}
         # The nodes that fixes edit are located in the same pass as the findings.
         fix_nodes = [node for report in reports if report.fix is not None for node in report.fix.nodes()]
         positions = locate(index, [*(report.node for report in reports), *fix_nodes])
@@ -217,8 +297,15 @@ class Linter:
         return diagnostics
 
 
-def _has_trigger(rule: Rule, source: str) -> bool:
+def _has_trigger(rule: Union[RuleInfo, "Rule"], source: str) -> bool:
     return not rule.triggers or any(trigger in source for trigger in rule.triggers)
+
+
+def _may_be_in_ddp_context(source: str) -> bool:
+    """``ddplint.analysis.semantic.may_be_in_ddp_context`` without importing libcst."""
+    from ddplint.screen.context import DDP_CONTEXT_PATTERN
+
+    return DDP_CONTEXT_PATTERN.search(source) is not None
 
 
 # libcst's native parser and every tree walk recurse once per nesting level. On
@@ -274,7 +361,9 @@ def _crude_bracket_depth(source: str) -> int:
     return deepest
 
 
-def parse_module(source: str) -> tuple[Optional[cst.Module], Optional[Diagnostic]]:
+def parse_module(source: str) -> tuple[Optional["cst.Module"], Optional[Diagnostic]]:
+    import libcst as cst
+
     if "\0" in source:  # Python refuses NUL bytes anywhere; say where the first one is
         before = source[:source.index("\0")]
         line = before.count("\n") + 1
@@ -308,7 +397,7 @@ def parse_module(source: str) -> tuple[Optional[cst.Module], Optional[Diagnostic
         return None, _syntax_diagnostic(1, 1, f"cannot parse file: {type(error).__name__}: {error}")
 
 
-def _explain_syntax_error(source: str, error: cst.ParserSyntaxError) -> Diagnostic:
+def _explain_syntax_error(source: str, error) -> Diagnostic:
     """CPython's parser names the position and the problem better than libcst's;
     ask it only now that the file is known to be broken."""
     import ast
@@ -334,7 +423,7 @@ def _file_error(message: str) -> Diagnostic:
     return Diagnostic(1, 1, 1, 1, INTERNAL_ERROR, INTERNAL_ERROR, "error", message)
 
 
-def _internal(rule: Rule, detail: str) -> Diagnostic:
+def _internal(rule: "Rule", detail: str) -> Diagnostic:
     return Diagnostic(1, 1, 1, 1, INTERNAL_ERROR, INTERNAL_ERROR, "error",
                       f"rule {rule.code} ({rule.name}) failed on this file: {detail}; "
                       "please report it")
@@ -384,16 +473,17 @@ class _Job(NamedTuple):
     path: str
     display: str
     module: str
+    screened: Optional[tuple] = None  # (codes to judge, DDP context) from the facts pass
 
 
 _worker: dict = {}  # per worker process: the linter, the cache and the cache-key parts
 
 
 def _init_worker(settings: Settings, project=None, cache_dir: Optional[str] = None,
-                 project_digest: str = "") -> None:
+                 project_digest: str = "", screen: bool = True) -> None:
     from ddplint.cache import Cache
 
-    linter = Linter(settings)
+    linter = Linter(settings, screen=screen)
     linter.project = project
     _worker.update(linter=linter, cache=Cache(Path(cache_dir)) if cache_dir else None,
                    fingerprint=settings.fingerprint(), project_digest=project_digest)
@@ -409,7 +499,7 @@ def _result_key(content: str, job: _Job, fingerprint: str, project_digest: str) 
 def _lint_in_worker(job: _Job) -> FileResult:
     linter, cache = _worker["linter"], _worker["cache"]
     if cache is None:
-        return linter.lint_file(Path(job.path), job.display, job.module)
+        return linter.lint_file(Path(job.path), job.display, job.module, job.screened)
     try:
         data = budget.read_within_budget(Path(job.path), _read_limit(job.path, linter.max_file_size),
                                          linter.trigger_words)
@@ -420,33 +510,37 @@ def _lint_in_worker(job: _Job) -> FileResult:
     key = _result_key(cache.content_digest(data), job, _worker["fingerprint"], _worker["project_digest"])
     cached = cache.load_result(key, job.display)
     if cached is not None:
+        cached.cached = True
         return cached
-    result = linter.lint_source(data, job.display, job.module)
+    result = linter.lint_source(data, job.display, job.module, job.screened)
     cache.store_result(key, result)
     return result
 
 
 def _summarize_job(job: tuple[str, str, Optional[str], int]):
-    """Project facts of one file: (facts or None, facts key). ``job`` is (path on
-    disk, module name, cache folder, size budget)."""
-    from ddplint.cache import Cache
-
+    """Project facts of one file: (facts or None, facts key, served by the cache).
+    ``job`` is (path on disk, module name, cache folder, size budget). Without a
+    cache folder the key is "" (it only names cached facts and results)."""
     path, module, cache_dir, max_file_size = job
     try:
         data = budget.read_within_budget(Path(path), _read_limit(path, max_file_size))
     except OSError:
-        return None, "unreadable"
+        return None, "unreadable", False
     if isinstance(data, budget.TooLarge):
-        return None, TOO_LARGE_FACTS  # never summarised: the facts are None whatever the bytes
-    cache = Cache(Path(cache_dir)) if cache_dir else None
+        return None, TOO_LARGE_FACTS, False  # never summarised: the facts are None whatever the bytes
+    if not cache_dir:
+        return _summarize_bytes(data, module), "", False
+    from ddplint.cache import Cache
+
+    cache = Cache(Path(cache_dir))
     key = Cache.facts_key(Cache.content_digest(data), module)
-    found, facts = cache.load_facts(key) if cache else (False, None)
+    found, facts = cache.load_facts(key)
     if not found:
         facts = _summarize_bytes(data, module)
         if cache is not None:
             cache.store_facts(key, facts)
     # Facts are a function of (bytes, module name, version): the facts key digests them.
-    return facts, key
+    return facts, key, found
 
 
 def _read_limit(path: Union[str, Path], max_file_size: int) -> int:
@@ -471,8 +565,7 @@ def _summarize_bytes(data: bytes, module: str, max_file_size: int = budget.DEFAU
 def _needs_project(settings: Settings) -> bool:
     """Project analysis matters to (ctx) rules (the context widens) and to rules
     that ask the project (``uses_project``)."""
-    return any(rule.needs_ddp_context or getattr(rule, "uses_project", False)
-               for rule in Linter(settings).rules)
+    return any(info.needs_ddp_context or info.uses_project for info in Linter(settings).infos)
 
 
 def _map(function, jobs_list, jobs: int, initializer=None, initargs=()):
@@ -493,22 +586,37 @@ def _map(function, jobs_list, jobs: int, initializer=None, initargs=()):
 
 
 def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1, cache_dir: Optional[str] = None,
-                  buffers: Optional[dict[str, bytes]] = None, max_file_size: int = budget.DEFAULT_MAX_FILE_SIZE):
+                  buffers: Optional[dict[str, bytes]] = None, max_file_size: int = budget.DEFAULT_MAX_FILE_SIZE,
+                  stats: Optional[dict] = None):
     """Pass 1: a small facts summary per file (ast, no CST kept), then the join.
     ``pairs`` are (path on disk, module name); ``buffers`` maps a module name to
     text that replaces the file's (an editor's unsaved buffer). Returns the
-    project and a digest of every file's facts (for result cache keys)."""
-    from ddplint.cache import Cache, project_digest
+    project and a digest of every file's facts (for result cache keys; "" without
+    a cache folder)."""
     from ddplint.screen.project import Project
 
     buffers = buffers or {}
     on_disk = [(path, module, cache_dir, max_file_size) for path, module in pairs if module not in buffers]
     summaries = _map(_summarize_job, on_disk, jobs)
-    keys = [(module, key) for (_, module, _, _), (_, key) in zip(on_disk, summaries)]
-    facts = [found for found, _ in summaries]
+    keys = [(module, key) for (_, module, _, _), (_, key, _) in zip(on_disk, summaries)]
+    facts = [found for found, _, _ in summaries]
+    from ddplint.screen.facts import intern_strings
+
+    for found in facts:
+        if found is not None:
+            intern_strings(found)  # one copy of each name across modules (summaries come pickled)
+    if stats is not None:
+        stats["read"] = stats.get("read", 0) + len(on_disk) + len(buffers)
+        stats["facts cache hits"] = stats.get("facts cache hits", 0) + sum(1 for _, _, hit in summaries if hit)
+        stats["ast-screened"] = stats.get("ast-screened", 0) + sum(
+            1 for found, _, hit in summaries if found is not None and not hit) + len(buffers)
     for module, data in sorted(buffers.items()):
-        keys.append((module, Cache.facts_key(Cache.content_digest(data), module)))
         facts.append(_summarize_bytes(data, module, max_file_size))
+    if cache_dir is None:
+        return Project([f for f in facts if f is not None]), ""
+    from ddplint.cache import Cache, project_digest
+
+    keys += [(module, Cache.facts_key(Cache.content_digest(data), module)) for module, data in sorted(buffers.items())]
     return Project([f for f in facts if f is not None]), project_digest(keys)
 
 
@@ -519,17 +627,184 @@ def _project_pairs(root: Path, settings: Settings, named: Sequence[Path]) -> lis
     return [(str(path), module_key(path, root)) for path in project_files(root, settings, named)]
 
 
+# ---------------------------------------------------------------------- parallel runs, one component at a time
+# With several processes, no process holds the whole project. The facts pass
+# stores every module's facts (in the cache, or a scratch folder with
+# --no-cache) and hands the main process only the dotted names each module
+# refers to; the main process links modules into components (import and call
+# edges: everything a project question can follow from a module stays inside
+# its component) and each judge task builds the project of one component,
+# judges that component's named files and lets it go.
+
+
+def _refs_of(facts) -> tuple[str, ...]:
+    """Dotted names through which a module can reach another: its import
+    targets, star imports, and the callees and class bases it spells through
+    an import (``pkg.mod.f`` with ``import pkg``)."""
+    found = set(facts.imports.values()) | set(facts.star_imports)
+    spelled = [call.callee for call in facts.calls] + [b for bases in facts.classes.values() for b in bases]
+    for dotted in spelled:
+        head, _, rest = dotted.partition(".")
+        target = facts.imports.get(head)
+        if target is not None and rest:
+            found.add(f"{target}.{rest}")
+    return tuple(found)
+
+
+def _facts_job(job: tuple[str, str, Optional[str], int]):
+    """The facts pass of the component-sliced run: (facts key, served by the
+    cache, the module's references or None when it has no facts)."""
+    facts, key, hit = _summarize_job(job)
+    return key, hit, (_refs_of(facts) if facts is not None else None)
+
+
+def _components(modules: list[str], refs: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    """Modules linked by any reference (every dotted prefix resolved as the
+    project resolves modules), as root -> members."""
+    from ddplint.screen.facts import ModuleFacts
+    from ddplint.screen.project import Project
+
+    index = Project([ModuleFacts(module) for module in modules])  # module paths only: resolve_module
+    parent = {module: module for module in modules}
+
+    def find(module: str) -> str:
+        while parent[module] != module:
+            parent[module] = parent[parent[module]]
+            module = parent[module]
+        return module
+
+    for module, names in refs.items():
+        for dotted in names:
+            level = len(dotted) - len(dotted.lstrip("."))
+            pieces = dotted[level:].split(".")
+            for size in range(len(pieces), -1 if level else 0, -1):
+                target = index.resolve_module(module, "." * level + ".".join(p for p in pieces[:size] if p))
+                if target is not None and target != module:
+                    a, b = find(module), find(target)
+                    if a != b:
+                        parent[a] = b
+    groups: dict[str, list[str]] = {}
+    for module in modules:
+        groups.setdefault(find(module), []).append(module)
+    return groups
+
+
+def _component_tasks(jobs_list: Sequence[_Job], keys: dict[str, str], groups: dict[str, list[str]],
+                     workers: int) -> list[list[tuple]]:
+    """Judge tasks: lists of (component modules with their facts keys, named
+    jobs of that component). A large component is split over several tasks
+    (each rebuilds its project), small ones share a task."""
+    root_of = {module: root for root, members in groups.items() for module in members}
+    named: dict[str, list[_Job]] = {}
+    loose: list[_Job] = []
+    for job in jobs_list:
+        root = root_of.get(job.module)
+        (named.setdefault(root, []) if root is not None else loose).append(job)
+    size = max(8, len(jobs_list) // (workers * 4) + 1)
+    tasks: list[list[tuple]] = []
+    current: list[tuple] = []
+    count = 0
+    for root in sorted(named, key=lambda r: -len(groups[r])):
+        members = tuple((module, keys[module]) for module in groups[root] if module in keys)
+        jobs = named[root]
+        for start in range(0, len(jobs), size):
+            chunk = jobs[start:start + size]
+            current.append((members, chunk))
+            count += len(chunk)
+            if count >= size:
+                tasks.append(current)
+                current, count = [], 0
+    if loose:
+        current.append(((), loose))
+    if current:
+        tasks.append(current)
+    return tasks
+
+
+def _judge_task(task: list[tuple]) -> list[FileResult]:
+    """Judge the named files of one or more components, each with the project
+    of its component (kept while consecutive tasks ask for the same one)."""
+    from ddplint.cache import Cache
+    from ddplint.screen.project import Project
+    from ddplint.screen.screening import Verdict, resolve
+
+    linter, store = _worker["linter"], Cache(Path(_worker["facts_store"]))
+    results = []
+    for members, jobs in task:
+        if _worker.get("component") != members:
+            _worker["component"] = _worker["project"] = None  # let the previous one go first
+            from ddplint.screen.facts import intern_strings
+
+            facts = [store.load_facts(key)[1] for _, key in members]
+            for found in facts:
+                if found is not None:
+                    intern_strings(found)
+            _worker["project"] = Project([f for f in facts if f is not None]) if members else None
+            _worker["component"] = members
+        project = _worker["project"]
+        linter.project = project
+        for job in jobs:
+            module_facts = project.modules.get(job.module) if project is not None else None
+            if _worker["screen"] and module_facts is not None and module_facts.screen is not None:
+                job = job._replace(screened=resolve(Verdict(*module_facts.screen), project, job.module))
+            results.append(_lint_in_worker(job))
+    return results
+
+
+def _lint_by_component(jobs_list: list[_Job], pairs: Sequence[tuple[str, str]], settings: Settings, jobs: int,
+                       cache: Optional[str], screen: bool, stats: dict) -> tuple[list[FileResult], int]:
+    """The parallel run (see above). Returns the results and the number of components."""
+    import shutil
+    import tempfile
+
+    from ddplint.cache import project_digest
+
+    scratch = None if cache is not None else tempfile.mkdtemp(prefix="ddplint-facts-")
+    store = cache if cache is not None else scratch
+    try:
+        on_disk = [(path, module, store, settings.max_file_size) for path, module in pairs]
+        summaries = _map(_facts_job, on_disk, jobs)
+        keys = {module: key for (_, module, _, _), (key, _, _) in zip(on_disk, summaries)}
+        refs = {module: found for (_, module, _, _), (_, _, found) in zip(on_disk, summaries) if found is not None}
+        stats["read"] = stats.get("read", 0) + len(on_disk)
+        stats["facts cache hits"] = stats.get("facts cache hits", 0) + sum(1 for _, hit, _ in summaries if hit)
+        stats["ast-screened"] = stats.get("ast-screened", 0) + sum(
+            1 for _, hit, found in summaries if found is not None and not hit)
+        digest = project_digest(sorted(keys.items()))
+        groups = _components(sorted(refs), refs)
+        del summaries, refs
+        tasks = _component_tasks(jobs_list, keys, groups, jobs)
+        results = [result for batch in _map(_judge_task, tasks, jobs, _init_component_worker,
+                                            (settings, cache if screen else None, digest, screen, store))
+                   for result in batch]
+        return results, len(groups)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _init_component_worker(settings: Settings, cache_dir: Optional[str], project_digest: str, screen: bool,
+                           facts_store: str) -> None:
+    _init_worker(settings, None, cache_dir, project_digest, screen)
+    _worker.update(facts_store=facts_store, screen=screen, component=None, project=None)
+
+
+
 def lint_paths(named_files: Sequence[Union[str, Path]], settings: Settings, jobs: int = 1,
                cache_dir: Optional[Path] = None, root: Optional[Path] = None,
-               display: Optional[dict[Path, str]] = None) -> list[FileResult]:
+               display: Optional[dict[Path, str]] = None, screen: bool = True,
+               stats: Optional[dict] = None) -> list[FileResult]:
     """The engine's entry point (CLI, language server, ``ddplint smoke``): judge
     and report the named files with the facts of every Python file of their
     project root (``ddplint.discovery.find_project_root`` unless ``root`` is
     given). So ``ddplint .`` and ``ddplint changed.py`` agree on the files both
     cover. With ``cache_dir``, facts and results are cached by content hash
-    (ddplint.cache); results come sorted by displayed path."""
+    (ddplint.cache); results come sorted by displayed path. ``screen=False``
+    (``--no-screen``) judges every file the text prefilter lets through;
+    ``stats`` receives how many files each stage handled."""
     from ddplint.discovery import find_project_root, module_key
 
+    stats = {} if stats is None else stats
     named = list(dict.fromkeys(Path(path) for path in named_files))
     if not named:
         return []
@@ -538,14 +813,43 @@ def lint_paths(named_files: Sequence[Union[str, Path]], settings: Settings, jobs
     jobs_list = [_Job(str(path), display.get(path, path.as_posix()), module_key(path, root)) for path in named]
     pairs = _project_pairs(root, settings, named) if _needs_project(settings) else []
     cache = str(cache_dir) if cache_dir is not None else None
-    if cache is not None:
+    if cache is not None and screen:  # --no-screen (a comparison) neither reads nor writes results
         cached = _all_cached(jobs_list, pairs, settings, Path(cache))
         if cached is not None:
+            stats.update({"read": len({job.path for job in jobs_list} | {path for path, _ in pairs}),
+                          "result cache hits": len(cached)})
             return sorted(cached, key=lambda result: result.path)
-    project, project_digest = (build_project(pairs, jobs, cache, max_file_size=settings.max_file_size)
-                               if pairs else (None, ""))
-    results = _map(_lint_in_worker, jobs_list, jobs, _init_worker, (settings, project, cache, project_digest))
+    if pairs and jobs > 1 and len(jobs_list) >= 2 * jobs:
+        results, components = _lint_by_component(jobs_list, pairs, settings, jobs, cache, screen, stats)
+        stats["project components"] = components
+        return _finish(results, stats)
+    project, project_digest = (build_project(pairs, jobs, cache, max_file_size=settings.max_file_size,
+                                             stats=stats) if pairs else (None, ""))
+    if project is not None and screen:
+        from ddplint.screen.screening import Verdict, resolve
+
+        for number, job in enumerate(jobs_list):
+            facts = project.modules.get(job.module)
+            if facts is not None and facts.screen is not None:
+                jobs_list[number] = job._replace(screened=resolve(Verdict(*facts.screen), project, job.module))
+    results = _map(_lint_in_worker, jobs_list, jobs, _init_worker,
+                   (settings, project, cache if screen else None, project_digest, screen))
+    if not pairs:
+        stats["read"] = stats.get("read", 0) + len(jobs_list)
+        stats["ast-screened"] = stats.get("ast-screened", 0) + sum(1 for r in results if r.screened and not r.cached)
+    return _finish(results, stats)
+
+
+def _finish(results: list[FileResult], stats: dict) -> list[FileResult]:
+    """Sort the results and count what the judge did."""
     results.sort(key=lambda result: result.path)
+    stats["libcst-parsed (judged)"] = sum(1 for r in results if r.parsed and not r.cached)
+    stats["result cache hits"] = sum(1 for r in results if r.cached)
+    per_rule: dict[str, int] = {}
+    for result in results:
+        for code in result.judged:
+            per_rule[code] = per_rule.get(code, 0) + 1
+    stats["judged per rule"] = dict(sorted(per_rule.items()))
     return results
 
 
@@ -558,7 +862,7 @@ def lint_files(files: Sequence[Path], settings: Settings, jobs: int = 1,
 
 def lint_document(source: Union[str, bytes], path: Union[str, Path], settings: Settings,
                   display: Optional[str] = None, cache_dir: Optional[Path] = None,
-                  root: Optional[Path] = None) -> FileResult:
+                  root: Optional[Path] = None, screen: bool = True) -> FileResult:
     """Lint an editor buffer (or stdin) that stands for the file at ``path``: the
     facts of its project root, with this text in place of the file's."""
     from ddplint.discovery import find_project_root, module_key
@@ -566,7 +870,7 @@ def lint_document(source: Union[str, bytes], path: Union[str, Path], settings: S
     path = Path(path)
     root = Path(root) if root is not None else find_project_root([path])
     module = module_key(path, root)
-    linter = Linter(settings)
+    linter = Linter(settings, screen=screen)
     if _needs_project(settings):
         data = source.encode("utf-8") if isinstance(source, str) else source
         pairs = _project_pairs(root, settings, [])

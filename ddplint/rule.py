@@ -14,7 +14,8 @@ import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Iterable, Optional
 
-import libcst as cst
+if TYPE_CHECKING:
+    import libcst as cst
 
 if TYPE_CHECKING:
     from ddplint.analysis.semantic import SemanticIndex

@@ -869,6 +869,10 @@ for xb in loader:
 """),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.graph_accumulation and sketch.graph_root  # a value kept in a loop, and a model or loss
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for node, accumulator, value, order in _accumulations(index):
             severity = _severity(index, node, accumulator, value, order)

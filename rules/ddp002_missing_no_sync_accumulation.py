@@ -630,6 +630,12 @@ def fit(m, loader, opt, k):
 """, line=12, column=9),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return "backward" in sketch.calls or (sketch.loops > 0 and (sketch.modulo or any(
+            word in keyword.lower() for keyword in sketch.keywords
+            for word in ("step", "update", "sync", "boundary", "is_last", "accum"))))
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         reported: set[int] = set()
         for region, backward in _backwards(index):

@@ -358,6 +358,11 @@ for x in loader:
 """, line=10, column=5),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return {"backward", "scale"} <= sketch.calls and sketch.calls_any(
+            "clip_grad_norm_", "clip_grad_value_", "clip_grad_norm")
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         reported: set[int] = set()
         for region in flow.step_regions(index):

@@ -284,6 +284,11 @@ for x in loader:
 """, line=6, column=5, severity="info"),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return "backward" in sketch.calls and (sketch.calls_any("scale", "step") or sketch.may_call(
+            "torch.amp.GradScaler", "torch.GradScaler", "torch.cuda.amp.GradScaler"))
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         reported: set[int] = set()
 

@@ -81,6 +81,11 @@ class FindUnusedParameters(Rule):
                 "net = Wrapper(m, find_unused_parameters=True)\n", line=3, column=18),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.may_call(names.DDP, names.ACCELERATE_DDP_KWARGS) and (
+            "find_unused_parameters" in sketch.keywords or sketch.max_positional >= 4)
+
     def check(self, index):
         if is_test_module(index.path):
             return  # a unit test checks that the flag reaches DDP; it pays no training run's step time

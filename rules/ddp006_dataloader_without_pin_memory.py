@@ -217,6 +217,10 @@ class DataLoaderWithoutPinMemory(Rule):
                 "num_workers=6, pin_memory=True)\ndata = data.to('cuda')\n"),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.may_call(names.DATALOADER) and ("num_workers" in sketch.keywords or sketch.max_positional >= 6)
+
     def check(self, index):
         if is_test_module(index.path):
             return  # a unit test's loader checks behaviour, not input-pipeline throughput

@@ -156,6 +156,10 @@ class HardcodedDevice(Rule):
         Invalid(DIST + "if num_processes > 1:\n    torch.cuda.set_device(0)\n", line=4, column=27),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.cuda_index_literal or sketch.device_int_literal or "CUDA_VISIBLE_DEVICES" in sketch.strings
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if module_masks_visible_devices(index) or is_test_module(index.path):
             return

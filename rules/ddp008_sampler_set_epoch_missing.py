@@ -127,6 +127,10 @@ class SamplerSetEpochMissing(Rule):
                           "            self.train_epoch()\n", line=6, column=24),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.may_call(names.DISTRIBUTED_SAMPLER)
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
         if project.in_scope(index.path, lambda m: m.calls_set_epoch) \

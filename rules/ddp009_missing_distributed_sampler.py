@@ -131,6 +131,10 @@ class MissingDistributedSampler(Rule):
                           "loader = DataLoader(ds, **kw)\n", line=5, column=10),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.may_call(names.DATALOADER)
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if any(index.imports_module(framework) for framework in SHARDING_FRAMEWORKS):
             return

@@ -235,6 +235,18 @@ class RankConditionalCollective(Rule):
                              "        preds = model(batch)\n", line=7, column=17),
     ]
 
+    def screen(self, sketch):
+        """The screen: a rank test (or a call of a project rank predicate), and
+        a collective, a wrap here, or (project) a call reaching a collective or
+        a forward, or a model wrapped elsewhere."""
+        kinds = ()
+        if not sketch.rankish():
+            kinds += ("rank_predicate",)
+        if not sketch.may_call(*COLLECTIVES, *COLLECTIVE_STATE_DICT, "torch.nn.parallel.DistributedDataParallel",
+                               "torch.distributed.fsdp.FullyShardedDataParallel"):
+            kinds += ("collective|wrapped",)
+        return kinds or True
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         reported: set[int] = set()  # rank tests with a report in their first arm
         for site in index.calls:

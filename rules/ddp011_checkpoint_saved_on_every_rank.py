@@ -209,6 +209,10 @@ class CheckpointSavedOnEveryRank(Rule):
                 "torch.save(model.state_dict(), 'last.pt')\n", line=3, column=1),
     ]
 
+    def screen(self, sketch):
+        """The screen (torch.save, or a call of a project save helper): True, False, or the project facts that must hold."""
+        return True if sketch.may_call(names.TORCH_SAVE) else ("saves",)  # or a project save helper
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
         if index.calls_to(names.DATA_PARALLEL) and not project.in_scope(index.path, lambda m: m.own_ddp_context):

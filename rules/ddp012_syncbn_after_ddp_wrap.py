@@ -81,6 +81,10 @@ class SyncBnAfterDdpWrap(Rule):
                 line=5, column=9),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.may_call(names.SYNC_BN_CONVERT)
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for site in index.calls_to(names.SYNC_BN_CONVERT):
             module = site.argument("module", 0)

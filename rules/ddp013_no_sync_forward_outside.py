@@ -228,6 +228,10 @@ for xb in loader:
 """, line=10, column=5),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.uses("no_sync", "require_backward_grad_sync")
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for with_node in index.withs:
             if not any(_is_no_sync(item.item) for item in with_node.items):

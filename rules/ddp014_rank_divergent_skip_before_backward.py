@@ -483,6 +483,10 @@ def train(model, loader, optimizer):
 """, line=9, column=13, severity="error"),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.exits_in_loop
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for exit_node in index.exits:
             severity = _skip_severity(index, exit_node)

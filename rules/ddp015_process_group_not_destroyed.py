@@ -91,6 +91,10 @@ class ProcessGroupNotDestroyed(Rule):
                 line=2, column=1),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.may_call(names.INIT_PROCESS_GROUP)
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
         if project.in_scope(index.path, lambda m: m.destroys_process_group) or _refers_to_destroy(index):

@@ -96,6 +96,10 @@ class DataParallelInsteadOfDDP(Rule):
                 "    return [model(x) for x in loader]\n", line=3, column=13),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.may_call(names.DATA_PARALLEL)
+
     def check(self, index):
         if is_test_module(index.path):
             return  # unit tests construct the wrapper to test unwrapping, not to train

@@ -205,6 +205,12 @@ class GlobalRankAsDevice(Rule):
                 "local_rank = int(os.environ['LOCAL_RANK'])\n", line=5, column=23),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.fstring_cuda or sketch.calls_any("cuda", "to", "set_device", "device") or bool(
+            sketch.keywords & {"device", "device_ids", "output_device", "index"}) or sketch.may_call(
+            "torch.nn.parallel.DistributedDataParallel", "torch.cuda.set_device", "torch.device", "torch.cuda.device")
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if is_test_module(index.path):  # unit tests run on one node
             return

@@ -124,6 +124,10 @@ class WorkerWithoutSetDevice(Rule):
                        "    model = wrap(Net(), dev)\n", line=8, column=24),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.may_call(names.INIT_PROCESS_GROUP, names.DDP)
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if not index.calls_to(names.INIT_PROCESS_GROUP, names.DDP):
             return  # not a worker (or the worker is set up elsewhere)

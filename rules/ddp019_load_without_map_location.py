@@ -239,6 +239,10 @@ class LoadWithoutMapLocation(Rule):
                        "torch.save(bank, 'bank.pt')\nbank = torch.load('bank.pt', map_location='cpu')\n"),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.may_call(names.TORCH_LOAD, "torch.hub.load_state_dict_from_url")
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if not _uses_cuda(index):
             return  # a CPU-only worker: tensors were saved on, and come back to, the CPU

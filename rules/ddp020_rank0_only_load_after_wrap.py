@@ -130,6 +130,19 @@ class Rank0OnlyLoadAfterWrap(Rule):
                           "    model.load_state_dict(sd)\n", line=7, column=5),
     ]
 
+    def screen(self, sketch):
+        """The screen: a DDP wrap here (or a model wrapped elsewhere), a rank
+        test (or a project rank predicate) and a load_state_dict (or a call of
+        a project load helper)."""
+        kinds = ()
+        if not sketch.may_call("torch.nn.parallel.DistributedDataParallel"):
+            kinds += ("wrapped",)
+        if not sketch.rankish():
+            kinds += ("rank_predicate",)
+        if "load_state_dict" not in sketch.calls:
+            kinds += ("loads",)
+        return kinds or True
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
         for site in index.calls:

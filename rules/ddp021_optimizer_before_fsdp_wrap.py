@@ -77,6 +77,10 @@ class OptimizerBeforeFsdpWrap(Rule):
                 line=3, column=7),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.may_call(names.FSDP)
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         wraps = [site for site in index.calls_to(names.FSDP) if _keeps_flat_params(site)]
         if not wraps:

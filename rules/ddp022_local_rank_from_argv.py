@@ -132,6 +132,10 @@ class LocalRankFromArgv(Rule):
                        "model = build(opts, opts.local_rank)\n", line=8, column=1),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return "add_argument" in sketch.calls and bool(sketch.strings & {"--local_rank", "--local-rank"})
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
         if not index.in_ddp_context and not project.in_scope(index.path, lambda m: m.own_ddp_context):

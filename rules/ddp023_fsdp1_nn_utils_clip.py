@@ -121,6 +121,10 @@ class Fsdp1NnUtilsClip(Rule):
                 "        net.clip_grad_norm_(1.0)\n        opt.step()\n"),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return sketch.may_call("torch.nn.utils.clip_grad_norm_")
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for site in index.calls_to(CLIP):
             params = site.argument("parameters", 0)

@@ -101,6 +101,10 @@ class ParamsModifiedAfterWrap(Rule):
                           "    set_encoder_grad(model, False)\n", line=9, column=5),
     ]
 
+    def screen(self, sketch):
+        """The screen (a DDP wrap here, or a function given DDP models by the project): True, False, or the project facts that must hold."""
+        return True if sketch.may_call(names.DDP) else ("receives_ddp",)  # or a function given DDP models
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if not index.calls_to(names.DDP) and not _receives_ddp_models(index):
             return

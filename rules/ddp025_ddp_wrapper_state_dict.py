@@ -225,6 +225,10 @@ class DDPWrapperStateDict(Rule):
         Invalid(TEACHER_STRIP, line=4, column=12, fixed=_module(TEACHER_STRIP)),
     ]
 
+    def screen(self, sketch):
+        """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
+        return "state_dict" in sketch.calls
+
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         reported: set[int] = set()
         for objects, target in _saves(index):

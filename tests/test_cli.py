@@ -101,7 +101,11 @@ def test_statistics_counts_rules_and_prefilter(project):
     write(project / "plain.py", "def add(a, b):\n    return a + b\n")
     result = run_cli("--select", FIRST_RULES, "--statistics", "--no-show-source", ".", cwd=project)
     assert re.search(r"^\s+1\s+DDP005\s+find-unused-parameters$", result.stdout, re.M)
-    assert "files: 3 checked, 2 parsed, 1 skipped by the text prefilter" in result.stdout
+    # bad.py is judged; clean.py has trigger words but no screen passes; plain.py has none.
+    assert "files: 3 checked, 1 parsed, 1 ruled out by the ast screen, 1 skipped by the text prefilter" \
+        in result.stdout
+    assert re.search(r"^stages: 3 read, 3 ast-screened, 0 facts cache hits, 1 libcst-parsed \(judged\), "
+                     r"0 result cache hits$", result.stdout, re.M)
 
 
 def test_stdin_with_stdin_filename(project):

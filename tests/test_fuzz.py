@@ -7,6 +7,8 @@ Properties, for every input:
 - every file named gets one result; a file that neither CPython's parser nor
   libcst accepts gets a DDP000 (when the prefilter let it through);
 - the exit code is 0 or 1;
+- the screen is complete (``tests.helpers.screen_misses``): whatever a rule
+  reports without the screen, its screen passed, and both runs agree;
 - the JSON document parses and each diagnostic structures into an LSP
   ``Diagnostic`` (lsprotocol + cattrs, as tests/test_reporters.py does), and its
   range lies inside the file; SARIF parses; every github line is a workflow
@@ -151,6 +153,11 @@ def lint_everything(tmp_path: Path, files: dict[str, bytes]) -> None:
     assert len(sarif["runs"][0]["results"]) == result.diagnostics_count
     assert all(_GITHUB_LINE.match(line) for line in outputs["github"].splitlines())
     assert any(line.startswith(("Found ", "No diagnostics")) for line in outputs["text"].splitlines())
+    # The screen is complete: every finding of a judge-everything run passed its
+    # rule's screen, and --no-screen finds exactly what the default finds.
+    from tests.helpers import screen_misses
+
+    assert screen_misses(found.files, settings_, folder, {p: relative_display(p, folder) for p in found.files}) == []
 
 
 _GITHUB_LINE = re.compile(r"^::(error|warning|notice) file=[^,\n]*,line=\d+,col=\d+,endLine=\d+,endColumn=\d+,"

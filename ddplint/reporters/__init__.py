@@ -33,7 +33,8 @@ def summary(result: RunResult) -> dict:
     return {
         "files_checked": len(result.files),
         "files_parsed": result.parsed_count,
-        "files_skipped_by_prefilter": len(result.files) - result.parsed_count,
+        "files_skipped_by_prefilter": sum(1 for f in result.files if not f.parsed and not f.screened),
+        "files_screened_out": sum(1 for f in result.files if f.screened and not f.parsed),
         "files_with_diagnostics": sum(1 for f in result.files if f.diagnostics),
         "diagnostics": result.diagnostics_count,
         "by_severity": by_severity,

@@ -80,7 +80,8 @@ def _totals_line(result: RunResult) -> str:
         parts = [f"{counts[level]} {level}" for level in ("error", "warning", "info") if counts[level]]
         found = f"Found {total} diagnostic{'s' if total != 1 else ''} ({', '.join(parts)})"
     return (f"{found} in {facts['files_checked']} file{'s' if facts['files_checked'] != 1 else ''} "
-            f"({facts['files_parsed']} parsed, {facts['files_skipped_by_prefilter']} skipped by prefilter).")
+            f"({facts['files_parsed']} parsed, {facts['files_screened_out'] + facts['files_skipped_by_prefilter']} "
+            "skipped by the prefilter or the screen).")
 
 
 def statistics_lines(result: RunResult) -> list[str]:
@@ -93,7 +94,15 @@ def statistics_lines(result: RunResult) -> list[str]:
         name = rules[code].name if code in rules else code
         lines.append(f"{count:>6}  {code}  {name}")
     lines.append(f"files: {facts['files_checked']} checked, {facts['files_parsed']} parsed, "
+                 f"{facts['files_screened_out']} ruled out by the ast screen, "
                  f"{facts['files_skipped_by_prefilter']} skipped by the text prefilter")
+    stages = getattr(result, "stages", None)
+    if stages:
+        order = ("read", "ast-screened", "facts cache hits", "libcst-parsed (judged)", "result cache hits")
+        lines.append("stages: " + ", ".join(f"{stages[key]} {key}" for key in order if key in stages))
+        if stages.get("judged per rule"):
+            lines.append("judged per rule: " + ", ".join(f"{code} {count}"
+                                                         for code, count in stages["judged per rule"].items()))
     return lines
 
 

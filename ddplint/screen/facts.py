@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from ddplint import names
 from ddplint.names import RANK_NAME, RANK_ZERO_DECORATORS
+from ddplint.screen.walk import iter_child_nodes as _iter_child_nodes
+from ddplint.screen.walk import walk as _walk
 
 COLLECTIVES = frozenset(
     f"torch.distributed.{name}" for name in (
@@ -73,7 +76,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "10"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "11"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -107,7 +110,7 @@ class FunctionFacts:
     params: tuple[str, ...]
     collective: bool = False  # issues a collective / collective state-dict call itself
     forwards: set[str] = field(default_factory=set)  # params called as ``param(...)``
-    forwards_globals: set[str] = field(default_factory=set)  # module names called as ``model(...)``
+    forwards_globals: set[str] = field(default_factory=set)  # module-level DDP models called (``model(...)``)
     loads: set[str] = field(default_factory=set)  # params whose load_state_dict is called
     rank_predicate: bool = False  # every return value is a rank test
     rank_zero_only: bool = False  # decorated with @rank_zero_only / @master_only
@@ -160,10 +163,14 @@ class ModuleFacts:
     prefix_strips: list["PrefixStrip"] = field(default_factory=list)
     # The literal text of ``torch.save`` paths ("./cache/{}_{}.pt": "{}" for a placeholder).
     saved_paths: list[str] = field(default_factory=list)
+    # The rules' screens on this module (ddplint.screen.screening.Verdict); None
+    # when the judge must decide alone.
+    screen: Optional[tuple] = None
 
 
-def summarize(source: str, path: str) -> Optional[ModuleFacts]:
-    """The module's facts, or None when Python cannot parse it."""
+def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFacts]:
+    """The module's facts (with the rules' screen verdict), or None when Python
+    cannot parse it."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -171,6 +178,10 @@ def summarize(source: str, path: str) -> Optional[ModuleFacts]:
     facts = ModuleFacts(path)
     try:
         _Extractor(facts, "local_rank" in source).module(tree)
+        if screen:
+            from ddplint.screen.screening import screen_tree
+
+            facts.screen = screen_tree(tree, source)
     except RecursionError:
         return None
     facts.calls = [call for call in facts.calls if _may_reach_project_function(call, facts)]
@@ -180,6 +191,84 @@ def summarize(source: str, path: str) -> Optional[ModuleFacts]:
         facts.prefix_strips = prefix_strips(tree, facts)
     facts.uses_sharding_framework = any(
         target.lstrip(".").split(".")[0] in SHARDING_FRAMEWORKS for target in facts.imports.values())
+    return compact(facts)
+
+
+# ---------------------------------------------------------------------- compact summaries
+class _EmptySet(frozenset):
+    """The one empty set of every summary (pickled by reference: unpickling
+    does not make a new one per field)."""
+
+    __slots__ = ()
+
+    def __reduce__(self):
+        return "EMPTY_SET"
+
+
+class _EmptyMap(dict):
+    """The one empty mapping of every summary; summaries are read-only once made."""
+
+    __slots__ = ()
+
+    def __reduce__(self):
+        return "EMPTY_MAP"
+
+    def _read_only(self, *args, **kwargs):
+        raise TypeError("summaries are read-only")
+
+    __setitem__ = __delitem__ = setdefault = update = pop = popitem = clear = _read_only  # type: ignore
+
+
+EMPTY_SET = _EmptySet()
+EMPTY_MAP = _EmptyMap()
+_FUNCTION_SETS = ("forwards", "forwards_globals", "loads", "device_params", "keeps", "saves", "saves_unguarded")
+_MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes")
+
+
+def intern_strings(facts: "ModuleFacts") -> None:
+    """Share the names that every module repeats ("self", "forward", "model",
+    callers' keys) once summaries from many processes are joined in one."""
+    intern = sys.intern
+    facts.path = intern(facts.path)
+    functions = {}
+    for key, function in facts.functions.items():
+        function.name = intern(function.name)
+        function.params = tuple(intern(p) for p in function.params)
+        functions[function.name if function.name == key else intern(key)] = function
+    if functions:
+        facts.functions = functions
+    for call in facts.calls:
+        call.callee, call.caller = intern(call.callee), intern(call.caller)
+        if call.args:
+            call.args = {intern(k): intern(v) for k, v in call.args.items()}
+    if facts.imports:
+        facts.imports = {intern(k): intern(v) for k, v in facts.imports.items()}
+
+
+def compact(facts: "ModuleFacts") -> "ModuleFacts":
+    """Share the empty containers: a project of thousands of modules holds
+    tens of thousands of functions whose sets are nearly all empty (an empty
+    set costs 216 bytes), in every process that holds the project."""
+    wrapped = facts.wrapped_globals.keys()
+    for function in facts.functions.values():
+        # Only module-level DDP/FSDP models matter here (Project.call_reaches):
+        # not every global a function calls (print, helpers).
+        function.forwards_globals = function.forwards_globals & wrapped
+        for name in _FUNCTION_SETS:
+            if not getattr(function, name):
+                setattr(function, name, EMPTY_SET)
+        if not function.returns_wrapped:
+            function.returns_wrapped = EMPTY_MAP
+    for call in facts.calls:
+        if not call.args:
+            call.args = EMPTY_MAP
+    for name in _MODULE_MAPS:
+        if not getattr(facts, name):
+            setattr(facts, name, EMPTY_MAP)
+    if not facts.star_imports:
+        facts.star_imports = ()  # type: ignore[assignment]
+    if not facts.prefix_strips:
+        facts.prefix_strips = ()  # type: ignore[assignment]
     return facts
 
 
@@ -425,7 +514,7 @@ class _Extractor:
                 del self.maybe_guards[-len(maybe):]
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
             if isinstance(node, (ast.For, ast.AsyncFor)):
-                if "epoch" in ast.dump(node.target).lower() or "epoch" in ast.dump(node.iter).lower():
+                if "epoch" in _text_of(node.target).lower() or "epoch" in _text_of(node.iter).lower():
                     self.facts.has_epoch_loop = True
                 self.expressions([node.iter])
             else:
@@ -468,7 +557,7 @@ class _Extractor:
 
     def imported_calls(self, test: ast.AST) -> list[str]:
         found = []
-        for node in ast.walk(test):
+        for node in _walk(test):
             if isinstance(node, ast.Call):
                 dotted = _dotted(node.func)
                 if dotted is not None and dotted.split(".")[0] in self.facts.imports:
@@ -496,7 +585,7 @@ class _Extractor:
         """``self.NAME = Cls(...)`` anywhere in the class's methods: NAME -> "Cls"
         (attributes bound to different classes are left out)."""
         found: dict[str, set[str]] = {}
-        for child in ast.walk(node):
+        for child in _walk(node):
             if isinstance(child, (ast.Assign, ast.AnnAssign)) and isinstance(child.value, ast.Call):
                 targets = child.targets if isinstance(child, ast.Assign) else [child.target]
                 cls = self.class_ref(child.value.func)
@@ -509,7 +598,7 @@ class _Extractor:
     def wrapped_attributes(self, node: ast.ClassDef) -> dict[str, str]:
         """``self.NAME = DDP(...)`` / ``FSDP(...)`` in the class's methods."""
         found: dict[str, str] = {}
-        for child in ast.walk(node):
+        for child in _walk(node):
             if isinstance(child, ast.Assign):
                 kind = self.wrapper_of(child.value)
                 for target in child.targets if kind else ():
@@ -521,7 +610,7 @@ class _Extractor:
     def loop_facts(self, node: ast.AST, facts: "FunctionFacts") -> None:
         """runs_backward, keeps and returns_wrapped of one function."""
         params = [p for p in facts.params if p not in ("self", "cls")]
-        for child in ast.walk(node):
+        for child in _walk(node):
             if isinstance(child, ast.Call):
                 func = child.func
                 if isinstance(func, ast.Attribute) and func.attr == "backward" and not child.args and not (
@@ -536,7 +625,7 @@ class _Extractor:
                 facts.keeps.update(p for p in params if _reads_raw(child.value, p))
             elif isinstance(child, ast.Assign) and len(child.targets) == 1 and _on_self(child.targets[0]) \
                     and isinstance(child.value, ast.BinOp) and _dotted(child.targets[0]) is not None \
-                    and any(_dotted(n) == _dotted(child.targets[0]) for n in ast.walk(child.value)):
+                    and any(_dotted(n) == _dotted(child.targets[0]) for n in _walk(child.value)):
                 facts.keeps.update(p for p in params if _reads_raw(child.value, p))
         for value in self.returns[-1]:
             items = list(enumerate(value.elts)) if isinstance(value, ast.Tuple) else [(None, value)]
@@ -588,7 +677,7 @@ class _Extractor:
     # ------------------------------------------------------------------ expressions
     def expressions(self, roots: Iterable[ast.AST]) -> None:
         for root in roots:
-            for node in ast.walk(root):
+            for node in _walk(root):
                 if isinstance(node, ast.Call):
                     self.call(node)
 
@@ -644,7 +733,7 @@ class _Extractor:
                     function.device_params.add(used.id)
         if self.mentions_local_rank and method in (
                 "set_device", "cuda", "to", "device", "DistributedDataParallel", "DDP") and \
-                any("local_rank" in ast.dump(a) for a in [*node.args, *[k.value for k in node.keywords]]):
+                any("local_rank" in _text_of(a) for a in [*node.args, *[k.value for k in node.keywords]]):
             facts.local_rank_attr_as_device = True
         if function is not None:
             if isinstance(node.func, ast.Name) and node.func.id in function.params:
@@ -716,7 +805,7 @@ class _Extractor:
         also one binding deep): each rank writes its own file."""
         if expr is None or depth > 3:
             return False
-        for node in ast.walk(expr):
+        for node in _walk(expr):
             name = _dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
             if name is not None and any(_PER_RANK_PART.search(part) for part in name.split(".")):
                 return True
@@ -944,7 +1033,7 @@ def _reads_raw(expr: ast.AST, name: str) -> bool:
             return False
     if isinstance(expr, ast.Attribute) and expr.attr in ("data", "shape", "grad", "dtype", "device"):
         return False
-    return any(_reads_raw(child, name) for child in ast.iter_child_nodes(expr))
+    return any(_reads_raw(child, name) for child in _iter_child_nodes(expr))
 
 
 def _on_self(target: ast.AST) -> bool:
@@ -1022,6 +1111,26 @@ _PER_RANK_PART = re.compile(r"(^|_)(rank|gpu|gpu_id|device_id|proc|proc_id|proce
                             r"worker_id|shard|shard_id|node_id)(_|$)|rank$", re.IGNORECASE)
 
 
+def _text_of(expr: ast.AST) -> str:
+    """The words ``ast.dump(expr)`` holds that matter to a word search: names,
+    attributes, keyword and parameter names, string constants (cheaper than
+    dumping the tree)."""
+    words = []
+    for node in _walk(expr):
+        kind = type(node)
+        if kind is ast.Name:
+            words.append(node.id)
+        elif kind is ast.Attribute:
+            words.append(node.attr)
+        elif kind is ast.Constant:
+            words.append(repr(node.value))
+        elif kind is ast.keyword and node.arg:
+            words.append(node.arg)
+        elif kind is ast.arg:
+            words.append(node.arg)
+    return " ".join(words)
+
+
 def _bare_names(expr: ast.AST) -> list[str]:
     """Names read as a whole (``path``, ``out_dir`` in ``os.path.join(out_dir, f)``),
     not through an attribute (``args`` in ``args.output_dir`` is a configuration
@@ -1034,7 +1143,7 @@ def _bare_names(expr: ast.AST) -> list[str]:
         elif isinstance(node, ast.Attribute):
             continue
         else:
-            stack.extend(ast.iter_child_nodes(node))
+            stack.extend(_iter_child_nodes(node))
     return found
 
 
@@ -1078,7 +1187,7 @@ def _iterates_a_loader(body: list[ast.stmt]) -> bool:
 def _holds_model_state(expr: ast.AST) -> bool:
     """A saved object that is model state: a ``state_dict()`` inside, or a name
     that says so (``checkpoint``, ``state``, ``model``)."""
-    for node in ast.walk(expr):
+    for node in _walk(expr):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in ("state_dict", "optim_state_dict"):
             return True
@@ -1131,7 +1240,7 @@ _LOADERS = ("load", "load_file", "load_checkpoint", "load_state_dict_from_url", 
 def prefix_strips(tree: ast.AST, facts: ModuleFacts) -> list[PrefixStrip]:
     """Every 'module.' prefix strip of the module, with the checkpoint it reads."""
     found: list[PrefixStrip] = []
-    for function in [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
+    for function in [tree, *(n for n in _walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
         body = function.body
         params = set()
         if not isinstance(function, ast.Module):
@@ -1177,7 +1286,7 @@ def _own_nodes(body: list[ast.stmt]):
     while stack:
         node = stack.pop()
         yield node
-        stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, nested))
+        stack.extend(child for child in _iter_child_nodes(node) if not isinstance(child, nested))
 
 
 def _is_module_literal(expr: ast.AST) -> bool:
@@ -1200,7 +1309,7 @@ def _slices_a_loop_key(node: ast.Subscript, loops) -> bool:
 def _iterated_dict(node: ast.AST, loops) -> Optional[ast.AST]:
     """The dict whose keys a loop around ``node`` walks (``for k, v in sd.items()``)."""
     for target, iterable, owner in reversed(loops):
-        if not any(n is node for n in ast.walk(owner)):
+        if not any(n is node for n in _walk(owner)):
             continue
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) \
                 and iterable.func.attr in ("items", "keys") and not iterable.args:
@@ -1312,7 +1421,7 @@ _DISTRIBUTION_WORDS = ("distributed", "is_initialized", "is_available", "world_s
 def _is_distribution_test(test: ast.AST) -> bool:
     """``if dist.is_initialized():``, ``if world_size > 1:``, ``if args.distributed:``:
     the same on every rank of one run."""
-    text = ast.dump(test).lower()
+    text = _text_of(test).lower()
     return any(word in text for word in _DISTRIBUTION_WORDS)
 
 

@@ -244,7 +244,8 @@ class Project:
                             changed = True
 
     def _propagate_collectives(self) -> None:
-        reaches = {(p, n): f.collective for p, m in self.modules.items() for n, f in m.functions.items()}
+        # Sparse (only the functions that do): a project has tens of thousands of functions.
+        reaches = {(p, n): True for p, m in self.modules.items() for n, f in m.functions.items() if f.collective}
         changed = True
         while changed:
             changed = False
@@ -253,7 +254,7 @@ class Project:
                     continue
                 for caller_path, call in calls:
                     caller = (caller_path, call.caller)
-                    if call.caller and caller in reaches and not reaches[caller]:
+                    if call.caller and not reaches.get(caller) and self.function(caller) is not None:
                         reaches[caller] = True
                         changed = True
         self._reaches_collective = reaches
@@ -262,20 +263,22 @@ class Project:
         """Params that a function forwards / loads into, directly or by passing
         them to a project function that does."""
         uses = {(p, n): set(getattr(f, attribute)) for p, m in self.modules.items()
-                for n, f in m.functions.items()}
+                for n, f in m.functions.items() if getattr(f, attribute)}  # sparse
         changed = True
         while changed:
             changed = False
             for key, calls in self.callers.items():
+                if key not in uses:
+                    continue
                 for caller_path, call in calls:
                     caller = (caller_path, call.caller)
-                    if caller not in uses:
+                    if self.function(caller) is None:
                         continue
                     for slot, tag in call.args.items():
-                        if not tag.startswith("param:") or tag[6:] in uses[caller]:
+                        if not tag.startswith("param:") or tag[6:] in uses.get(caller, ()):
                             continue
                         if self._param_for_slot(key, call, slot) in uses.get(key, ()):
-                            uses[caller].add(tag[6:])
+                            uses.setdefault(caller, set()).add(tag[6:])
                             changed = True
         return uses
 
@@ -284,7 +287,7 @@ class Project:
         directly or by passing them to a project function that saves them; the
         unguarded variant only through calls under no rank guard."""
         saves = {(p, n): set(getattr(f, attribute)) for p, m in self.modules.items()
-                 for n, f in m.functions.items()}
+                 for n, f in m.functions.items() if getattr(f, attribute)}  # sparse
         if not through_guards:
             self._saves_state = {(p, n) for p, m in self.modules.items() for n, f in m.functions.items()
                                  if f.saves_state}
@@ -296,13 +299,14 @@ class Project:
                     continue
                 for caller_path, call in calls:
                     caller = (caller_path, call.caller)
-                    if caller not in saves or (not through_guards and (call.guarded_lenient or call.maybe_guards)):
+                    if self.function(caller) is None or (
+                            not through_guards and (call.guarded_lenient or call.maybe_guards)):
                         continue
                     for slot, tag in call.args.items():
-                        if not tag.startswith(PARAM_PREFIX) or tag[6:] in saves[caller]:
+                        if not tag.startswith(PARAM_PREFIX) or tag[6:] in saves.get(caller, ()):
                             continue
                         if self._slot_saved(key, call, slot, saves):
-                            saves[caller].add(tag[6:])
+                            saves.setdefault(caller, set()).add(tag[6:])
                             if not through_guards and key in self._saves_state:
                                 self._saves_state.add(caller)
                             changed = True
@@ -456,6 +460,65 @@ class Project:
                             found.setdefault(owner, []).append((path, cls))
             self._subclass_cache = found
         return self._subclass_cache
+
+    # ------------------------------------------------------------------ screens
+    def screen_facts(self, path: str) -> frozenset[str]:
+        """What the project says of module ``path`` for the rules' screens
+        (``ddplint.screen.screening.resolve``): "rank_predicate", "saves",
+        "loads" when it calls a project function that is one (a rank test, a
+        save or load helper), "collective" when it calls one that reaches a
+        collective or runs a forward of a wrapped model it is given,
+        "receives_ddp" when a function of it is given a DDP model by some call
+        site, "wrapped" when it may hold a model wrapped elsewhere (a function
+        given a DDP/FSDP model, a call returning one, a class related to one
+        that wraps an attribute)."""
+        if not hasattr(self, "_screen_cache"):
+            found: dict[str, set[str]] = {}
+            for key, calls in self.callers.items():
+                function = self.function(key)
+                kinds = set()
+                if function is not None and function.rank_predicate:
+                    kinds.add("rank_predicate")
+                if self._saves.get(key) or self._saves_unguarded.get(key):
+                    kinds.add("saves")
+                if self._loads.get(key):
+                    kinds.add("loads")
+                if self.reaches_collective(key) or self._forwards.get(key) or (
+                        function is not None and function.forwards_globals):
+                    kinds.add("collective")
+                if function is not None and function.returns_wrapped:
+                    kinds.add("wrapped")
+                if kinds:
+                    for caller_path, _ in calls:
+                        found.setdefault(caller_path, set()).update(kinds)
+            for (path_, _), params in self.ddp_params.items():
+                if params:
+                    found.setdefault(path_, set()).add("wrapped")
+                if "ddp" in params.values():
+                    found.setdefault(path_, set()).add("receives_ddp")
+            for path_ in self._wrapping_hierarchies():
+                found.setdefault(path_, set()).add("wrapped")
+            self._screen_cache = {p: frozenset(k) for p, k in found.items()}
+        return self._screen_cache.get(path, frozenset())
+
+    def _wrapping_hierarchies(self) -> set[str]:
+        """Modules with a class in the same inheritance family (bases and
+        subclasses, as ``attribute_wrapped`` walks them) as a class that
+        assigns a DDP/FSDP wrap to an attribute."""
+        seen: set[tuple[str, str]] = set()
+        pending = [(path, cls) for path, module in self.modules.items() for cls in module.wrapped_attributes]
+        while pending:
+            owner = pending.pop()
+            if owner in seen or owner[0] not in self.modules:
+                continue
+            seen.add(owner)
+            module = self.modules[owner[0]]
+            for base in module.classes.get(owner[1], ()):
+                found = self._definition(owner[0], base)
+                if found is not None and found[1] in self.modules[found[0]].classes:
+                    pending.append(found)
+            pending.extend(self._subclasses().get(owner, ()))
+        return {path for path, _ in seen}
 
     # ------------------------------------------------------------------ questions
     def reaches_collective(self, key: FunctionKey) -> bool:
