@@ -208,7 +208,8 @@ class GlobalRankAsDevice(Rule):
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
         return sketch.fstring_cuda or sketch.calls_any("cuda", "to", "set_device", "device") or bool(
-            sketch.keywords & {"device", "device_ids", "output_device", "index"}) or sketch.may_call(
+            sketch.keywords & {"device", "device_ids", "output_device", "index", "device_id"}) or (
+            "CUDA_VISIBLE_DEVICES" in sketch.strings) or sketch.may_call(
             "torch.nn.parallel.DistributedDataParallel", "torch.cuda.set_device", "torch.device", "torch.cuda.device")
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
