@@ -30,7 +30,7 @@ loads that run on rank 0 only (`if rank == 0:`, or in a function every caller
 runs under a rank guard: rank 0 owns device 0); files known to hold CPU tensors
 or none (written in this module from `.cpu()` values, tensors allocated with
 `device="cpu"` or made by a project module that never uses CUDA, files another
-module of the project that never uses CUDA writes (a preprocessing script), full state
+module in reach that never uses CUDA writes (a preprocessing module), full state
 dicts saved with CPU offload, `GradScaler.state_dict()`, metadata-only files
 such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer);
 in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
@@ -369,15 +369,17 @@ _PATH_NOISE = re.compile(r"\.(pt|pth|bin|ckpt|tar|pkl)$|[/.{}_-]")
 
 
 def _written_by_cpu_only_module(index: SemanticIndex, path: cst.BaseExpression) -> bool:
-    """The file is written by another module of the project that never uses
-    CUDA (a preprocessing script: ``torch.save(counts, "./word_freq/lm1b.pt")``
-    for ``torch.load(f"./word_freq/{name}.pt")``): a distinctive literal part of
-    the load's path appears in such a module's save path."""
+    """The file is written by another module in reach (RULES.md, project scope)
+    that never uses CUDA (a preprocessing module: ``torch.save(counts,
+    "./word_freq/lm1b.pt")`` for ``torch.load(f"./word_freq/{name}.pt")``): a
+    distinctive literal part of the load's path appears in its save path."""
     parts = [t for t in _strings_in(path) if len(_PATH_NOISE.sub("", t)) >= 4]
     if not parts:
         return False
-    for other, module in project_of(index).modules.items():
-        if other == index.path or module.moves_to_cuda or not module.saved_paths:
+    project = project_of(index)
+    for other in project.scope(index.path):  # what the entry scripts reach (one component of the project)
+        module = project.modules.get(other)
+        if other == index.path or module is None or module.moves_to_cuda or not module.saved_paths:
             continue
         if any(part in saved for part in parts for saved in module.saved_paths):
             return True
