@@ -4,8 +4,12 @@ computed from them, also through augmented assignments such as `snap /= n`)
 being kept beyond the loop iteration that produced it: appended or inserted
 into a container that outlives the iteration (`losses.append(loss)`),
 accumulated into a variable defined outside the loop (`total_loss += loss`,
-`total = total + loss`), or handed to a meter of the project whose class keeps
-its argument (`meter.update(loss)` where `update` does `self.sum += val`).
+`total = total + loss`, a running mean `avg = (avg * step + loss) / (step + 1)`),
+or handed to a meter of the project whose class keeps its argument
+(`meter.update(loss)` where `update` does `self.sum += val`). The history is
+followed through sums of criterion terms, comprehensions over model outputs,
+and project helpers that hand back their argument or a copy of it
+(`reduce_tensor(loss)` doing `rt = loss.clone(); dist.all_reduce(rt); return rt`).
 
 An accumulator counts as reset only when every path through the iteration
 resets it: a reset that a `continue` skips does not count. A per-batch method
@@ -52,10 +56,14 @@ accumulator reset on every path of the iteration; terms summed into a loss
 that `backward()` consumes (`torch.stack(losses).sum().backward()`, graphs
 kept for a deferred `for l in pending: l.backward()`); short loops over the
 parts of one step (`for j in range(len(parts))`, heads, views) whose sum is
-returned into the loss; `meter.update(loss)` when the meter's class is not in
+returned into the loss; a list reset for every batch and filled by an inner
+loop over what that batch pulled (`for j in range(images.shape[0])`); `meter.update(loss)` when the meter's class is not in
 the project or does not keep its argument; modules (`replicas.append(
 factory.build_model(cfg))`); loops inside a module's `forward`, a few literal
-iterations (`range(10)`), and code a framework drives (Lightning modules).
+iterations (`range(10)`, also `range(n)` with `n` bound to a small literal or
+passed one by every caller in the module), code a framework drives
+(Lightning modules), and unit tests (`test_*.py`, `*_test.py`, `tests/`: a
+test runs a bounded number of steps and keeps their outputs to compare them).
 
 ## References
 - https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory
@@ -72,6 +80,7 @@ from ddplint.analysis import flow
 from ddplint.fixes import UNSAFE, insert_after, insert_before, node_fix
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
+from ddplint.analysis.values import is_test_module
 
 TRAIN = """\
 import torch
@@ -82,6 +91,9 @@ criterion = nn.CrossEntropyLoss()
 
 class TensorAccumulatedWithGraph(Rule):
     code, name, severity = "DDP001", "tensor-accumulated-with-graph", "error"
+    # Project helpers of other modules that hand back their argument's tensor
+    # (``reduce_tensor(loss)``) keep its graph: the project's facts say which.
+    uses_project = True
     message = ("tensor with autograd history kept across iterations: its graph is retained; "
                "use .item() or .detach()")
     # An accumulation is an append/extend/insert or an (augmented) assignment.
@@ -367,6 +379,50 @@ def check_sync(accelerator, ddp_model, batches):
         accelerator.backward(loss)
 
 check_sync(acc, model, data)
+"""),
+        # A test helper capturing the outputs of a few iterations: every caller passes a small count.
+        Valid(TRAIN + """\
+def capture_reference(model, inputs, steps):
+    captured = []
+    for k in range(steps):
+        y = model(inputs[k].clone())
+        captured.append(y)
+        y.sum().backward()
+    return captured
+
+def test_overlap_matches_reference(model, make_inputs):
+    n_micro = 3
+    reference = capture_reference(model, make_inputs(n_micro), n_micro)
+    assert len(reference) == n_micro
+"""),
+        # A unit test keeps the losses of a short run to compare two configurations.
+        Valid(TRAIN + """\
+def run_steps(model, loader):
+    losses = []
+    for xb, yb in loader:
+        loss = criterion(model(xb), yb)
+        losses.append(loss)
+        model.backward(loss)
+        model.step()
+    return losses
+
+def test_granularity_keeps_the_loss(make_engine, tiny_loader):
+    base = run_steps(make_engine(fine=False), tiny_loader)
+    fine = run_steps(make_engine(fine=True), tiny_loader)
+    assert all(torch.allclose(a, b) for a, b in zip(base, fine))
+""", filename="tests/unit/test_granularity.py"),
+        # A list reset for every batch, filled over the samples of that batch: it lives one step.
+        Valid(TRAIN + """\
+def train(model, loader, optimizer):
+    for images, targets in loader:
+        preds = model(images)
+        kept = []
+        for j in range(images.shape[0]):
+            kept.append(preds[j][preds[j] > 0.5])
+        loss = criterion(preds, targets)
+        loss.backward()
+        optimizer.step()
+        log_counts([len(k) for k in kept])
 """),
         # A loop over a few configurations (a test comparing ZeRO stages).
         Valid(TRAIN + """\
@@ -705,6 +761,94 @@ def train(model, loader):
 
 kept = train(engine, train_loader)
 """),
+        # The count comes from a caller that passes a run-time value: a loop over data.
+        Invalid(TRAIN + """\
+def collect(model, inputs, steps):
+    captured = []
+    for k in range(steps):
+        y = model(inputs[k])
+        captured.append(y)
+        y.sum().backward()
+    return captured
+
+collect(net, batches, args.iters)
+""", line=8, column=9, severity="warning", fixed=TRAIN + """\
+def collect(model, inputs, steps):
+    captured = []
+    for k in range(steps):
+        y = model(inputs[k])
+        captured.append(y.detach())
+        y.sum().backward()
+    return captured
+
+collect(net, batches, args.iters)
+"""),
+        # A loss summed from a list of per-sample criterion terms keeps the graph of each.
+        Invalid(TRAIN + """\
+def train(model, loader, optimizer):
+    for epoch in range(3):
+        running = torch.zeros(1)
+        for images, targets in loader:
+            outs = model(images)
+            terms = []
+            for j in range(images.shape[0]):
+                terms.append(criterion(outs[j], targets[j]))
+            loss = sum(terms)
+            loss.backward()
+            optimizer.step()
+            running += loss
+""", line=15, column=13, severity="warning", fixed=TRAIN + """\
+def train(model, loader, optimizer):
+    for epoch in range(3):
+        running = torch.zeros(1)
+        for images, targets in loader:
+            outs = model(images)
+            terms = []
+            for j in range(images.shape[0]):
+                terms.append(criterion(outs[j], targets[j]))
+            loss = sum(terms)
+            loss.backward()
+            optimizer.step()
+            running += loss.detach()
+"""),
+        # An auxiliary loss summed over the model's auxiliary outputs (a comprehension).
+        Invalid(TRAIN + """\
+def train(model, loader, optimizer, weight):
+    aux_total = 0.0
+    for images, targets in loader:
+        out, aux_outs = model(images)
+        aux = sum(weight * criterion(a, targets) for a in aux_outs)
+        (criterion(out, targets) + aux).backward()
+        optimizer.step()
+        aux_total += aux * images.size(0)
+""", line=11, column=9, severity="warning", fixed=TRAIN + """\
+def train(model, loader, optimizer, weight):
+    aux_total = 0.0
+    for images, targets in loader:
+        out, aux_outs = model(images)
+        aux = sum(weight * criterion(a, targets) for a in aux_outs)
+        (criterion(out, targets) + aux).backward()
+        optimizer.step()
+        aux_total += (aux * images.size(0)).detach()
+"""),
+        # A running mean rebuilt from itself and the loss.
+        Invalid(TRAIN + """\
+def train(model, loader, optimizer):
+    avg = torch.zeros(1)
+    for step, (images, targets) in enumerate(loader):
+        loss = criterion(model(images), targets)
+        loss.backward()
+        optimizer.step()
+        avg = (avg * step + loss) / (step + 1)
+""", line=10, column=9, severity="warning", fixed=TRAIN + """\
+def train(model, loader, optimizer):
+    avg = torch.zeros(1)
+    for step, (images, targets) in enumerate(loader):
+        loss = criterion(model(images), targets)
+        loss.backward()
+        optimizer.step()
+        avg = (avg * step + loss.item()) / (step + 1)
+"""),
         # The same per-batch method reached through an instance, with no backward: error.
         Invalid(TRAIN + """\
 class Scorer:
@@ -774,6 +918,10 @@ def _accumulations(index: SemanticIndex):
                 target_name = binding.name
                 if target_name in flow.names_in(binding.value) and isinstance(binding.node, cst.Assign):
                     other = _other_operand(binding.value, target_name)
+                    if other is None:  # a running mean: ``m = (m * step + loss) / (step + 1)``
+                        other = next((t for t in _arithmetic_terms(binding.value)
+                                      if dotted_name(t) != target_name
+                                      and flow.carries_graph(index, t, binding.order)), None)
                     if other is not None:
                         yield binding.node, binding.node.targets[0].target, other, binding.order
 
@@ -897,6 +1045,15 @@ def _order_of(index: SemanticIndex, statement: cst.AugAssign) -> Optional[int]:
     return max(orders) + 1 if orders else flow.order_near(index, statement)
 
 
+def _arithmetic_terms(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The leaves of nested arithmetic (``(m * step + loss) / (step + 1)``:
+    ``m``, ``step``, ``loss``, ``step``, ``1``), parentheses included."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(
+            value.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)):
+        return _arithmetic_terms(value.left) + _arithmetic_terms(value.right)
+    return [value]
+
+
 def _other_operand(value: cst.BinaryOperation, name: str) -> Optional[cst.BaseExpression]:
     """``loss`` in ``total = total + loss``."""
     if dotted_name(value.left) == name:
@@ -910,6 +1067,8 @@ def _severity(index: SemanticIndex, node: cst.CSTNode, accumulator: cst.BaseExpr
               value: cst.BaseExpression, order: int) -> Optional[str]:
     if flow.in_framework_code(index, node) or flow.in_module_internals(index, node):
         return None
+    if is_test_module(index.path):
+        return None  # a unit test runs a few steps and keeps their outputs to compare them
     name = dotted_name(accumulator)
     if name is None:
         return None
@@ -926,9 +1085,15 @@ def _severity(index: SemanticIndex, node: cst.CSTNode, accumulator: cst.BaseExpr
         surviving = [loop for loop in loops if not flow.binds_inside(index, name, loop, node)]
     else:
         surviving = flow.surviving_loops(index, name, node, loops)
+        # Reset on every iteration of an enclosing loop, and the inner loop runs
+        # over what that iteration pulled (``for idx in range(img.shape[0])``
+        # inside ``for img, y in loader``): what it keeps lives for one batch.
+        surviving = [loop for loop in surviving
+                     if not any(outer not in surviving and _iterates_items_of(loop, outer)
+                                for outer in loops if outer is not loop)]
     # ``for i in range(10)``: a bounded, short-lived graph, not a leak; nor a
     # local list filled over the parts of one step (heads, views, stages)
-    surviving = [loop for loop in surviving if not _few_literal_iterations(loop)
+    surviving = [loop for loop in surviving if not _few_literal_iterations(index, loop)
                  and ("." in name or not flow.is_parts_loop(index, loop))]
     if not surviving:
         return None  # reset every iteration, on every path
@@ -998,18 +1163,30 @@ def _returned(index: SemanticIndex, node: cst.CSTNode, name: str) -> bool:
     return False
 
 
+def _iterates_items_of(inner: flow.Loop, outer: flow.Loop) -> bool:
+    """Does ``inner`` (nested in ``outer``) iterate over what one iteration of
+    ``outer`` bound: its iterable reads a target of ``outer``?"""
+    if not isinstance(inner, cst.For) or not isinstance(outer, cst.For):
+        return False
+    targets = flow.names_in(outer.target)
+    return bool(targets) and any(name.split(".")[0] in targets for name in flow.names_in(inner.iter))
+
+
 SHORT_LOOP = 100
 
 
-def _few_literal_iterations(loop: flow.Loop) -> bool:
+def _few_literal_iterations(index: SemanticIndex, loop: flow.Loop) -> bool:
     """``for i in range(10)`` (an export check over a few chunks): what it
-    keeps is bounded and freed with the function, unlike a loop over data."""
+    keeps is bounded and freed with the function, unlike a loop over data.
+    Also ``range(n)`` where ``n`` is bound to a small literal, or is a
+    parameter every caller of this module fills with one (a test helper
+    capturing the outputs of ``microbatches = 4`` iterations)."""
     if not isinstance(loop, cst.For) or not isinstance(loop.iter, cst.Call):
         return False
     if dotted_name(loop.iter.func) != "range" or len(loop.iter.args) != 1:
         return False
-    value = loop.iter.args[0].value
-    return isinstance(value, cst.Integer) and int(value.value.replace("_", ""), 0) <= SHORT_LOOP
+    values = flow.known_ints(index, loop.iter.args[0].value)
+    return bool(values) and max(values) <= SHORT_LOOP
 
 
 def _consumed_by_backward(index: SemanticIndex, node: cst.CSTNode, name: str) -> bool:

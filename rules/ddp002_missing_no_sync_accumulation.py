@@ -565,6 +565,69 @@ for i, batch in enumerate(loader):
     if (i + 1) % accum == 0:
         optimizer.step()
 """, line=10, column=5),
+        # Shared gap 1: the wrap on one arm reaches the loop (the other arm is a plain model).
+        Invalid(DDP + """\
+def fit(net, loader, opt, k, distributed):
+    if distributed:
+        net = DDP(net)
+    else:
+        net = net.cuda()
+    for i, xb in enumerate(loader):
+        loss = net(xb).mean() / k
+        loss.backward()
+        if (i + 1) % k == 0:
+            opt.step()
+""", line=11, column=9),
+        # Shared gap 5: a conditional wrap through a local alias of the class.
+        Invalid(DDP + """\
+Wrapper = DDP
+
+def fit(m, loader, opt, k, on_gpu):
+    net = Wrapper(m) if on_gpu else m
+    for i, xb in enumerate(loader):
+        net(xb).mean().div(k).backward()
+        if (i + 1) % k == 0:
+            opt.step()
+""", line=9, column=9),
+        # Shared gap 5: a tuple-unpacked alias of a wrapped attribute.
+        Invalid(DDP + """\
+class Runner:
+    def __init__(self, m, cfg):
+        self.net, self.cfg = DDP(m), cfg
+    def fit(self, loader, opt):
+        net, cfg = self.net, self.cfg
+        for i, xb in enumerate(loader):
+            loss = net(xb).mean() / cfg.k
+            loss.backward()
+            if (i + 1) % cfg.k == 0:
+                opt.step()
+""", line=11, column=13),
+        # Shared gap 5: a well-known library's DDP subclass.
+        Invalid(DDP + """\
+from mmcv.parallel import MMDistributedDataParallel
+
+def fit(m, loader, opt, k):
+    net = MMDistributedDataParallel(m.cuda())
+    for i, xb in enumerate(loader):
+        loss = net(xb).mean() / k
+        loss.backward()
+        if (i + 1) % k == 0:
+            opt.step()
+""", line=10, column=9),
+        # Shared gap 3: the backward runs in a method of a project object.
+        Invalid(DDP + """\
+class Backprop:
+    def backward(self, loss):
+        loss.backward()
+
+def fit(m, loader, opt, k):
+    net = DDP(m)
+    helper = Backprop()
+    for i, xb in enumerate(loader):
+        helper.backward(net(xb).mean() / k)
+        if (i + 1) % k == 0:
+            opt.step()
+""", line=12, column=9),
     ]
 
     def screen(self, sketch):

@@ -10,6 +10,10 @@ ready early. That traversal costs time on every step, even when every parameter 
 used, and it also hides real bugs (a branch that silently never trains).
 Turn it on only for models whose forward genuinely skips parameters.
 
+Not flagged: a non-literal value (`find_unused_parameters=args.unused`); a
+`**kwargs` that may carry it; unit tests (`test_*.py`, `*_test.py`, `tests/`),
+where the flag is what the test checks, not a cost paid over a training run.
+
 ## Example
     model = DDP(model, device_ids=[local_rank], find_unused_parameters=True)
 
@@ -24,7 +28,7 @@ Turn it on only for models whose forward genuinely skips parameters.
 """
 
 from ddplint import names
-from ddplint.analysis.values import literal_bool
+from ddplint.analysis.values import is_test_module, literal_bool
 from ddplint.rule import Invalid, Rule, Valid
 
 DDP_IMPORT = "from torch.nn.parallel import DistributedDataParallel as DDP\n"
@@ -41,6 +45,12 @@ class FindUnusedParameters(Rule):
         Valid(DDP_IMPORT + "model = DDP(model, find_unused_parameters=False)\n"),
         Valid(DDP_IMPORT + "model = DDP(model, device_ids=[local_rank])\n"),
         Valid(DDP_IMPORT + "ddp_kwargs = dict(find_unused_parameters=True)\nmodel = DDP(model, **ddp_kwargs)\n"),
+        # A unit test whose subject is the flag (it checks that the kwargs reach DDP).
+        Valid("from accelerate import Accelerator, DistributedDataParallelKwargs\n"
+              "def test_kwargs_reach_the_wrapper(net):\n"
+              "    handler = DistributedDataParallelKwargs(find_unused_parameters=True)\n"
+              "    wrapped = Accelerator(kwargs_handlers=[handler]).prepare(net)\n"
+              "    assert wrapped.find_unused_parameters is True\n", filename="tests/test_handlers.py"),
         Valid("class DDP:\n    def __init__(self, m, find_unused_parameters=False): ...\n"
               "model = DDP(net, find_unused_parameters=True)\n"),
         Valid(DDP_IMPORT + "# find_unused_parameters=True was too slow\nmodel = DDP(model)\n"),
@@ -65,6 +75,10 @@ class FindUnusedParameters(Rule):
         Invalid("import torch\n\ndef wrap(model):\n    if torch.cuda.is_available():\n"
                 "        model = torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters = True)\n"
                 "    return model\n", line=5, column=66),
+        # Shared gap 5: a local alias of the class.
+        Invalid("from torch.nn.parallel import DistributedDataParallel\n"
+                "Wrapper = DistributedDataParallel\n"
+                "net = Wrapper(m, find_unused_parameters=True)\n", line=3, column=18),
     ]
 
     def screen(self, sketch):
@@ -73,6 +87,8 @@ class FindUnusedParameters(Rule):
             "find_unused_parameters" in sketch.keywords or sketch.max_positional >= 4)
 
     def check(self, index):
+        if is_test_module(index.path):
+            return  # a unit test checks that the flag reaches DDP; it pays no training run's step time
         for call in index.calls_to(names.DDP, names.ACCELERATE_DDP_KWARGS):
             arg = call.argument("find_unused_parameters")
             if arg is not None and literal_bool(arg.value) is True:

@@ -29,7 +29,10 @@ DGL) count as `DataLoader`s.
 
 Not flagged: any explicit `pin_memory=` (also `pin_memory=False`: a deliberate
 choice); `**kwargs` that may carry it; `num_workers=0` or no `num_workers`;
-CPU-only code; a dataset that already holds CUDA tensors (cached latents on the
+CPU-only code; a module that feeds another accelerator itself (JAX/Flax,
+`torch_xla`) and uses no CUDA, whatever CUDA code the libraries it imports
+contain; a loader factory of a module without CUDA use that only the module's
+own `__main__` smoke test calls; a dataset that already holds CUDA tensors (cached latents on the
 GPU: there is nothing to copy, and `pin_memory=True` would raise); unit tests
 (`test_*.py`, `tests/`), whose loaders test behaviour, not throughput.
 
@@ -84,10 +87,20 @@ def _to_rank(index: SemanticIndex, call: cst.Call) -> bool:
         names.RANK_NAME.match((dotted_name(target) or "").split(".")[-1]))
 
 
+# Other accelerators: a module that puts its batches on a TPU / JAX device has nothing to pin.
+_OTHER_ACCELERATORS = ("jax", "flax", "torch_xla")
+
+
 def batches_go_to_cuda(index: SemanticIndex) -> bool:
     """CUDA use in this module, or (project analysis) in a module used together
-    with it: the entry scripts that reach this module and what they reach."""
-    return uses_cuda(index) or project_of(index).in_scope(index.path, lambda m: m.moves_to_cuda)
+    with it: the entry scripts that reach this module and what they reach. A
+    module that drives another accelerator itself (JAX/Flax, torch_xla) and
+    uses no CUDA sends its batches there, whatever library code it reaches does."""
+    if uses_cuda(index):
+        return True
+    if any(index.imports_module(other) for other in _OTHER_ACCELERATORS):
+        return False
+    return project_of(index).in_scope(index.path, lambda m: m.moves_to_cuda)
 
 
 class DataLoaderWithoutPinMemory(Rule):
@@ -118,6 +131,12 @@ class DataLoaderWithoutPinMemory(Rule):
               "x = torch.ones(1).cuda()\n", filename="tests/test_loader_workers.py"),
         Valid(LOADER + "class GpuCache(Dataset):\n    pass\n"
               "loader = DataLoader(GpuCache(feats.to('cuda', non_blocking=True)), num_workers=4)\n"),
+        # batches for another accelerator (JAX, XLA): nothing to pin, even when imported library code uses CUDA
+        Valid("import jax\nimport torch\nfrom mylib.pipelines import Pipeline\n" + LOADER +
+              "loader = DataLoader(ds, batch_size=8, num_workers=4, collate_fn=to_numpy)\n"
+              "for batch in loader:\n    state = p_step(state, jax.device_put(batch))\n"),
+        Valid("import torch_xla.core.xla_model as xm\n" + LOADER + "device = xm.xla_device()\n"
+              "loader = DataLoader(ds, num_workers=8)\nfor x in loader:\n    x = x.to(device)\n"),
         # CPU-only code: gloo, .to(dtype), no GPU anywhere
         Valid("import torch\nimport torch.distributed as dist\n" + LOADER +
               "dist.init_process_group('gloo')\nloader = DataLoader(ds, num_workers=4)\n"
@@ -209,8 +228,9 @@ class DataLoaderWithoutPinMemory(Rule):
         calls = [call for call in calls if _uses_workers(call)]
         if not calls or not batches_go_to_cuda(index):
             return
+        own_cuda = uses_cuda(index)
         for call in calls:
-            if _holds_cuda_tensors(index, call):
+            if _holds_cuda_tensors(index, call) or (not own_cuda and _only_self_tested(index, call)):
                 continue
             workers = literal_int(call.argument("num_workers").value)
             message = self.message if workers is None else (
@@ -218,6 +238,31 @@ class DataLoaderWithoutPinMemory(Rule):
                 "batches cannot overlap compute; pass pin_memory=True")
             yield self.report(call.node, message, fix=node_fix("Add pin_memory=True", UNSAFE,
                                                                add_keyword(call.node, "pin_memory", "True")))
+
+
+def _only_self_tested(index: SemanticIndex, call) -> bool:
+    """The loader is built in a function of a module other modules import, whose
+    only calls in the project are in the module's own ``if __name__ == "__main__":``
+    block (a smoke test of a data module): that block, not the project's GPU
+    code, decides where its batches go, and it uses no CUDA. (The ``__main__``
+    block of an entry script that nothing imports is the program itself.)"""
+    function = next((a for a in index.ancestors(call.node) if isinstance(a, cst.FunctionDef)), None)
+    if function is None or index.parent(function) is not index.module:
+        return False
+    name = function.name.value
+    project = project_of(index)
+    if not project.reached_by(index.path):
+        return False  # an entry script: its ``__main__`` block is the program, not a smoke test
+    callers = project.callers.get(project.function_key(index.path, name)) or []
+    if not callers or any(path != index.path or fact.caller for path, fact in callers):
+        return False
+    uses = [site for site in index.calls if isinstance(site.node.func, cst.Name) and site.node.func.value == name]
+    return bool(uses) and all(_in_main_block(index, site.node) for site in uses)
+
+
+def _in_main_block(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    return any(isinstance(a, cst.If) and isinstance(a.test, cst.Comparison) and isinstance(a.test.left, cst.Name)
+               and a.test.left.value == "__name__" and index.parent(a) is index.module for a in index.ancestors(node))
 
 
 def _uses_workers(call) -> bool:

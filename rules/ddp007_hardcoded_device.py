@@ -30,7 +30,8 @@ rank 0 only (`if rank == 0:`, or a function every caller runs under a rank
 guard: rank 0 owns GPU 0); the self-test block (`if __name__ == "__main__":`)
 of a module that is in DDP context only because a DDP script imports it; a round trip
 through the GPU whose result stays on the CPU (`.to(0).to("cpu")`); code that is
-not a DDP worker: launcher-parent code before `mp.spawn`, the single-process
+not a DDP worker: launcher-parent code before or after `mp.spawn` (also in
+functions only the launcher calls, such as a test pass after the join), the single-process
 branch of a script (`if args.local_rank == -1:`, the `else` of
 `if args.distributed:` or of `if world_size > 1:`, whatever the world-size
 spelling: `worldsize`, `nprocs`, `num_processes`, ...); unit tests (`test_*.py`,
@@ -93,6 +94,10 @@ class HardcodedDevice(Rule):
         Valid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, args):\n    torch.cuda.set_device(gpu)\n"
                      "def main():\n    probe = torch.zeros(1, device='cuda:0')\n"
                      "    mp.spawn(worker, nprocs=torch.cuda.device_count(), args=(None,))\n"),
+        # a test pass that only the launcher runs, after the workers joined
+        Valid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, args):\n    torch.cuda.set_device(gpu)\n"
+                     "def test(args):\n    net = Net().to('cuda:0')\n    return net\n"
+                     "def main(args):\n    mp.spawn(worker, nprocs=4, args=(args,))\n    test(args)\n"),
         # single-process branches named by other world-size spellings
         Valid(DIST + "if worldsize > 1:\n    model = DDP(model, device_ids=[local_rank])\n"
                      "else:\n    model.to('cuda:0')\n"),

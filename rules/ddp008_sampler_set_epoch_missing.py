@@ -2,10 +2,14 @@
 Flags a shuffling `DistributedSampler` used for training when nothing calls
 `set_epoch` (on the sampler, on the loader's `.sampler`, or in a helper) in this
 module or anywhere its entry script reaches (its imports and calls), while an
-epoch loop runs. A one-file project is complete; independent scripts of one
+epoch loop runs (`for epoch in ...`, or a `while` loop that iterates a loader
+again and again). A one-file project is complete; independent scripts of one
 folder (an examples repository) never satisfy each other.
 
-Not flagged: `shuffle=False`; single-pass scripts without an epoch loop;
+Also flagged: `DistributedSampler(ds, shuffle=shuffle)` in a builder whose
+callers all pass `shuffle=True`.
+
+Not flagged: `shuffle=False` (or a value ddplint cannot read); single-pass scripts without an epoch loop;
 validation/test samplers; a helper that calls `set_epoch`.
 
 ## Why is this bad?
@@ -40,7 +44,8 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.values import literal_bool
-from ddplint.analysis.models import project_of
+from ddplint.analysis.models import parameter_values, project_of
+from ddplint.screen.facts import TRUE
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex
 
@@ -74,6 +79,10 @@ class SamplerSetEpochMissing(Rule):
         Valid(IMPORTS + "def build_loader(ds):\n    return DataLoader(ds, sampler=DistributedSampler(ds))\n"),
         Valid(IMPORTS + "sampler = DistributedSampler(ds, num_replicas=ws, rank=rank, shuffle=False)\n"
                         "for epoch in range(10):\n    train(DataLoader(ds, sampler=sampler))\n"),
+        # ... and when a caller passes False (or something unknown), silent.
+        Valid(IMPORTS + "def make_sampler(ds, shuffle):\n    return DistributedSampler(ds, shuffle=shuffle)\n"
+                        "train_s = make_sampler(ds, shuffle=True)\nval_s = make_sampler(val, shuffle=False)\n"
+                        "for epoch in range(3):\n    train(train_s)\n"),
         Valid(IMPORTS + "sampler = DistributedSampler(ds, shuffle=args.shuffle)\nfor epoch in range(3):\n"
                         "    train(sampler)\n"),
         Valid("from mylib import DistributedSampler\ns = DistributedSampler(ds)\nfor epoch in range(3):\n"
@@ -102,6 +111,17 @@ class SamplerSetEpochMissing(Rule):
         Invalid(IMPORTS + "def get_kwargs(ds, mode):\n    return {'sampler': DistributedSampler(ds, "
                           "shuffle=mode == 'train')}\nfor epoch in range(3):\n    train(get_kwargs(ds, 'train'))\n",
                 line=5, column=24),
+        # A while loop that iterates the loader again and again is an epoch loop.
+        Invalid(IMPORTS + "sampler = DistributedSampler(ds, shuffle=True)\n"
+                          "train_loader = DataLoader(ds, batch_size=4, sampler=sampler)\nkeep_going = True\n"
+                          "while keep_going:\n    for i, batch in enumerate(train_loader):\n"
+                          "        steps = step(batch)\n        if steps > 1000:\n            keep_going = False\n",
+                line=4, column=11),
+        # The builder's shuffle parameter: its one caller passes True.
+        Invalid(IMPORTS + "def make_sampler(ds, shuffle, distributed):\n    if distributed:\n"
+                          "        return DistributedSampler(ds, shuffle=shuffle)\n    return None\n"
+                          "loader = DataLoader(ds, sampler=make_sampler(ds, shuffle=True, distributed=True))\n"
+                          "for epoch in range(3):\n    train(loader)\n", line=6, column=16),
         Invalid(IMPORTS + "class Trainer:\n    def __init__(self, ds):\n        self.sampler = DistributedSampler(ds)\n"
                           "    def fit(self):\n        for epoch in range(self.epochs):\n"
                           "            self.train_epoch()\n", line=6, column=24),
@@ -129,8 +149,16 @@ class SamplerSetEpochMissing(Rule):
 
 
 def _true_when_training(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
-    """``shuffle=(mode == "train")``, ``shuffle=is_train``: shuffles the training data."""
-    return literal_bool(expr) is None and "train" in index.module.code_for_node(expr).lower()
+    """``shuffle=(mode == "train")``, ``shuffle=is_train``: shuffles the training
+    data; or a parameter that every known call of the sampler's builder fills
+    with ``True`` (``data_sampler(ds, shuffle=True)``)."""
+    if literal_bool(expr) is None and "train" in index.module.code_for_node(expr).lower():
+        return True
+    if not isinstance(expr, cst.Name):
+        return False
+    bindings = index.reaching(expr.value, expr)
+    return bool(bindings) and all(b.kind == "param" and parameter_values(index, b) == frozenset({TRUE})
+                                  for b in bindings)
 
 
 def _is_eval_sampler(index: SemanticIndex, node: cst.Call) -> bool:

@@ -9,7 +9,10 @@ Not flagged: an `IterableDataset` (it shards itself); a custom sampler or batch
 sampler; data sharded by rank by hand (`Subset(ds, range(rank, n, world))`,
 `ds.use_partition(rank)`); evaluation loaders and loaders built on rank 0 only;
 single-process branches and launcher-parent code; `**kwargs` ddplint cannot
-read; loaders prepared by accelerate / Lightning.
+read; loaders prepared by accelerate / Lightning. In a module that sets up
+tensor or pipeline parallelism (`initialize_model_parallel(...)`) the message
+says to shard over the data-parallel group: the ranks of a model-parallel group
+must read the same batches.
 
 ## Why is this bad?
 Without a `DistributedSampler` every rank iterates the whole dataset: an epoch
@@ -118,6 +121,12 @@ class MissingDistributedSampler(Rule):
         # Spread keywords from a local dict literal that shuffles, with no sampler.
         Invalid(IMPORTS + "kw = {'batch_size': 8, 'shuffle': True, 'num_workers': 4}\n"
                           "loader = DataLoader(ds, **kw)\n", line=4, column=10),
+        # Tensor parallelism: shard over the data-parallel group (the message says so).
+        Invalid(IMPORTS + "from megatron.core import parallel_state\n"
+                        "def setup():\n    dist.init_process_group('nccl')\n"
+                        "    parallel_state.initialize_model_parallel(tensor_model_parallel_size=2)\n"
+                        "def batches(ds):\n    train_loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
+                        "    return iter(train_loader)\n", line=8, column=20),
         Invalid(IMPORTS + "kw = dict(batch_size=8)\nkw.update({'shuffle': True, 'drop_last': True})\n"
                           "loader = DataLoader(ds, **kw)\n", line=5, column=10),
     ]
@@ -129,6 +138,7 @@ class MissingDistributedSampler(Rule):
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if any(index.imports_module(framework) for framework in SHARDING_FRAMEWORKS):
             return
+        message = _MODEL_PARALLEL_MESSAGE if _model_parallel(index) else self.message
         for site in index.calls_to(names.DATALOADER):
             spread = _spread_keywords(index, site) if site.has_star_kwargs else {}
             if spread is None or site.has_star_args or _has_sampler(site) \
@@ -146,7 +156,27 @@ class MissingDistributedSampler(Rule):
                 continue
             if _returned(index, site, target) and not _callers_known_plain(index, site):
                 continue
-            yield self.report(site.node)
+            yield self.report(site.node, message)
+
+
+def _model_parallel(index: SemanticIndex) -> bool:
+    """Does the module set up tensor / pipeline parallelism
+    (``initialize_model_parallel(tensor_model_parallel_size=2)``)? Then the ranks
+    of a model-parallel group must read the same batches: the data is split over
+    the data-parallel group, not the world (the message says so)."""
+    for site in index.calls:
+        name = (dotted_name(site.node.func) or "").split(".")[-1]
+        if name == "initialize_model_parallel" or any(
+                arg.keyword is not None and arg.keyword.value in _MODEL_PARALLEL_SIZES for arg in site.node.args):
+            return True
+    return False
+
+
+_MODEL_PARALLEL_MESSAGE = ("training DataLoader without a sampler: every data-parallel replica iterates the whole "
+                           "dataset; shard it over the data-parallel group (DistributedSampler(ds, "
+                           "num_replicas=dp_size, rank=dp_rank)), not the world")
+_MODEL_PARALLEL_SIZES = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "tensor_parallel_size",
+                         "pipeline_parallel_size")
 
 
 def _spread_keywords(index: SemanticIndex, site: CallSite) -> Optional[dict[str, cst.BaseExpression]]:

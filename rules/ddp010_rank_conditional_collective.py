@@ -6,7 +6,10 @@ collective state-dict call (`fsdp_model.state_dict()`, `FSDP.full_optim_state_di
 a DDP/FSDP-wrapped model that runs only under a rank condition (`if rank == 0:`,
 `if is_main_process():`, after `if rank != 0: return`), directly or through a
 function of the project that reaches one (`if rank == 0: evaluate(ddp_model)`,
-`self.checkpoint()` ending in `dist.barrier()`). A wrapped model handed under a
+`self.checkpoint()` ending in `dist.barrier()`, `search()` that builds a DDP model,
+which checks parameter shapes across ranks and broadcasts rank 0's weights). When
+the two arms of a rank test issue different collectives, the first arm is
+reported once. A wrapped model handed under a
 rank condition to an evaluation function whose body is not visible
 (`run_validation(ddp_model, loader)` from another library) is flagged too. A DDP
 forward is reported as "may hang or desynchronise" (DDP broadcasts buffers in
@@ -21,7 +24,9 @@ distributed (`if world_size > 1`, `local_rank != -1`); a bare function reference
 and forwards of a DDP built with `process_group=g` under a test that selects the
 group's members (`rank in dist.get_process_group_ranks(g)`, a rank range
 `start <= rank < start + size` / `rank < n`, a coordinate every member shares:
-`tp_rank == 0`); a rank test that also encloses the wrap; `fsdp_model.state_dict()` where `isinstance(model, FSDP)` is false;
+`tp_rank == 0`, also through a predicate of the module that returns such a test),
+likewise a project function given a group (`reduce_grads(ps, pg_collection=pgs)`)
+under such a test; a rank test that also encloses the wrap; `fsdp_model.state_dict()` where `isinstance(model, FSDP)` is false;
 `obj = [x] if rank == 0 else [None]` followed by the collective outside the branch.
 
 ## Why is this bad?
@@ -117,12 +122,30 @@ class RankConditionalCollective(Rule):
         # The same collective on the other arm, through a function of this module.
         Valid(DIST + "def receive(buf):\n    dist.broadcast(buf, src=0)\n    return buf\n"
                      "if rank == 0:\n    dist.broadcast(t, src=0)\nelse:\n    receive(t)\n"),
+        # The same function on both arms.
+        Valid(DDP_IMPORT + "def fit(args, trial=None):\n    model = DDP(Net().cuda())\n    for x in loader:\n"
+                         "        model(x).sum().backward()\n    return 0.0\n"
+                         "def search(args):\n    for t in range(8):\n        fit(args, trial=t)\n"
+                         "if rank == 0:\n    fit(args, trial=None)\nelse:\n    fit(args)\n"),
         # Subgroup collectives guarded by membership, a rank range or a shared coordinate.
         Valid(DIST + "if rank in dist.get_process_group_ranks(g):\n    dist.all_reduce(x, group=g)\n"),
         Valid(DIST + "for start in range(0, world, size):\n    if start <= rank < start + size:\n"
                      "        dist.all_reduce(x, group=groups[start // size])\n"),
         Valid(DIST + "if tp_rank == 0:\n    dist.broadcast(x, src, group=dp_group)\n"),
         Valid(DIST + "if pp_rank == 0:\n    dist.all_reduce(x, dist.ReduceOp.SUM, embedding_group)\n"),
+        # ... also through a predicate of this module that tests such a coordinate.
+        Valid(DIST + "def counts_tokens(grid):\n    if grid is None:\n        return False\n"
+                     "    return is_last_stage(grid.pipe) and dist.get_rank(group=grid.tensor) == 0\n"
+                     "def total_tokens(n, grid):\n    if counts_tokens(grid):\n"
+                     "        dist.all_reduce(n, group=grid.data)\n    return n\n"),
+        # A method that runs collectives over the group it is given, for the members of that grid.
+        Valid(DIST + "class Stages:\n    def owns(self, grid):\n"
+                     "        return grid.first <= self.rank < grid.first + grid.size\n"
+                     "    def sync(self):\n        for part, grid, pgs in self.parts:\n"
+                     "            if part is not None and self.owns(grid):\n"
+                     "                reduce_grads([part], pg_collection=pgs)\n"
+                     "def reduce_grads(parts, pg_collection):\n"
+                     "    for p in parts:\n        dist.all_reduce(p.grad, group=pg_collection.dp)\n"),
         # Main process first: every rank passes exactly one barrier (through a helper).
         Valid(DIST + "import contextlib\ndef wait_for_everyone():\n    dist.barrier()\n"
                      "@contextlib.contextmanager\ndef main_process_first(leader):\n    if not leader:\n"
@@ -190,6 +213,19 @@ class RankConditionalCollective(Rule):
                               "    if isinstance(model, FSDP):\n        sd = model.state_dict()\n",
                 line=7, column=14),
         # A collective over a group that rank 0 alone enters (the group has other members).
+        # A helper given a group, under a test that singles out the main rank.
+        Invalid(DIST + "def reduce_grads(parts, pg_collection):\n    for p in parts:\n"
+                       "        dist.all_reduce(p.grad, group=pg_collection.dp)\n"
+                       "if dist.get_rank() == 0:\n    reduce_grads(parts, pg_collection=pgs)\n", line=7, column=5),
+        # Rank 0 runs a hyper-parameter search (fit() eight times: it builds a DDP model, which is
+        # collective), the other ranks fit() once: the arms share no collective.
+        Invalid(DDP_IMPORT + "def fit(args, trial=None):\n    model = DDP(Net().cuda())\n    for x in loader:\n"
+                         "        model(x).sum().backward()\n    return 0.0\n"
+                         "def search(args):\n    for t in range(8):\n        fit(args, trial=t)\n"
+                         "if rank == 0:\n    search(args)\nelse:\n    fit(args)\n", line=13, column=5),
+        # A predicate that singles out the main rank does not select a subgroup's members.
+        Invalid(DIST + "def is_leader():\n    return dist.get_rank() == 0\n"
+                       "if is_leader():\n    dist.all_reduce(x, group=grp)\n", line=6, column=5),
         Invalid(DIST + "g = dist.new_group(list(range(world_size)))\nif rank == 0:\n"
                        "    dist.monitored_barrier(group=g, wait_all_ranks=True)\n", line=5, column=5),
         Invalid(DIST + "def step(rank, world_size, group):\n    if rank == world_size - 1:\n        return\n"
@@ -212,6 +248,7 @@ class RankConditionalCollective(Rule):
         return kinds or True
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
+        reported: set[int] = set()  # rank tests with a report in their first arm
         for site in index.calls:
             what = self._reaches(index, site)
             if what is None:
@@ -224,6 +261,9 @@ class RankConditionalCollective(Rule):
                 continue  # a subgroup collective: the guard selects the group's members
             if all(guard_encloses_wrap(index, g, site.node) for g in guards):
                 continue  # the ranks that own the wrapped model are the ranks that run it
+            if guards[0].branch == "orelse" and id(guards[0].node) in reported:
+                continue  # the two arms disagree: one report, in the first arm
+            reported.add(id(guards[0].node))
             yield self.report(site.node, f"{description} under a rank condition: {consequence}")
 
     def _reaches(self, index: SemanticIndex, site: CallSite) -> Optional[tuple[str, str]]:
@@ -298,7 +338,9 @@ def _issued_on_every_branch(index: SemanticIndex, site: CallSite, guards: list[G
 
 def _collectives_of(index: SemanticIndex, site: CallSite, depth: int = 0) -> set[str]:
     """The collectives a call issues, by name: itself, or (for a function of this
-    module) what its body issues; for another call, its callee as written."""
+    module) what its body issues; for another call on the branch itself, its
+    callee as written (inside a helper's body only real collectives count: two
+    arms that both ``print`` do not issue the same collective)."""
     qualified = site.qualified_name or ""
     if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT:
         return {qualified}
@@ -308,7 +350,7 @@ def _collectives_of(index: SemanticIndex, site: CallSite, depth: int = 0) -> set
             for inner in calls_in_function(index, helper):
                 found |= _collectives_of(index, inner, depth + 1)
     callee = dotted_name(site.node.func)
-    if not found and callee is not None and not qualified:
+    if not found and depth == 0 and callee is not None and not qualified:
         found.add("call:" + callee)
     return found
 
@@ -326,8 +368,15 @@ def _group_scoped(index: SemanticIndex, site: CallSite) -> bool:
             group = site.positional(position)
         return group is not None and not _default_group(index, group.value)
     if isinstance(site.node.func, (cst.Name, cst.Attribute)) and not qualified:
-        return wrap_process_group(index, site.node.func, site.order)
-    return False
+        if wrap_process_group(index, site.node.func, site.order):
+            return True
+    # A function that issues its collectives over the process group(s) it is
+    # given (``finalize_grads([m], pg_collection=pgs)``, ``sync(x, dp_group)``).
+    return any(_GROUP_KEYWORD.search(arg.keyword.value if arg.keyword is not None else dotted_name(arg.value) or "")
+               and not _default_group(index, arg.value) for arg in site.node.args)
+
+
+_GROUP_KEYWORD = re.compile(r"(^|_)(group|groups|pg|pgs|pg_collection|process_group)$")
 
 
 def _default_group(index: SemanticIndex, expr: cst.BaseExpression) -> bool:

@@ -8,10 +8,12 @@ every process). A save helper (a function of the project, here or imported, that
 reported at the call that runs on every rank, not inside the helper. When the
 file name is a literal the message names it ("every rank writes 'last.pt'").
 
-Not flagged: rank-guarded saves; helpers that guard themselves
+Not flagged: rank-guarded saves (also by a property of the class that returns a
+rank test: `if self.saves_on_this_rank:`); helpers that guard themselves
 (`save_on_master`); per-rank file names; saves into in-memory buffers;
 `torch.distributed.checkpoint` (collective by design); single-process branches
-(`else` of `if args.distributed:`) and launcher-parent code; a save under
+(`else` of `if args.distributed:`), launcher-parent code, and `nn.DataParallel`
+programs that never create a process group (one process); a save under
 `if out_dir:` where `out_dir` is set on rank 0 only; helpers nobody is known to
 call.
 
@@ -117,6 +119,17 @@ class CheckpointSavedOnEveryRank(Rule):
                      "            self._check_save_interval()\n    def run(self):\n        self._train_step()\n"
                      "Trainer().run()\n"),
         # The helper writes a per-rank file.
+        # A property of the class that says whether this rank saves (a rank test, or True for sharded files).
+        Valid(DIST + "class Trainer:\n    @property\n    def dp_rank(self):\n        return dist.get_rank()\n"
+                     "    @property\n    def is_dp_leader(self):\n        return self.dp_rank == 0\n"
+                     "    @property\n    def saves_here(self):\n        if self.sharded:\n            return True\n"
+                     "        return self.is_dp_leader\n"
+                     "    def save(self, path):\n        if self.saves_here:\n"
+                     "            torch.save({'model': self.model.state_dict()}, 'last.pt')\n"
+                     "Trainer().save(out)\n"),
+        # One process drives every GPU (DataParallel); nothing creates a process group.
+        Valid(DIST + "import torch.nn as nn\ndef main():\n    model = nn.DataParallel(Net().cuda())\n"
+                     "    for epoch in range(3):\n        torch.save(model.state_dict(), 'last.pt')\nmain()\n"),
         Valid(DIST + "def write_shard(state):\n    torch.save(state, f'shard_{dist.get_rank()}.pt')\n"
                      "write_shard(optimizer.state_dict())\n"),
         # A save into memory (a workaround to load an object) writes no file.
@@ -165,6 +178,21 @@ class CheckpointSavedOnEveryRank(Rule):
         Invalid(DIST + "def save(args, model, path):\n"
                        "    torch.save({'args': args, 'model': model.state_dict()}, path)\n"
                        "save(args, net, 'm.pt')\n", line=5, column=1),
+        # A flag argument (is_best) computed from per-rank values says nothing about the file.
+        Invalid(DIST + "import shutil\ndef save_checkpoint(state, is_best, filename='checkpoint.pth.tar'):\n"
+                       "    torch.save(state, filename)\n    if is_best:\n"
+                       "        shutil.copyfile(filename, 'model_best.pth.tar')\n"
+                       "def worker(gpu, args):\n    model = make(gpu)\n    for epoch in range(3):\n"
+                       "        acc = validate(model, gpu)\n        is_best = acc > best\n"
+                       "        save_checkpoint({'state_dict': model.module.state_dict()}, is_best)\n"
+                       "import torch.multiprocessing as mp\nmp.spawn(worker, nprocs=2, args=(args,))\n",
+                line=13, column=9),
+        # ... in a local name first; the file is named from the epoch it is given.
+        Invalid(DIST + "def store(ep, m, opt):\n"
+                       "    blob = {'ep': ep, 'model': m.state_dict(), 'opt': opt.state_dict()}\n"
+                       "    torch.save(blob, f'ck_{ep}.pt')\n"
+                       "def main():\n    for ep in range(3):\n        store(ep, net, opt)\nmain()\n",
+                line=8, column=9),
         Invalid(DIST + "import os\nclass Trainer:\n    def save_checkpoint(self, checkpoint_path):\n"
                        "        state = {'model': self.model.module.state_dict(), 'steps': self.steps}\n"
                        "        torch.save(state, checkpoint_path)\n    def run(self):\n        pass\n"
@@ -187,6 +215,8 @@ class CheckpointSavedOnEveryRank(Rule):
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
+        if index.calls_to(names.DATA_PARALLEL) and not project.in_scope(index.path, lambda m: m.own_ddp_context):
+            return  # a DataParallel program: one process (``import torch.distributed`` alone starts none)
         for site in index.calls_to(names.TORCH_SAVE):
             obj, target = site.argument("obj"), site.argument("f")
             if obj is None or target is None or not _is_model_state(index, obj.value):
@@ -205,9 +235,9 @@ class CheckpointSavedOnEveryRank(Rule):
             if key is None or site.qualified_name == names.TORCH_SAVE:
                 continue
             saved = _saved_arguments(index, project, key, callee, site)
-            if not saved or any(_per_rank_or_in_memory(index, arg.value) for arg in site.node.args
-                                if not _is_model_state(index, arg.value)):
-                continue  # a per-rank file (the state arguments say nothing about the file)
+            if not saved or any(_per_rank_or_in_memory(index, arg.value)
+                                for arg in _path_arguments(project, key, callee, site)):
+                continue  # a per-rank file or a buffer
             if _runs_on_every_rank(index, site):
                 yield self.report(site.node, f"save helper {dotted_name(site.node.func) or callee}() called on every rank: "
                                              "N processes write the same file")
@@ -253,6 +283,21 @@ def _saved_arguments(index: SemanticIndex, project, key, callee: str, site) -> l
         if _is_model_state(index, arg.value) or _STATE_NAME.search(slot) or project.saves_state(key):
             saved.append(arg)
     return saved
+
+
+def _path_arguments(project, key, callee: str, site) -> list:
+    """The arguments of a save-helper call that fill the parameters its file
+    name is built from (``write_ckpt(state, f"ckpt_{rank}.pt")``), not the
+    saved state nor flags such as ``is_best``."""
+    found, position = [], 0
+    for arg in site.node.args:
+        if arg.star:
+            break
+        slot = arg.keyword.value if arg.keyword is not None else str(position)
+        position += arg.keyword is None
+        if project.call_saves(key, callee, slot, unguarded=True) and not project.call_saves(key, callee, slot):
+            found.append(arg)
+    return found
 
 
 def _path_from_parameters(index: SemanticIndex, expr: cst.BaseExpression, function: cst.FunctionDef) -> bool:

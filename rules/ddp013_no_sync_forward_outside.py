@@ -216,6 +216,16 @@ for i, batch in enumerate(loader):
     model.require_backward_grad_sync = (i + 1) % accum == 0
     out.sum().backward()
 """, line=7, column=5),
+        # Shared gap 1: the loss is bound on two arms (one unpacks a tuple); both forwards ran outside.
+        Invalid(DDP + """\
+for xb in loader:
+    if two_heads:
+        loss, aux = model(xb), 0.0
+    else:
+        loss, aux = model(xb).mean(), 0.0
+    with model.no_sync():
+        (loss + aux).backward()
+""", line=10, column=5),
     ]
 
     def screen(self, sketch):

@@ -11,7 +11,9 @@ all-reduce.
 
 A DDP training loop is a loop (in DDP context) that runs `backward()`,
 directly or in a helper of the module, or hands the DDP/FSDP-wrapped model to
-a training function (`fit_one_epoch(model, ...)`, imported or not).
+a training function (`fit_one_epoch(model, ...)`, imported or not). A backward
+on a private copy of the model (`copy.deepcopy(module)`) or on the unwrapped
+`ddp.module` arms no reducer and does not count.
 
 A `raise` is reported as a warning: it fails fast on the rank that raises, but
 its peers wait in the all-reduce until the collective timeout.
@@ -44,7 +46,9 @@ through a helper of the project that all-reduces a value and returns it
 (`if any_rank_nan(loss): continue`); step and epoch counters
 (`if step >= max_steps: break`); loops over configuration (optimizers,
 parameter groups, `dict.items()`) skipping on counters; `sys.exit` on a
-non-finite loss (the process ends and the launcher tears the job down); a
+non-finite loss (the process ends and the launcher tears the job down); loops
+that only some ranks enter (under a rank guard, or in a function every call of
+which is rank-guarded: there are no peers to leave); a
 `continue` after the last backward and collective of the iteration; exits of
 inner loops that do not skip the backward.
 
@@ -177,6 +181,66 @@ for i, batch in enumerate(loader):
         continue
     losses, accum_state = result
     losses["loss"].backward()
+"""),
+        # The backward runs on a private deep copy (no reducer): not a DDP training loop.
+        Valid(DIST + """\
+import copy
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def probe_grad(net, xb):
+    twin = copy.deepcopy(net)
+    twin(xb).sum().backward()
+    return [p.grad for p in twin.parameters()]
+
+def first_match(net, xb, reference):
+    for shift in (0, 1):
+        if torch.allclose(reference, probe_grad(net, xb + shift)[0]):
+            return shift
+    return None
+
+def train(net, loader, opt):
+    ddp = DDP(net)
+    for xb in loader:
+        out = ddp(xb).sum()
+        out.backward()
+        first_match(ddp.module, xb, out)
+        opt.step()
+"""),
+        # The same through a loss helper of another module that runs the copy's forward.
+        Valid(DIST + """\
+import copy
+from losses import l2_loss
+
+def reference_grad(net, batch):
+    shadow = copy.deepcopy(net)
+    l2_loss(shadow, batch).backward()
+    return [p.grad for p in shadow.parameters()]
+
+def matching_offset(net, batch, synced):
+    for offset in (0, 1):
+        if torch.allclose(synced, reference_grad(net, batch + offset)[0]):
+            return offset
+    return None
+"""),
+        # A loop that only rank 0 enters (every call is rank-guarded) has no peers to leave.
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def sanity_check(model, batches):
+    for xb in batches:
+        loss = model(xb).mean()
+        if torch.isnan(loss):
+            return False
+        loss.backward()
+    return True
+
+def train(model, loader, opt, rank):
+    model = DDP(model)
+    for xb in loader:
+        model(xb).mean().backward()
+        opt.step()
+    if rank == 0:
+        sanity_check(model, loader)
 """),
         # Skipping a loop over plans that is not a training loop.
         Valid(DIST + """\
@@ -375,6 +439,38 @@ for batch_group in loader:
             raise ValueError("nan loss encountered")
         loss.backward()
 """, line=13, column=13, severity="warning"),
+        # Shared gap 1: wrapped on one arm only, then handed to an imported epoch function.
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from engine import fit_one_epoch
+
+def main(net, loader, opt, epochs, distributed):
+    if distributed:
+        net = DDP(net)
+    else:
+        net = net.cuda()
+    for epoch in range(epochs):
+        fit_one_epoch(net, loader, opt)
+        if dist.get_rank() == 0 and stopper.done():
+            break
+""", line=16, column=13, severity="error"),
+        # The same helper called by every rank: a rank that returns early skips the backward.
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def sanity_check(model, batches):
+    for xb in batches:
+        loss = model(xb).mean()
+        if torch.isnan(loss):
+            return False
+        loss.backward()
+    return True
+
+def train(model, loader, opt, rank):
+    model = DDP(model)
+    if sanity_check(model, loader) and rank == 0:
+        print("ok")
+""", line=11, column=13, severity="error"),
         # ``tqdm(loader)`` yields data, not a counter.
         Invalid(DIST + """\
 from tqdm import tqdm
@@ -418,7 +514,7 @@ def _skip_severity(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str
     # continue/break leave the innermost loop; return/raise leave them all.
     candidates = loops[:1] if isinstance(exit_node, (cst.Continue, cst.Break)) else loops
     for loop in candidates:
-        if not _is_ddp_training_loop(index, loop):
+        if not _is_ddp_training_loop(index, loop) or _entered_by_one_rank(index, loop):
             continue
         syncs = _sync_points(index, loop)
         tests = [branch.test for branch, _ in flow.if_ancestors(index, exit_node, stop=loop)]
@@ -467,11 +563,81 @@ def _runs_project_backward(index: SemanticIndex, site) -> bool:
 
 def _is_ddp_training_loop(index: SemanticIndex, loop: flow.Loop) -> bool:
     """A loop (in DDP context) that runs a tensor backward, directly or in a
-    same-module helper, or hands a wrapped model to a training function."""
-    if flow.is_training_loop(index, loop):
+    same-module helper, or hands a wrapped model to a training function. A
+    backward whose every forward ran on a private copy of the model
+    (``local = copy.deepcopy(module)``) or on the unwrapped ``ddp.module``
+    arms no reducer: it does not make a DDP training loop."""
+    if any(not _backward_of_plain_copy(index, e.site) for e in flow.backward_events(index, loop)):
         return True
     return any(not e.inlined and (_hands_wrapped_model_to_training(index, e.site)
                                   or _runs_project_backward(index, e.site)) for e in flow.events(index, loop))
+
+
+def _backward_of_plain_copy(index: SemanticIndex, site) -> bool:
+    """Did the forward behind this backward run on a private copy of the model
+    only? Recognised model calls must all be on such a copy; otherwise (a loss
+    helper of another module, ``mse(local, xy)``) some object called or handed
+    to a helper must be one, and none may be a wrapped model."""
+    operand = flow.backward_operand(site)
+    forwards = flow.forward_sites(index, operand, site.order)
+    if forwards:
+        return all(_plain_copy(index, flow.model_of_forward(call), 0) for call in forwards)
+    objects = _called_objects(index, operand)
+    return any(_plain_copy(index, o, 0) for o in objects) and \
+        not any(flow.wrapped_model(index, o, site.order) for o in objects)
+
+
+def _called_objects(index: SemanticIndex, expr: Optional[cst.BaseExpression],
+                    depth: int = 0) -> list[cst.BaseExpression]:
+    """What the calls in ``expr`` run on: the called names (``twin(xb)``) and
+    the plain-name arguments of called helpers (``mse(local, xy)``), also
+    through the values of the names ``expr`` reads."""
+    found: list[cst.BaseExpression] = []
+    if expr is None or depth > 3:
+        return found
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+            found.append(node.func)
+            found.extend(a.value for a in node.args if isinstance(a.value, cst.Name))
+            continue
+        if isinstance(node, cst.Name):
+            for value in index.reaching_values(node) or []:
+                found.extend(_called_objects(index, value, depth + 1))
+            continue
+        stack.extend(node.children)
+    return found
+
+
+def _plain_copy(index: SemanticIndex, model: cst.BaseExpression, depth: int) -> bool:
+    """``copy.deepcopy(m)`` (also through names bound to it) or ``x.module``."""
+    if isinstance(model, cst.Attribute) and model.attr.value == "module":
+        return True
+    if isinstance(model, cst.Call):
+        return index.qualified_name(model.func) == "copy.deepcopy"
+    if isinstance(model, cst.Name) and depth < 4:
+        values = index.reaching_values(model)
+        return bool(values) and all(_plain_copy(index, v, depth + 1) for v in values)
+    return False
+
+
+def _entered_by_one_rank(index: SemanticIndex, loop: flow.Loop) -> bool:
+    """A loop that only some ranks enter has no peers to leave: it sits under a
+    rank guard in its function, in a rank-zero-only function, or in a function
+    whose every call in the project runs under a rank guard
+    (``if rank == 0: compare_with_reference(...)``)."""
+    from ddplint.analysis import ranks
+    from ddplint.analysis.models import function_key, project_of
+
+    if any(ranks.guard_restricts(index, guard) for guard in ranks.rank_guards(index, loop)):
+        return True
+    function = ranks.enclosing_function(index, loop)
+    if function is None:
+        return False
+    if ranks.has_rank_zero_decorator(function):
+        return True
+    return project_of(index).callers_guarded(index.path, function_key(index, function)) is True
 
 
 TRAINING_CALL = re.compile(r"train|fit|epoch|step|update|optimi[sz]e", re.IGNORECASE)

@@ -1,10 +1,14 @@
 """## What it does
-Flags the global rank used as a CUDA device index: `torch.device(f"cuda:{rank}")`,
+Flags the global rank used as a CUDA device index: `torch.device(f"cuda:{rank}")`
+(also `"cuda:%d" % rank`, `"cuda:{}".format(rank)`, `"cuda:" + str(rank)`),
 `torch.device("cuda", rank)`, `torch.cuda.set_device(rank)`,
 `torch.accelerator.set_device_index(rank)`, `.to(rank)`, `.cuda(rank)`,
-`device_ids=[rank]`, `device=rank`, where `rank` holds `dist.get_rank()` or the
+`torch.device(rank)`, `device_ids=[rank]`, `device=rank`, FSDP's or `init_process_group`'s
+`device_id=rank`, `os.environ["CUDA_VISIBLE_DEVICES"] = str(rank)`,
+where `rank` holds `dist.get_rank()` or the
 `RANK` environment variable (also `SLURM_PROCID`, `OMPI_COMM_WORLD_RANK`, ...),
-or the global rank of a multi-node launch (`node_rank * ngpus_per_node + gpu`).
+the global rank of a multi-node launch (`node_rank * ngpus_per_node + gpu`), or a
+framework's global process index (`accelerator.process_index`, `fabric.global_rank`).
 The value is followed through every binding that may reach the use (a name
 rebound from `SLURM_PROCID` on one branch), copies of the environment
 (`env = {k: os.environ[k] for k in keys}`), the arguments of the project's
@@ -53,7 +57,8 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ddplint.analysis.values import device_arguments, environ_key, fstring_prefix, is_global_rank, is_test_module
+from ddplint.analysis.values import (cuda_index_strings, device_arguments, environ_key, global_rank_origin,
+                                     is_global_rank, is_test_module, literal_str)
 from ddplint.analysis.roles import is_worker_code
 from ddplint.fixes import UNSAFE, NodeFix, node_fix, replace
 from ddplint.rule import Invalid, Report, Rule, Valid
@@ -97,6 +102,24 @@ class GlobalRankAsDevice(Rule):
               "lrank, world = setup_ddp()\ntorch.cuda.set_device(lrank)\n"),
         # several devices listed (a GPU inventory), and a subgroup rank
         Valid(DIST + "torch.cuda.set_device(dist.get_rank(group=tp_group))\n"),
+        # device strings built around a local rank, and per-process visibility from the local rank
+        Valid(DIST + "lrank = int(os.environ['LOCAL_RANK'])\ndevice = torch.device('cuda:%d' % lrank)\n"
+              "other = 'cuda:{}'.format(dist.get_rank() % torch.cuda.device_count())\n"),
+        Valid(DIST + "os.environ['CUDA_VISIBLE_DEVICES'] = str(int(os.environ['LOCAL_RANK']))\n"
+              "print('rank %d of %d' % (dist.get_rank(), dist.get_world_size()))\n"),
+        # torch.device of a device string, and FSDP bound to the local rank
+        Valid(DIST + "rank = dist.get_rank()\ndevice = torch.device(args.device)\n"
+              "model = FSDP(model, device_id=int(os.environ['LOCAL_RANK']))\n"),
+        # framework objects' local indices
+        Valid(DIST + "from accelerate import Accelerator\nacc = Accelerator()\n"
+              "device = torch.device(f'cuda:{acc.local_process_index}')\n"
+              "torch.cuda.set_device(fabric.local_rank)\n"),
+        # process roles: a single-process branch, and launcher-parent code before mp.spawn
+        Valid(DIST + "rank = int(os.environ.get('RANK', 0))\nif world_size == 1:\n    torch.cuda.set_device(rank)\n"
+              "else:\n    dist.init_process_group('nccl')\n    torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n"),
+        Valid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, cfg):\n    torch.cuda.set_device(gpu)\n"
+              "def launch(cfg):\n    first = int(os.environ.get('RANK', 0))\n"
+              "    torch.cuda.set_device(first)\n    mp.spawn(worker, nprocs=2, args=(cfg,))\n"),
     ]
     invalid = [
         Invalid(DIST + "rank = dist.get_rank()\ntorch.cuda.set_device(rank)\n", line=5, column=23),
@@ -142,6 +165,28 @@ class GlobalRankAsDevice(Rule):
                 "rank, world, use_ddp = setup_ddp() if args.ddp else (0, 1, False)\n"
                 "device = torch.device(f'cuda:{rank}' if torch.cuda.is_available() else 'cpu')\n",
                 line=10, column=23),
+        # device strings built with %, str.format and +, and the visible GPU chosen by the global rank
+        Invalid(DIST + "rank = dist.get_rank()\ndevice = torch.device('cuda:%d' % rank)\n", line=5, column=23),
+        Invalid(DIST + "model = model.to('cuda:{}'.format(int(os.environ['RANK'])))\n", line=4, column=18),
+        Invalid(DIST + "rank = int(os.environ['SLURM_PROCID'])\nx = x.to('cuda:' + str(rank))\n", line=5, column=10),
+        Invalid(DIST + "rank = int(os.environ['RANK'])\nos.environ['CUDA_VISIBLE_DEVICES'] = str(rank)\n"
+                "dist.init_process_group('nccl')\n", line=5, column=38),
+        Invalid(DIST + "local_rank = int(os.environ['LOCAL_RANK'])\nrank = dist.get_rank()\n"
+                "device = 'cuda:%d' % (rank,)\n", line=6, column=10,
+                fixed=DIST + "local_rank = int(os.environ['LOCAL_RANK'])\nrank = dist.get_rank()\n"
+                "device = 'cuda:%d' % (local_rank,)\n"),
+        # torch.device(rank) (an integer is a CUDA index), a map_location built from it, FSDP's device_id
+        Invalid(DIST + "rank = int(os.environ['RANK'])\nstate = torch.load(path, map_location=torch.device(rank))\n",
+                line=5, column=52),
+        Invalid(DIST + "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                "rank = dist.get_rank()\nmodel = FSDP(model, auto_wrap_policy=policy, device_id=rank)\n",
+                line=6, column=56),
+        Invalid(DIST + "rank = int(os.environ['RANK'])\n"
+                "dist.init_process_group('nccl', device_id=torch.device('cuda', rank))\n", line=5, column=64),
+        # framework objects' global ranks (Accelerate's process_index, Lightning's global_rank)
+        Invalid(DIST + "from accelerate import Accelerator\naccelerator = Accelerator()\n"
+                "device = torch.device(f'cuda:{accelerator.process_index}')\n", line=6, column=23),
+        Invalid(DIST + "def setup(fabric):\n    torch.cuda.set_device(fabric.global_rank)\n", line=5, column=27),
         # A local-rank variable is in scope: the fix uses it.
         Invalid(DIST + "local_rank = int(os.environ['LOCAL_RANK'])\nrank = dist.get_rank()\n"
                 "torch.cuda.set_device(rank)\n", line=6, column=23,
@@ -163,45 +208,67 @@ class GlobalRankAsDevice(Rule):
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
         return sketch.fstring_cuda or sketch.calls_any("cuda", "to", "set_device", "device") or bool(
-            sketch.keywords & {"device", "device_ids", "output_device", "index"}) or sketch.may_call(
+            sketch.keywords & {"device", "device_ids", "output_device", "index", "device_id"}) or (
+            "CUDA_VISIBLE_DEVICES" in sketch.strings) or sketch.may_call(
             "torch.nn.parallel.DistributedDataParallel", "torch.cuda.set_device", "torch.device", "torch.cuda.device")
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if is_test_module(index.path):  # unit tests run on one node
             return
         seen: set[int] = set()  # `.to(f"cuda:{rank}")` is reached twice
-        for node in _device_index_expressions(index):
-            if id(node) not in seen and _carries_global_rank(index, node) and is_worker_code(index, node):
+        masks = {id(value) for _, value in _visible_device_assignments(index)}
+        for node, rank in _device_index_expressions(index):
+            if id(node) not in seen and is_global_rank(index, rank) and is_worker_code(index, node):
                 seen.add(id(node))
-                yield self.report(node, fix=_fix(index, node))
+                message = _message(index, rank, VISIBLE_MESSAGE if id(node) in masks else self.message)
+                yield self.report(node, message, fix=_fix(index, rank))
 
 
-def _device_index_expressions(index: SemanticIndex) -> Iterator[cst.BaseExpression]:
-    """Every expression used as a CUDA device (or device index) in the module."""
+def _device_index_expressions(index: SemanticIndex) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """Every expression used as a CUDA device (or device index) in the module,
+    with the expression that gives the index: a device argument is its own
+    index; ``f"cuda:{i}"``, ``"cuda:%d" % i``, ``"cuda:{}".format(i)`` and
+    ``"cuda:" + str(i)`` give ``i``; ``os.environ["CUDA_VISIBLE_DEVICES"] = str(i)``
+    makes ``i`` the one visible GPU."""
     for site in index.calls:
         for expr, _ in device_arguments(site):
-            yield expr
-    for node in index.fstrings:
-        if fstring_prefix(node).startswith("cuda:"):
-            yield node
+            yield expr, expr
+    yield from cuda_index_strings(index)
+    for value, inner in _visible_device_assignments(index):
+        yield value, inner
 
 
-def _carries_global_rank(index: SemanticIndex, node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.FormattedString):
-        # f"cuda:{rank}": exactly one placeholder, right after the prefix.
-        holes = [part for part in node.parts if isinstance(part, cst.FormattedStringExpression)]
-        return len(holes) == 1 and fstring_prefix(node) == "cuda:" and is_global_rank(index, holes[0].expression)
-    return is_global_rank(index, node)
+def _message(index: SemanticIndex, rank: cst.BaseExpression, message: str) -> str:
+    """The message, naming where the global rank comes from when that is known."""
+    origin = global_rank_origin(index, rank)
+    if not origin or len(origin) > 60 or "\n" in origin:
+        return message
+    return message.replace("the global rank", f"the global rank ({origin})", 1)
+
+
+VISIBLE_MESSAGE = ("the global rank selects the visible GPU (CUDA_VISIBLE_DEVICES): on the second node it "
+                   "names a GPU that does not exist; use LOCAL_RANK")
+
+
+def _visible_device_assignments(index: SemanticIndex) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """``os.environ["CUDA_VISIBLE_DEVICES"] = str(i)`` (or ``f"{i}"``): (the value, ``i``)."""
+    for target, value in index.subscript_assignments:
+        if index.qualified_name(target.value) != "os.environ" or len(target.slice) != 1 \
+                or not isinstance(target.slice[0].slice, cst.Index) \
+                or literal_str(target.slice[0].slice.value) != "CUDA_VISIBLE_DEVICES":
+            continue
+        inner = value
+        if isinstance(value, cst.FormattedString) and len(value.parts) == 1 \
+                and isinstance(value.parts[0], cst.FormattedStringExpression):
+            inner = value.parts[0].expression
+        yield value, inner
 
 
 LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK")
 
 
-def _fix(index: SemanticIndex, node: cst.BaseExpression) -> Optional[NodeFix]:
-    """Replace the global rank (the f-string's placeholder) by a local-rank variable in scope."""
-    target = node
-    if isinstance(node, cst.FormattedString):
-        target = next(part for part in node.parts if isinstance(part, cst.FormattedStringExpression)).expression
+def _fix(index: SemanticIndex, target: cst.BaseExpression) -> Optional[NodeFix]:
+    """Replace the global rank (the device string's index) by a local-rank variable in scope."""
     name = _local_rank_variable(index, target)
     if name is None:
         return None

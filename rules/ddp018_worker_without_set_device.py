@@ -85,6 +85,12 @@ class WorkerWithoutSetDevice(Rule):
                      "    model = wrap(Net(), torch.device('cuda', local_rank))\n    x = x.to('cuda')\n"),
         Valid(DIST + "dist.init_process_group('nccl')\ntorch.cuda.set_device(local_rank)\n"
                      "device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')\nmodel = net.to(device)\n"),
+        # a single-process branch: the one process may use the default GPU
+        Valid(DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\nif world_size > 1:\n"
+                     "    dist.init_process_group('nccl')\n    model = DDP(net.cuda(args.gpu), device_ids=[args.gpu])\n"
+                     "else:\n    model = net.cuda()\n"),
+        Valid(DIST + "if not args.distributed:\n    model = net.cuda()\nelse:\n"
+                     "    dist.init_process_group('nccl')\n    model = net.to(args.device)\n"),
     ]
     invalid = [
         Invalid(DIST + "dist.init_process_group('nccl')\nmodel = net.cuda()\n", line=4, column=9),

@@ -22,15 +22,20 @@ Unsafe: tensors that the code uses directly after loading (rather than copying
 them into a model that is already on its GPU) now start on the CPU.
 
 Not flagged: a `map_location` (or `**kwargs` that may carry one); code that
-is not a DDP worker (launcher-parent code before `mp.spawn`, the single-process
+is not a DDP worker (launcher-parent code before or after `mp.spawn`, also in
+functions only the launcher calls, the single-process
 branch of a script, the self-test block of an imported module, single-process or
 CPU-only test functions: in unit tests the role is decided per test function);
 loads that run on rank 0 only (`if rank == 0:`, or in a function every caller
 runs under a rank guard: rank 0 owns device 0); files known to hold CPU tensors
 or none (written in this module from `.cpu()` values, tensors allocated with
-`device="cpu"` or made by a project module that never uses CUDA, full state
+`device="cpu"` or made by a project module that never uses CUDA, files another
+module of the project that never uses CUDA writes (a preprocessing script), full state
 dicts saved with CPU offload, `GradScaler.state_dict()`, metadata-only files
 such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer);
+in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
+or bytes another machine serialised); a file saved and loaded under the same rank
+test (`if grp.rank() == 0:` around both: the writer reads its own file back);
 a CPU-only module (`gloo`, no CUDA use); `if gpu is None: torch.load(p) else:
 torch.load(p, map_location=f"cuda:{gpu}")` (the unmapped arm is the
 configuration without a per-rank GPU).
@@ -101,8 +106,25 @@ class LoadWithoutMapLocation(Rule):
         Valid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, state):\n"
                      "    torch.cuda.set_device(gpu)\ndef main():\n    state = torch.load(args.resume)\n"
                      "    mp.spawn(worker, nprocs=4, args=(state,))\n"),
+        # functions only launcher code calls: an argument check before the spawn, a test pass after the join
+        Valid(DIST + "import torch.multiprocessing as mp\ndef check(args):\n    if args.resume:\n"
+                     "        args = torch.load(args.resume)['args']\n    return args\n"
+                     "def evaluate(args):\n    net = Net().cuda()\n    net.load_state_dict(torch.load(args.best))\n"
+                     "def worker(gpu, args):\n    torch.cuda.set_device(gpu)\n"
+                     "def main(args):\n    mp.spawn(worker, nprocs=args.gpus, args=(args,))\n    evaluate(args)\n"
+                     "if __name__ == '__main__':\n    main(check(parse()))\n"),
         # the single-process branch of a script
         Valid(DIST + "model.cuda()\nif not args.distributed:\n    ckpt = torch.load(args.ckpt)\n"),
+        # in-memory buffers: this process's own round trip, or bytes a remote service serialised
+        Valid(DIST + "import io\nmodel.cuda()\ndef fetch(prompt):\n    reply = requests.post(URL, json={'p': prompt})\n"
+                     "    return torch.load(io.BytesIO(reply.content))\n"),
+        Valid(DIST + "from io import BytesIO\ntorch.cuda.set_device(local_rank)\nbuf = BytesIO()\n"
+                     "torch.save(model.state_dict(), buf)\nbuf.seek(0)\nstate = torch.load(buf)\n"),
+        # the same rank test guards the save and the load of one path: the writer reads its own file back
+        Valid(DIST + "class ShardedState:\n    def save(self, filename):\n        state = self.gather()\n"
+                     "        if self.dp_group.rank() == 0:\n            torch.save(state, filename)\n"
+                     "    def load(self, filename):\n        torch.cuda.set_device(self.local_rank)\n"
+                     "        if self.dp_group.rank() == 0:\n            return torch.load(filename)\n"),
         # known CPU payloads
         Valid(DIST + "model.cuda()\nbank = torch.zeros(4096, 128, device='cpu')\ntorch.save(bank, 'bank.pt')\n"
                      "bank = torch.load('bank.pt')\n"),
@@ -172,6 +194,25 @@ class LoadWithoutMapLocation(Rule):
                        "    pretrained = torch.load(args.pretrained)\n", line=5, column=18,
                 fixed=DIST + "torch.cuda.set_device(local_rank)\nif rank != 0:\n"
                        "    pretrained = torch.load(args.pretrained, map_location=\"cpu\")\n"),
+        # a rank test guards the load, but the file is written under another one
+        Invalid(DIST + "class ShardedState:\n    def save(self, filename):\n        if dist.get_rank() == 0:\n"
+                       "            torch.save(self.gather(), filename)\n    def load(self, filename):\n"
+                       "        torch.cuda.set_device(self.local_rank)\n        if self.dp_group.rank() == 0:\n"
+                       "            return torch.load(filename)\n", line=10, column=20,
+                fixed=DIST + "class ShardedState:\n    def save(self, filename):\n        if dist.get_rank() == 0:\n"
+                       "            torch.save(self.gather(), filename)\n    def load(self, filename):\n"
+                       "        torch.cuda.set_device(self.local_rank)\n        if self.dp_group.rank() == 0:\n"
+                       "            return torch.load(filename, map_location=\"cpu\")\n"),
+        # a helper that the worker calls too runs on every rank
+        Invalid(DIST + "import torch.multiprocessing as mp\ndef load_weights(net, path):\n"
+                       "    net.load_state_dict(torch.load(path))\ndef worker(gpu, args):\n"
+                       "    torch.cuda.set_device(gpu)\n    load_weights(Net().cuda(), args.ckpt)\n"
+                       "def main(args):\n    mp.spawn(worker, nprocs=2, args=(args,))\n    load_weights(Net(), args.ckpt)\n",
+                line=5, column=25,
+                fixed=DIST + "import torch.multiprocessing as mp\ndef load_weights(net, path):\n"
+                       "    net.load_state_dict(torch.load(path, map_location=\"cpu\"))\ndef worker(gpu, args):\n"
+                       "    torch.cuda.set_device(gpu)\n    load_weights(Net().cuda(), args.ckpt)\n"
+                       "def main(args):\n    mp.spawn(worker, nprocs=2, args=(args,))\n    load_weights(Net(), args.ckpt)\n"),
         # the GPU arm of a conditional load is unmapped
         Invalid(DIST + "model.cuda()\n"
                        "ckpt = torch.load(p) if use_gpu else torch.load(p, map_location='cpu')\n",
@@ -302,6 +343,9 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
     path = site.argument("f", 0)
     if path is None:
         return False
+    if _in_memory(index, path.value) or _read_back_by_its_writer(index, site, path.value) \
+            or _written_by_cpu_only_module(index, path.value):
+        return True
     if any(_METADATA_FILE.search(text) for text in _strings_in(path.value)):
         return True
     if _names_sampler_state(index, site, path.value):
@@ -318,6 +362,69 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
                 return True
         elif _framework_save_offloads(index, save):
             return True
+    return False
+
+
+_PATH_NOISE = re.compile(r"\.(pt|pth|bin|ckpt|tar|pkl)$|[/.{}_-]")
+
+
+def _written_by_cpu_only_module(index: SemanticIndex, path: cst.BaseExpression) -> bool:
+    """The file is written by another module of the project that never uses
+    CUDA (a preprocessing script: ``torch.save(counts, "./word_freq/lm1b.pt")``
+    for ``torch.load(f"./word_freq/{name}.pt")``): a distinctive literal part of
+    the load's path appears in such a module's save path."""
+    parts = [t for t in _strings_in(path) if len(_PATH_NOISE.sub("", t)) >= 4]
+    if not parts:
+        return False
+    for other, module in project_of(index).modules.items():
+        if other == index.path or module.moves_to_cuda or not module.saved_paths:
+            continue
+        if any(part in saved for part in parts for saved in module.saved_paths):
+            return True
+    return False
+
+
+def _guard_test(index: SemanticIndex, node: cst.CSTNode) -> Optional[str]:
+    """The source of the innermost ``if`` test whose body holds ``node``, when it is a rank test."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            return None
+        if isinstance(ancestor, cst.If) and child is ancestor.body:
+            text = index.module.code_for_node(ancestor.test)
+            return text if "rank" in text.lower() else None
+        child = ancestor
+    return None
+
+
+def _read_back_by_its_writer(index: SemanticIndex, site: CallSite, path: cst.BaseExpression) -> bool:
+    """``if grp.rank() == 0: torch.save(state, filename)`` in one method and
+    ``if grp.rank() == 0: torch.load(filename)`` in its sibling: the same rank
+    test guards the save and the load of the same path, so the process that
+    wrote the file reads it back onto its own device."""
+    test = _guard_test(index, site.node)
+    if test is None:
+        return False
+    text = index.module.code_for_node(path)
+    for save in index.calls_to(names.TORCH_SAVE):
+        target = save.argument("f", 1)
+        if target is not None and index.module.code_for_node(target.value) == text \
+                and _guard_test(index, save.node) == test:
+            return True
+    return False
+
+
+def _in_memory(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """``torch.load(io.BytesIO(payload))`` (also through a name): an in-memory
+    buffer is either this process's own round trip (its tensors come back to
+    the device this rank saved them from) or bytes from another machine, which
+    must hold portable CPU tensors; no file that rank 0's GPU wrote."""
+    if isinstance(expr, cst.Call):
+        return index.qualified_name(expr.func) in ("io.BytesIO", "io.BufferedReader") or (
+            isinstance(expr.func, cst.Name) and expr.func.value == "BytesIO")
+    if isinstance(expr, cst.Name) and depth < 3:
+        values = index.reaching_values(expr)
+        return bool(values) and all(_in_memory(index, value, depth + 1) for value in values)
     return False
 
 

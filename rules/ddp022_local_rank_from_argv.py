@@ -123,6 +123,9 @@ class LocalRankFromArgv(Rule):
         Invalid(HEAD + "def setup(lrank):\n    torch.cuda.set_device(lrank)\n    dist.init_process_group('nccl')\n"
                        "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
                        "setup(lrank=args.local_rank)\n", line=8, column=1),
+        Invalid(HEAD + "def place(model, lrank):\n    return model.to('cuda:%d' % lrank)\n"
+                       "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                       "model = place(Net(), args.local_rank)\n", line=7, column=1),
         Invalid(HEAD + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
                        "def build(cfg, gpu):\n    return DDP(Net().cuda(gpu), device_ids=[gpu])\n"
                        "parser.add_argument('--local-rank', type=int, default=0)\nopts = parser.parse_args()\n"

@@ -8,7 +8,9 @@ that `torch.save`s what it is given, or, when its body is not visible, a call
 named like a save). The model may be wrapped on one branch only
 (`if args.distributed: model = DDP(model)`), conditionally
 (`DDP(m) if cuda else m`), or be a parameter that the project's callers fill
-with a DDP model. Each `state_dict()` call is reported once, however many
+with a DDP model; a wrap made under a flag the save contradicts
+(`if cfg.eval_only: net = DDP(m) else: net = FSDP(m)`, the save under
+`if not cfg.eval_only:` or after `if cfg.eval_only: break`) does not reach it. Each `state_dict()` call is reported once, however many
 saves write it.
 
 Fix (unsafe): `ddp_model.state_dict()` becomes `ddp_model.module.state_dict()`,
@@ -134,6 +136,18 @@ class DDPWrapperStateDict(Rule):
         # Helpers: one that does not save, and the inner model handed to a save helper.
         Valid(DDP_SCRIPT + "def log_weights(sd):\n    print(len(sd))\nlog_weights(model.state_dict())\n"),
         Valid(DDP_SCRIPT + "from ckpt_utils import write_ckpt\nwrite_ckpt({'net': model.module.state_dict()}, out)\n"),
+        # DDP only when evaluating; the saves run only when training (FSDP keys carry no 'module.').
+        Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+              "if cfg.eval_only:\n    net = DDP(model)\nelse:\n    net = FSDP(model)\n"
+              "for epoch in range(3):\n    if cfg.eval_only:\n        break\n"
+              "    if not cfg.eval_only and not cfg.debug:\n        sd = net.state_dict()\n"
+              "        torch.save(sd, f'ep{epoch}.pt')\n"),
+        Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+              "if cfg.eval_only:\n    net = DDP(model)\nelse:\n    net = FSDP(model)\n"
+              "for epoch in range(3):\n    if cfg.eval_only:\n        break\n"
+              "    torch.save(net.state_dict(), 'last.pt')\n"),
         Valid(DDP_SCRIPT + "from ckpt_utils import load_ckpt\nload_ckpt(model.state_dict(), 'ckpt.pt')\n"),
     ]
     invalid = [
@@ -185,6 +199,24 @@ class DDPWrapperStateDict(Rule):
         Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
                 "if args.distributed:\n    model = DDP(model, device_ids=[args.gpu])\n"
                 "torch.save({'model': model.state_dict()}, 'm.pt')\n", line=5, column=22),
+        Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "if use_ddp:\n    net = DDP(net.cuda())\nelse:\n    net = net.cuda()\n"
+                "torch.save(net.state_dict(), 'net.pt')\n", line=7, column=12),
+        # A save helper builds its blob from the DDP model its caller passes in (store(ep, ddp, opt)).
+        Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "def store(ep, m, opt):\n    blob = {'ep': ep, 'model': m.state_dict(), 'opt': opt.state_dict()}\n"
+                "    torch.save(blob, f'ck_{ep}.pt')\n"
+                "for ep in range(3):\n    store(ep, DDP(net), opt)\n", line=4, column=32),
+        # A [7:] cut of a string elsewhere is no 'module.' strip.
+        Invalid(DDP_SCRIPT + "def block_name(kind):\n    return kind[7:] if kind.startswith('Sparse_') else kind\n"
+                "torch.save({'state_dict': model.state_dict()}, 'ckpt.pt')\n", line=6, column=27,
+                fixed=_module(DDP_SCRIPT + "def block_name(kind):\n    return kind[7:] if kind.startswith('Sparse_') else kind\n"
+                              "torch.save({'state_dict': model.state_dict()}, 'ckpt.pt')\n")),
+        # The save runs when the DDP arm ran.
+        Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+              "if cfg.eval_only:\n    net = DDP(model)\nelse:\n    net = FSDP(model)\n"
+                "if cfg.eval_only:\n    torch.save(net.state_dict(), 'eval.pt')\n", line=9, column=16),
         # One report for one state_dict() call, however many saves write it.
         Invalid(TWO_SAVES, line=4, column=6, fixed=_module(TWO_SAVES)),
         # The module strips the prefix of other weights (pretrained, parameter names), not of this checkpoint.

@@ -250,6 +250,47 @@ def test_launcher_parent_worker_and_single_process_code():
     assert [process_role(index, site.node) for site in devices] == [WORKER, LAUNCHER, SINGLE_PROCESS]
 
 
+def test_functions_only_the_launcher_calls_run_in_the_parent():
+    """An argument check called from the ``__main__`` block before the spawn, a test
+    pass the launcher runs after the join (transitively), are launcher-parent code;
+    a helper the worker calls too, and the torchrun arm of the ``__main__`` block,
+    are worker code."""
+    index = index_of("""
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+
+        def check(args):
+            return torch.device("cuda:0")
+
+        def evaluate(args):
+            return report(args)
+
+        def report(args):
+            return torch.device("cuda:1")
+
+        def shared(args):
+            return torch.device("cuda:2")
+
+        def worker(gpu, args):
+            shared(args)
+
+        def main(args):
+            mp.spawn(worker, nprocs=4, args=(args,))
+            evaluate(args)
+            shared(args)
+
+        if __name__ == "__main__":
+            if torchrun:
+                t = torch.device("cuda:3")
+            else:
+                p = torch.device("cuda:4")
+                main(check(args))
+    """)
+    devices = index.calls_to(names.TORCH_DEVICE)
+    assert [process_role(index, site.node) for site in devices] == [LAUNCHER, LAUNCHER, WORKER, WORKER, LAUNCHER]
+
+
 @pytest.mark.parametrize("test,arm,role", [
     ("world > 1", "else", SINGLE_PROCESS),
     ("args.nprocs == 1", "body", SINGLE_PROCESS),
@@ -303,13 +344,17 @@ def test_a_global_rank_passed_as_an_argument_is_a_global_rank_inside(tmp_path):
             torch.cuda.set_device(gpu)
 
         if __name__ == "__main__":
-            fit(int(os.environ["RANK"]))
-            mp.spawn(worker, nprocs=4, args=(None,))
+            if "RANK" in os.environ:
+                fit(int(os.environ["RANK"]))
+            else:
+                mp.spawn(worker, nprocs=4, args=(None,))
     """).lstrip()
     linter = Linter(Settings(select=("DDP017",), root=tmp_path))
     linter.project = Project([summarize(source, "train.py")])
     found = [(d.code, d.line) for d in linter.lint_source(source, "train.py").diagnostics]
-    assert found == [("DDP017", 7)]  # ``fit(RANK)``; the spawn index in worker() stays exempt
+    # ``fit(RANK)`` on the torchrun arm; the spawn index in worker() stays exempt. (fit called on the
+    # path of the spawn would be launcher-parent code: RULES.md, Clarifications, process roles.)
+    assert found == [("DDP017", 7)]
 
 
 def test_node_rank_arithmetic_is_a_global_rank():

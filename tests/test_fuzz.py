@@ -99,7 +99,8 @@ def single_fixture_mutants():
 def project_mutants(draw):
     """A project fixture with one of its files mutated (project facts see it too)."""
     folder = draw(st.sampled_from(PROJECT_FIXTURES))
-    files = {p.name: p.read_bytes() for p in sorted(folder.glob("*.py"))}
+    # Relative paths: some projects keep their scripts in subfolders (fixtures/examples_repo).
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*.py"))}
     victim = draw(st.sampled_from(sorted(files)))
     files[victim] = draw(mutated(files[victim]))
     return files
@@ -126,10 +127,11 @@ def lint_everything(tmp_path: Path, files: dict[str, bytes]) -> None:
     folder.mkdir()
     (folder / "pyproject.toml").write_text("[tool.ddplint]\nselect = [\"ALL\"]\n")
     for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
     settings_ = Settings(root=folder)
     found = discover([str(folder)], settings_)
-    assert sorted(p.name for p in found.files) == sorted(files)
+    assert sorted(p.relative_to(folder).as_posix() for p in found.files) == sorted(files)
     result = RunResult()
     result.files = lint_paths(found.files, settings_, jobs=1, root=folder,
                               display={p: relative_display(p, folder) for p in found.files})
@@ -137,7 +139,7 @@ def lint_everything(tmp_path: Path, files: dict[str, bytes]) -> None:
     assert len(result.files) == len(files)
     assert result.internal_errors == 0, [d.message for f in result.files for d in f.diagnostics]
     assert run_exit_code(result, settings_.fail_on) in (0, 1)
-    by_name = {Path(f.path).name: f for f in result.files}
+    by_name = {_file_key(f.path, files): f for f in result.files}
     for name, data in files.items():
         _check_ddp000(by_name[name], data)
 
@@ -199,6 +201,12 @@ def _cpython_accepts(source: str) -> bool:
     return True
 
 
+def _file_key(path: str, files: dict[str, bytes]) -> str:
+    """The name in ``files`` (a relative path) of a reported path (relative or absolute)."""
+    posix = Path(path).as_posix()
+    return max((name for name in files if posix == name or posix.endswith("/" + name)), key=len)
+
+
 def _check_json(text: str, files: dict[str, bytes]) -> None:
     from lsprotocol import converters, types
 
@@ -207,7 +215,7 @@ def _check_json(text: str, files: dict[str, bytes]) -> None:
     document = json.loads(text)
     converter = converters.get_converter()
     for entry in document["files"]:
-        source, _ = decode_source(files[Path(entry["path"]).name])
+        source, _ = decode_source(files[_file_key(entry["path"], files)])
         lines = re.split(r"\r\n|\r|\n", source) if source is not None else [""]
         for raw in entry["diagnostics"]:
             diagnostic = converter.structure(raw, types.Diagnostic)
@@ -247,6 +255,7 @@ def test_mutants_through_the_command_line(tmp_path_factory, files, fmt):
 
     folder = tmp_path_factory.mktemp("cli")
     for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
     outcome = CliRunner().invoke(cli, ["--isolated", "--no-cache", "--jobs", "1", "--format", fmt, str(folder)])
     assert isinstance(outcome.exception, SystemExit) or outcome.exception is None, outcome.exception

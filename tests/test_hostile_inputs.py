@@ -245,9 +245,9 @@ def test_a_read_error_is_one_line_and_the_run_goes_on(tmp_path, monkeypatch):
     code, output = _invoke(["--select", "DDP007", "a.py", "b.py", "z.py"], tmp_path, monkeypatch)
     assert code == 2
     assert output.splitlines()[:3] == [
-        "a.py:7:18: DDP007 hard-coded device index: every rank lands on the same GPU; derive it from LOCAL_RANK",
+        "a.py:7:18: DDP007 hard-coded device index: every rank puts its tensors on cuda:0; derive the index from LOCAL_RANK",
         "b.py:1:1: internal-error cannot read file: Permission denied",
-        "z.py:7:18: DDP007 hard-coded device index: every rank lands on the same GPU; derive it from LOCAL_RANK",
+        "z.py:7:18: DDP007 hard-coded device index: every rank puts its tensors on cuda:0; derive the index from LOCAL_RANK",
     ]
 
 

@@ -41,3 +41,13 @@ def test_a_ddp_forward_may_hang_or_desynchronise_and_a_collective_hangs():
     barrier = _messages("DDP010", DIST + "if rank == 0:\n    dist.barrier()\n")
     assert barrier == ["collective barrier() under a rank condition: the other ranks never join it "
                        "and the job hangs"]
+
+
+def test_a_model_parallel_program_is_told_to_shard_over_the_data_parallel_group():
+    loader = "from torch.utils.data import DataLoader\ntrain_loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
+    plain = _messages("DDP009", DIST + loader)
+    assert plain == ["training DataLoader without a DistributedSampler: every rank iterates the whole dataset"]
+    parallel = _messages("DDP009", DIST + "from megatron.core import parallel_state\n"
+                                          "parallel_state.initialize_model_parallel(tensor_model_parallel_size=2)\n"
+                         + loader)
+    assert len(parallel) == 1 and "data-parallel group" in parallel[0] and "every data-parallel replica" in parallel[0]

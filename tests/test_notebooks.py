@@ -43,8 +43,8 @@ def test_text_names_the_cell_and_line(folder):
     result = run_cli("--no-cache", ".", cwd=folder)
     assert result.returncode == 1, result.stderr
     assert result.stdout.splitlines()[0] == (
-        "train.ipynb:cell 3:line 2:col 38: DDP007 hard-coded device index: every rank lands on the same GPU; "
-        "derive it from LOCAL_RANK")
+        "train.ipynb:cell 3:line 2:col 38: DDP007 hard-coded device index: every rank puts its tensors on cuda:0; "
+        "derive the index from LOCAL_RANK")
     assert '2 | model = DDP(torch.nn.Linear(8, 2).to("cuda:0"))' in result.stdout
     assert "in 2 files" in result.stdout
 

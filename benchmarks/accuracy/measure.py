@@ -204,12 +204,14 @@ def main() -> int:
     parser.add_argument("--scratch", default=os.path.join(tempfile.gettempdir(), "ddplint-accuracy"))
     parser.add_argument("--details", help="write every disagreement to this file")
     parser.add_argument("--json", help="write the tallies as JSON to this file")
+    parser.add_argument("--labels", default=str(HERE / "labels"), help="the folder of label files (default: labels/)")
     parser.add_argument("--save-diagnostics", help="write what ddplint reported (both modes) to this JSON file")
     parser.add_argument("--diagnostics", help="score the diagnostics saved by --save-diagnostics instead of "
-                                              "running ddplint (to score --set dev and holdout from one run)")
+                                              "running ddplint (to score --set dev and holdout from one run); "
+                                              "comma-separated files are joined")
     args = parser.parse_args()
 
-    repos, labels = load_labels(HERE / "labels")
+    repos, labels = load_labels(Path(args.labels))
     if args.set != "all":
         keep = {name for name in repos if held_out(name) == (args.set == "holdout")}
         repos = {name: repo for name, repo in repos.items() if name in keep}
@@ -222,9 +224,10 @@ def main() -> int:
     named_found: dict[tuple[str, str], list] = {}
     skipped = []
     if args.diagnostics:
-        saved = json.loads(Path(args.diagnostics).read_text())
-        root_found = {tuple(k.split("\t")): [tuple(d) for d in v] for k, v in saved["root"].items()}
-        named_found = {tuple(k.split("\t")): [tuple(d) for d in v] for k, v in saved["named"].items()}
+        for saved_file in args.diagnostics.split(","):  # several files: runs over disjoint label sets
+            saved = json.loads(Path(saved_file).read_text())
+            root_found.update({tuple(k.split("\t")): [tuple(d) for d in v] for k, v in saved["root"].items()})
+            named_found.update({tuple(k.split("\t")): [tuple(d) for d in v] for k, v in saved["named"].items()})
     for repo in ([] if args.diagnostics else repos.values()):
         try:
             root = lay_out(repo, scratch)

@@ -665,6 +665,9 @@ def carries_graph(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_o
     if expr is None or depth > 8:
         return False
     follow = lambda e: carries_graph(index, e, at_order, depth + 1)  # noqa: E731
+    # Parts of the same expression: the tree shrinks, so no depth is spent
+    # (binding hops and calls spend it).
+    part = lambda e: carries_graph(index, e, at_order, depth)  # noqa: E731
     if isinstance(expr, (cst.Name, cst.Attribute)):
         if isinstance(expr, cst.Attribute) and expr.attr.value in DETACHED_ATTRIBUTES:
             return False
@@ -678,23 +681,23 @@ def carries_graph(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_o
             bindings = [b for b in index.visible_bindings(name, expr) or [] if b.order < at_order]
             return bool(bindings) and binding_carries_graph(index, bindings[-1], depth)
         if isinstance(expr, cst.Attribute):
-            return follow(expr.value)  # ``outputs.logits``, ``out.loss``
+            return part(expr.value)  # ``outputs.logits``, ``out.loss``
         return False
     if isinstance(expr, cst.Subscript):
         base = expr.value
         if isinstance(base, cst.Call) and _method(base) in INDEX_RESULTS and _subscript_int(expr) == 1:
             return False  # ``out.max(1)[1]``: indices
-        return follow(base)
+        return part(base)
     if isinstance(expr, cst.BinaryOperation):
-        return follow(expr.left) or follow(expr.right)
+        return part(expr.left) or part(expr.right)
     if isinstance(expr, cst.UnaryOperation):
-        return not isinstance(expr.operator, cst.Not) and follow(expr.expression)
+        return not isinstance(expr.operator, cst.Not) and part(expr.expression)
     if isinstance(expr, cst.IfExp):
-        return follow(expr.body) or follow(expr.orelse)
+        return part(expr.body) or part(expr.orelse)
     if isinstance(expr, (cst.Tuple, cst.List)):
-        return any(follow(e.value) for e in expr.elements)
+        return any(part(e.value) for e in expr.elements)
     if isinstance(expr, (cst.GeneratorExp, cst.ListComp)):
-        return follow(expr.elt)
+        return part(expr.elt)
     if isinstance(expr, cst.Call):
         return _call_carries_graph(index, expr, at_order, depth)
     return False
@@ -738,6 +741,8 @@ def _call_carries_graph(index: SemanticIndex, call: cst.Call, at_order: int, dep
             return False
         if func.value in ("sum", "max", "min", "abs"):
             return any(follow(a.value) for a in call.args)
+    if qualified is not None and not qualified.startswith("torch."):
+        return _passes_argument_history(index, call, follow)
     if qualified is not None:
         if qualified in NO_HISTORY_TORCH or not qualified.startswith("torch."):
             return False
@@ -766,6 +771,28 @@ def _call_carries_graph(index: SemanticIndex, call: cst.Call, at_order: int, dep
     if is_criterion(index, func):
         return any(follow(a.value) for a in call.args)
     return _helper_returns_graph(index, call, at_order, depth)
+
+
+def _passes_argument_history(index: SemanticIndex, call: cst.Call, follow) -> bool:
+    """A project function of another module that hands back its argument's
+    tensor, or a copy keeping its history (``reduce_tensor(loss)`` doing
+    ``rt = loss.clone(); dist.all_reduce(rt); return rt``): the result carries
+    the argument's graph."""
+    facts = project_function_facts(index, call)
+    if facts is None or not getattr(facts, "returns_params", None):
+        return False
+    params = list(facts.params)
+    if params and params[0] in ("self", "cls") and "." in facts.name:
+        params = params[1:]
+    for param in facts.returns_params:
+        position = params.index(param) if param in params else None
+        arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == param), None)
+        if arg is None and position is not None:
+            positional = [a for a in call.args if a.keyword is None and not a.star]
+            arg = positional[position] if position < len(positional) else None
+        if arg is not None and follow(arg.value):
+            return True
+    return False
 
 
 def _is_model_call(index: SemanticIndex, call: cst.Call, at_order: int) -> bool:
@@ -831,6 +858,9 @@ def binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) ->
             return False
         return any(earlier is not binding and binding_carries_graph(index, earlier, depth + 2)
                    for earlier in index.reaching(binding.name, node))
+    if binding.kind == "loop" and isinstance(node, cst.CompFor):
+        # ``sum(w * crit(aux, y) for aux in aux_outs)``: an element of a model output
+        return carries_graph(index, node.iter, binding.order, depth + 1)
     if binding.kind == "unpack" and isinstance(node, cst.Assign):
         value = node.value
         if isinstance(value, cst.Call) and _method(value) in INDEX_RESULTS:
@@ -1112,6 +1142,61 @@ def _calls_range(expr: cst.BaseExpression) -> bool:
             return True
         stack.extend(node.children)
     return False
+
+
+def known_ints(index: SemanticIndex, expr: cst.BaseExpression, _depth: int = 0) -> Optional[list[int]]:
+    """Every int ``expr`` may be: a literal, a name whose every reaching
+    binding is one (``microbatches = 4``), or a parameter that every
+    same-module caller fills with one (``run(model, xs, microbatches)``).
+    None when any value is unknown or no caller is visible."""
+    from ddplint.analysis.values import literal_int
+
+    value = literal_int(expr)
+    if value is not None:
+        return [value]
+    if not isinstance(expr, cst.Name) or _depth > 3:
+        return None
+    bindings = index.reaching(expr.value, expr)
+    if not bindings:
+        return None
+    found: list[int] = []
+    for binding in bindings:
+        if binding.kind in ("assign", "annassign") and binding.value is not None:
+            values = known_ints(index, binding.value, _depth + 1)
+        elif binding.kind == "param" and isinstance(binding.node, cst.Param):
+            values = _caller_ints(index, binding.node, expr.value, _depth)
+        else:
+            values = None
+        if values is None:
+            return None
+        found.extend(values)
+    return found
+
+
+def _caller_ints(index: SemanticIndex, param: cst.Param, name: str, depth: int) -> Optional[list[int]]:
+    function = enclosing_function(index, param)
+    if function is None or param.star:
+        return None
+    params = [p.name.value for p in function.params.params]
+    position = params.index(name) if name in params else None
+    if position is not None and params and params[0] == "self":
+        position -= 1
+    sites = callers(index, function)
+    if not sites:
+        return None
+    found: list[int] = []
+    for site in sites:
+        arg = site.argument(name, position)
+        if arg is None:
+            if site.has_star_args or site.has_star_kwargs or param.default is None:
+                return None
+            values = known_ints(index, param.default, depth + 1)
+        else:
+            values = known_ints(index, arg.value, depth + 1)
+        if values is None:
+            return None
+        found.extend(values)
+    return found
 
 
 CONFIG_WORDS = ("optim", "sched", "param", "module", "layer", "config", "cfg", "criteri", "loss_fn",

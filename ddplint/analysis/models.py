@@ -55,12 +55,81 @@ def wrapped_kind(index, expr, at_order: int) -> str:
         kind = wrapped_out_of_calls(index, expr)
     if kind and _unwrapped_on_the_way(index, expr):
         return ""  # ``if isinstance(model, DDP): model = model.module`` before the use
+    if kind and isinstance(expr, cst.Name):
+        kind = _kind_of_live_bindings(index, expr, at_order, kind)
     if kind and {"ddp": names.DDP, "fsdp": names.FSDP}[kind] in not_instance_of(index, expr):
         # ``FSDP(m) if cfg.fsdp else m`` used where ``isinstance(m, FSDP)`` is false.
         if kind == "ddp" or not is_ddp_model(index, expr, at_order, (names.DDP,)):
             return ""
     return kind
 
+
+
+def _kind_of_live_bindings(index, expr, at_order: int, kind: str) -> str:
+    """``kind`` unless the wrap bindings of ``expr`` are made under a condition
+    that the use contradicts: ``if cfg.only_eval: m = DDP(net) else: m =
+    FSDP(net)`` then ``if not cfg.only_eval: m.state_dict()`` (or after ``if
+    cfg.only_eval: break``) sees the FSDP model only."""
+    from ddplint.analysis.values import is_ddp_model
+
+    bindings = index.reaching(expr.value, expr)
+    use = condition_facts(index, expr)
+    if not use:
+        return kind
+    live = [b for b in bindings if not _contradicts(condition_facts(index, b.node), use)]
+    if len(live) == len(bindings):
+        return kind
+    for wrapper, found in ((names.DDP, "ddp"), (names.FSDP, "fsdp")):
+        if any(b.kind in ("assign", "annassign") and b.value is not None
+               and is_ddp_model(index, b.value, at_order, (wrapper,)) for b in live):
+            return found
+    return ""
+
+
+def _contradicts(a: dict, b: dict) -> bool:
+    return any(key in b and b[key] != value for key, value in a.items())
+
+
+def condition_facts(index, node) -> dict[str, bool]:
+    """What the plain flags tested on the way to ``node`` hold there, in its
+    function: ``{"cfg.only_eval": False}`` inside ``if x and not cfg.only_eval:``
+    or after ``if cfg.only_eval: break``. Only names and attributes (a call may
+    answer differently each time)."""
+    import libcst as cst
+
+    found: dict[str, bool] = {}
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test:
+            _flag_facts(ancestor.test, child is ancestor.body, found)
+        elif isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and isinstance(child, cst.BaseStatement):
+            for sibling in ancestor.body:
+                if sibling is child:
+                    break
+                if isinstance(sibling, cst.If) and sibling.orelse is None and _exits(sibling.body):
+                    _flag_facts(sibling.test, False, found)
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            break
+        child = ancestor
+    return found
+
+
+def _flag_facts(test, holds: bool, into: dict[str, bool]) -> None:
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        _flag_facts(test.expression, not holds, into)
+    elif isinstance(test, cst.BooleanOperation):
+        # ``a and b`` true: both true; ``a or b`` false: both false.
+        if isinstance(test.operator, cst.And) == holds:
+            _flag_facts(test.left, holds, into)
+            _flag_facts(test.right, holds, into)
+    else:
+        name = dotted_name(test)
+        if name is not None and name not in ("True", "False", "None"):
+            into.setdefault(name, holds)
 
 
 def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:

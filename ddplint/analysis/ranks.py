@@ -156,6 +156,8 @@ def is_rank_condition(index: SemanticIndex, test: cst.BaseExpression, lenient: b
             return all(is_rank_condition(index, v, lenient, depth + 1) for v in values)
         if names.is_rank_predicate_name(last):  # a parameter or a global named like the predicate
             return True
+        if isinstance(test, cst.Attribute) and _rank_property(index, test, depth):
+            return True  # ``if self.should_save_on_this_rank:`` (a property returning a rank test)
         if lenient and is_rank_value(index, test, lenient):
             return True  # ``if not rank:``
     return False
@@ -203,10 +205,9 @@ def is_rank_predicate_call(index: SemanticIndex, call: cst.Call, depth: int = 0)
         return True
     if "." not in name and rank_predicate_function(index, last, depth):
         return True
-    project = getattr(index, "project", None)
-    if project is not None:
-        return project.is_rank_predicate(index.path, index.imports, name)
-    return False
+    from ddplint.analysis.models import project_of  # a text linted alone is a one-module project
+
+    return project_of(index).is_rank_predicate(index.path, index.imports, name)
 
 
 def rank_predicate_function(index: SemanticIndex, name: str, depth: int = 0) -> bool:
@@ -223,6 +224,34 @@ def rank_predicate_function(index: SemanticIndex, name: str, depth: int = 0) -> 
         if returns and all(_is_boolean_literal(r.value) or
                            is_rank_condition(index, r.value, depth=depth + 1) for r in returns) \
                 and any(not _is_boolean_literal(r.value) for r in returns):
+            result = True
+    index.cache[key] = result
+    return result
+
+
+def _rank_property(index: SemanticIndex, attribute: cst.Attribute, depth: int = 0) -> bool:
+    """``self.name`` in a method, where ``name`` is a property (or method) of the
+    enclosing class whose every ``return`` value (at least one not a literal) is a
+    rank test: ``@property def is_dp_master(self): return self.dp_rank == 0``."""
+    if not (isinstance(attribute.value, cst.Name) and attribute.value.value == "self"):
+        return False
+    function = index.enclosing(attribute, cst.FunctionDef)
+    owner = index.enclosing(function, cst.ClassDef) if function is not None else None
+    if owner is None:
+        return False
+    name = attribute.attr.value
+    key = ("rank_property", id(owner), name)
+    if key in index.cache:
+        return index.cache[key]
+    index.cache[key] = False  # recursion guard
+    result = False
+    for method in index.functions_named(name):
+        if method is function or index.parent(index.parent(method)) is not owner:
+            continue
+        returns = [e for e in index.exits if isinstance(e, cst.Return) and e.value is not None
+                   and index.enclosing_scope(e) is method]
+        values = [r.value for r in returns if not _is_boolean_literal(r.value)]
+        if values and all(is_rank_condition(index, value, depth=depth + 1) for value in values):
             result = True
     index.cache[key] = result
     return result
@@ -362,6 +391,8 @@ def selects_group_members(index: SemanticIndex, test: cst.BaseExpression) -> boo
         return selects_group_members(index, test.expression)
     if isinstance(test, cst.BooleanOperation):
         return selects_group_members(index, test.left) or selects_group_members(index, test.right)
+    if isinstance(test, cst.Call):
+        return _selecting_predicate(index, test)
     if not isinstance(test, cst.Comparison):
         return False
     operators = [target.operator for target in test.comparisons]
@@ -372,6 +403,31 @@ def selects_group_members(index: SemanticIndex, test: cst.BaseExpression) -> boo
         return True
     operands = [test.left, *(target.comparator for target in test.comparisons)]
     return any(_is_coordinate(index, operand) for operand in operands)
+
+
+def _selecting_predicate(index: SemanticIndex, call: cst.Call) -> bool:
+    """A call of a function of this module (``helper(...)``, ``self.helper(...)``)
+    whose every ``return`` value (at least one not a literal) selects group
+    members: ``def is_source(pg): return is_last_stage(pg.pp) and
+    dist.get_rank(group=pg.tp) == 0``; ``def in_grid(self, g): return
+    g.offset <= self.rank < g.offset + g.size``."""
+    from ddplint.analysis.flow import helper_functions
+
+    site = index.call_site(call)
+    functions = helper_functions(index, site) if site is not None else []
+    key = ("selecting_predicate", tuple(id(f) for f in functions))
+    if key in index.cache:
+        return index.cache[key]
+    index.cache[key] = False  # recursion guard
+    result = False
+    for function in functions:
+        returns = [e for e in index.exits if isinstance(e, cst.Return) and e.value is not None
+                   and index.enclosing_scope(e) is function]
+        values = [r.value for r in returns if not _is_boolean_literal(r.value)]
+        if values and all(selects_group_members(index, value) for value in values):
+            result = True
+    index.cache[key] = result
+    return result
 
 
 def _is_coordinate(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:

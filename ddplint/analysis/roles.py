@@ -5,7 +5,10 @@ A DDP script's code runs in one of three roles (RULES.md, Clarifications):
 - the **launcher parent**: a function (or module-level code) that starts the
   workers itself with ``mp.spawn(worker, ...)``, ``start_processes`` or
   ``Process(target=worker)``; its own statements run once, in the parent, before
-  and after the spawn, never as a DDP worker;
+  and after the spawn, never as a DDP worker; so do the ``__main__`` block that
+  calls such a launcher and the functions only launcher code calls
+  (``parent_only_functions``: argument checks before the spawn, a test pass
+  after the workers joined);
 - a **single-process branch**: the arm of an ``if`` that runs only without
   distributed training (``else`` of ``if args.distributed:``, ``if not use_ddp:``,
   ``if world_size == 1:``, ``if args.local_rank == -1:``);
@@ -52,7 +55,9 @@ def process_role(index: SemanticIndex, node: cst.CSTNode) -> str:
     in_test = test_function_role(index, node)
     if in_test is not None:
         return in_test
-    if index.enclosing_scope(node) in launcher_scopes(index):
+    scope = index.enclosing_scope(node)
+    if scope in launcher_scopes(index) or any(scope is f for f in parent_only_functions(index)) \
+            or _in_launching_main_block(index, node):
         return LAUNCHER
     return WORKER
 
@@ -72,6 +77,107 @@ def launcher_scopes(index: SemanticIndex) -> list[cst.CSTNode]:
                 cached.append(site.scope)
         index.cache["roles.launchers"] = cached
     return cached
+
+
+def _launching_calls(index: SemanticIndex) -> list[cst.Call]:
+    """Calls in the module's ``if __name__ == "__main__":`` block that start the
+    workers, themselves or through a launcher function of the module: the
+    block's code on their path runs in the parent only (spawned workers import
+    the module as ``__mp_main__``)."""
+    if "roles.launching_calls" not in index.cache:
+        found: list[cst.Call] = []
+        names_of = {f.name.value for f in launcher_scopes(index) if isinstance(f, cst.FunctionDef)}
+        for site in index.calls:
+            if site.scope is not index.module or _main_block_of(index, site.node) is None:
+                continue
+            if is_spawn_call(index, site) or (isinstance(site.node.func, cst.Name) and site.node.func.value in names_of):
+                found.append(site.node)
+        index.cache["roles.launching_calls"] = found
+    return index.cache["roles.launching_calls"]
+
+
+def _main_block_of(index: SemanticIndex, node: cst.CSTNode) -> Optional[cst.If]:
+    return next((a for a in index.ancestors(node) if isinstance(a, cst.If) and _is_main_test(a.test)
+                 and index.parent(a) is index.module), None)
+
+
+def _in_launching_main_block(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """Module-level code of the ``__main__`` block on the path of a launching
+    call: an ``if`` that holds both holds them in the same arm (the other arm of
+    ``if torchrun: main_worker(...) else: mp.spawn(...)`` is a worker)."""
+    if index.enclosing_scope(node) is not index.module:
+        return False
+    block = _main_block_of(index, node)
+    if block is None:
+        return False
+    return any(_main_block_of(index, call) is block and _same_arms(index, node, call, block)
+               for call in _launching_calls(index))
+
+
+def _same_arms(index: SemanticIndex, node: cst.CSTNode, other: cst.CSTNode, block: cst.If) -> bool:
+    other_ancestors = {id(a) for a in index.ancestors(other)}
+    child = node
+    for ancestor in index.ancestors(node):
+        if ancestor is block:
+            return True
+        if isinstance(ancestor, cst.If) and id(ancestor) in other_ancestors and child is not ancestor.test:
+            # both inside: ``other`` must lie under the same arm (``child``)
+            if id(child) not in other_ancestors and child is not other:
+                return False
+        child = ancestor
+    return True
+
+
+def parent_only_functions(index: SemanticIndex) -> list[cst.FunctionDef]:
+    """Module-level functions that only launcher-parent code calls (``check_args``
+    called from the launching ``__main__`` block before the spawn, ``test(args)``
+    called by the launcher after the workers joined), transitively: every read
+    of the name is a call from launcher code or from another such function, and
+    no other module of the project calls it. A spawn target is passed, not
+    called, and so never qualifies."""
+    cached = index.cache.get("roles.parent_only")
+    if cached is not None:
+        return cached
+    from ddplint.analysis.models import project_of
+    from ddplint.analysis.values import name_reads
+
+    launchers = launcher_scopes(index)
+    if not launchers:
+        index.cache["roles.parent_only"] = []
+        return []
+    project = project_of(index)
+    candidates = [f for f in index.module.body if isinstance(f, cst.FunctionDef) and f not in launchers]
+    parent_only: list[cst.FunctionDef] = []
+    changed = True
+    while changed:
+        changed = False
+        for function in candidates:
+            if any(function is f for f in parent_only):
+                continue
+            reads = name_reads(index, function.name.value)
+            if not reads or any(not _called_from_parent(index, read, launchers, parent_only) for read in reads):
+                continue
+            callers = project.callers.get(project.function_key(index.path, function.name.value)) or []
+            if any(path != index.path for path, _ in callers):
+                continue
+            parent_only.append(function)
+            changed = True
+    index.cache["roles.parent_only"] = parent_only
+    return parent_only
+
+
+def _called_from_parent(index: SemanticIndex, read: cst.Name, launchers: list, parent_only: list) -> bool:
+    call = index.parent(read)
+    if not (isinstance(call, cst.Call) and call.func is read):
+        return False  # passed on (a spawn target, a callback): it may run anywhere
+    scope = index.enclosing_scope(call)
+    if any(scope is f for f in parent_only):
+        return True
+    if any(scope is f for f in launchers):
+        # on the path of the spawn (not the other arm of ``if torchrun: fit(...) else: mp.spawn(...)``)
+        spawns = [site.node for site in index.calls if site.scope is scope and is_spawn_call(index, site)]
+        return any(_same_arms(index, call, spawn, scope) for spawn in spawns)
+    return _in_launching_main_block(index, call)
 
 
 def is_spawn_call(index: SemanticIndex, site: CallSite) -> bool:

@@ -105,6 +105,8 @@ GLOBAL_RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RA
 LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
                         "MV2_COMM_WORLD_LOCAL_RANK", "PMI_LOCAL_RANK")
 GLOBAL, LOCAL, LITERAL, UNKNOWN = "global", "local", "literal", "unknown"
+# Attributes of framework objects (Accelerate, Lightning/Fabric, ...) that hold the global rank.
+FRAMEWORK_GLOBAL_RANKS = ("process_index", "global_rank")
 
 
 def rank_sources(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> frozenset[str]:
@@ -136,7 +138,10 @@ def rank_sources(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0)
     if name is None:
         return frozenset({UNKNOWN})
     sources: set[str] = set()
-    for binding in index.reaching(name, expr):
+    reaching = index.reaching(name, expr)
+    if not reaching and "." in name and name.rsplit(".", 1)[1] in FRAMEWORK_GLOBAL_RANKS:
+        return frozenset({GLOBAL})  # ``accelerator.process_index``, ``fabric.global_rank``
+    for binding in reaching:
         if binding.kind in ("assign", "annassign") and binding.value is not None:
             sources |= rank_sources(index, binding.value, depth + 1)
         elif binding.kind == "param":
@@ -212,6 +217,12 @@ def _call_rank_sources(index: SemanticIndex, call: cst.Call, depth: int) -> froz
         return frozenset({GLOBAL if not call.args else UNKNOWN})
     if callee.startswith("torch.distributed.get_node_local_rank"):
         return frozenset({LOCAL})
+    if callee.startswith("horovod.") and not call.args:
+        last = callee.split(".")[-1]
+        if last in ("rank", "cross_rank"):
+            return frozenset({GLOBAL if last == "rank" else UNKNOWN})
+        if last == "local_rank":
+            return frozenset({LOCAL})
     last = (dotted_name(func) or "").split(".")[-1]
     if last in ("get_rank", "get_global_rank", "get_world_rank") and not call.args:
         return frozenset({GLOBAL})  # project helpers around dist.get_rank()
@@ -226,6 +237,57 @@ def _param_rank_sources(index: SemanticIndex, binding) -> frozenset[str]:
     from ddplint.analysis.models import parameter_rank_sources
 
     return parameter_rank_sources(index, binding)
+
+
+def global_rank_origin(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> Optional[str]:
+    """Where the global rank in ``expr`` comes from, in the user's words
+    (``dist.get_rank()``, ``RANK``, ``args.node_rank * args.ngpus + gpu``,
+    ``accelerator.process_index``, ``a caller``); None when no binding that
+    reaches it reads one (mirrors ``rank_sources``)."""
+    if depth > 6:
+        return None
+    if isinstance(expr, cst.IfExp):
+        return global_rank_origin(index, expr.body, depth + 1) or global_rank_origin(index, expr.orelse, depth + 1)
+    if isinstance(expr, cst.BinaryOperation):
+        return index.module.code_for_node(expr) if GLOBAL in rank_sources(index, expr, depth) else None
+    key = environ_key(index, expr)
+    if key is not None:
+        return "$" + key if key in GLOBAL_RANK_VARIABLES else None
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Name) and func.value in ("int", "str") and expr.args:
+            return global_rank_origin(index, expr.args[0].value, depth + 1)
+        return index.module.code_for_node(expr) if GLOBAL in _call_rank_sources(index, expr, depth) else None
+    name = dotted_name(expr)
+    if name is None:
+        return None
+    reaching = index.reaching(name, expr)
+    if not reaching and "." in name and name.rsplit(".", 1)[1] in FRAMEWORK_GLOBAL_RANKS:
+        return name
+    for binding in reaching:
+        if binding.kind in ("assign", "annassign") and binding.value is not None:
+            found = global_rank_origin(index, binding.value, depth + 1)
+        elif binding.kind == "param":
+            found = _passed_by(index, binding) if GLOBAL in _param_rank_sources(index, binding) else None
+        elif binding.kind == "unpack":
+            found = "returned by a setup helper" if GLOBAL in _unpacked_rank_sources(index, binding, depth) else None
+        else:
+            found = None
+        if found:
+            return found
+    return None
+
+
+def _passed_by(index: SemanticIndex, binding) -> str:
+    function = index.enclosing_scope(binding.node)
+    if isinstance(function, cst.FunctionDef):
+        name = function.name.value
+        if name == "__init__":
+            owner = next((a for a in index.ancestors(function) if isinstance(a, (cst.ClassDef, cst.FunctionDef))),
+                         None)
+            name = owner.name.value if isinstance(owner, cst.ClassDef) else name
+        return f"passed to {name}() by its callers"
+    return "passed by the callers"
 
 
 def is_global_rank(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
@@ -286,13 +348,20 @@ def is_ddp_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int =
 # ---------------------------------------------------------------------- devices
 def device_arguments(site: CallSite) -> Iterator[tuple[cst.BaseExpression, int]]:
     """Expressions a call uses as a CUDA device or device index: torch.device's
-    index, set_device's / torch.cuda.device's device, ``.cuda(i)`` / ``.to(i)``,
-    DDP's ``device_ids`` elements and ``output_device``, any other ``device=``.
+    index (``torch.device(i)`` too), set_device's / torch.cuda.device's device,
+    ``.cuda(i)`` / ``.to(i)``, DDP's ``device_ids`` elements and ``output_device``,
+    FSDP's / init_process_group's ``device_id``, any other ``device=``.
     The second item is the length of the ``device_ids`` list (1 elsewhere)."""
     qualified = site.qualified_name
     picked: list[Optional[cst.Arg]] = []
     if qualified == names.TORCH_DEVICE:
-        picked.append(site.argument("index"))
+        index_arg = site.argument("index")
+        if index_arg is None and len(site.node.args) == 1 and site.node.args[0].keyword is None \
+                and not isinstance(site.node.args[0].value, (cst.SimpleString, cst.FormattedString)):
+            index_arg = site.node.args[0]  # ``torch.device(rank)``: an integer is a CUDA index
+        picked.append(index_arg)
+    elif qualified in (names.FSDP, names.INIT_PROCESS_GROUP):
+        picked.append(site.keyword("device_id"))  # FSDP's / the process group's bound device
     elif qualified in (names.SET_DEVICE, "torch.cuda.device") or (
             site.method in ("cuda", "to") and qualified is None):
         picked.append(site.positional(0) or site.keyword("device"))
@@ -307,6 +376,42 @@ def device_arguments(site: CallSite) -> Iterator[tuple[cst.BaseExpression, int]]
     for arg in picked:
         if arg is not None:
             yield arg.value, 1
+
+
+_PERCENT_INDEX = re.compile(r"^cuda:%[ds]$")
+_FORMAT_INDEX = re.compile(r"^cuda:\{0?\}$")
+
+
+def cuda_index_strings(index: SemanticIndex) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """Device strings built around one index expression: ``f"cuda:{i}"``,
+    ``"cuda:%d" % i``, ``"cuda:{}".format(i)``, ``"cuda:" + str(i)``. Yields
+    (the whole string expression, the index expression ``i``)."""
+    for node in index.fstrings:
+        holes = [part for part in node.parts if isinstance(part, cst.FormattedStringExpression)]
+        if fstring_prefix(node) == "cuda:" and len(holes) == 1:
+            yield node, holes[0].expression
+    for node, value in index.strings:
+        if not isinstance(value, str) or not value.startswith("cuda:"):
+            continue
+        parent = index.parent(node)
+        if isinstance(parent, cst.BinaryOperation) and parent.left is node:
+            right = parent.right
+            if isinstance(parent.operator, cst.Modulo) and _PERCENT_INDEX.match(value):
+                if isinstance(right, cst.Tuple):
+                    if len(right.elements) != 1:
+                        continue
+                    right = right.elements[0].value
+                yield parent, right
+            elif isinstance(parent.operator, cst.Add) and value == "cuda:":
+                if isinstance(right, cst.Call) and isinstance(right.func, cst.Name) and right.func.value == "str" \
+                        and len(right.args) == 1:
+                    right = right.args[0].value
+                yield parent, right
+        elif isinstance(parent, cst.Attribute) and parent.attr.value == "format" and _FORMAT_INDEX.match(value):
+            call = index.parent(parent)
+            if isinstance(call, cst.Call) and call.func is parent and len(call.args) == 1 \
+                    and call.args[0].keyword is None and not call.args[0].star:
+                yield call, call.args[0].value
 
 
 BARE_CUDA, CPU = "bare-cuda", "cpu"

@@ -60,6 +60,7 @@ ARGV_LOCAL_RANK = "argv_local_rank"  # args.local_rank where the script adds --l
 CUDA_DEVICE = "cuda_device"  # torch.device("cuda"), "cuda": a CUDA device without an index
 SPAWN_INDEX = "spawn_index"  # the process index mp.spawn passes as the first argument
 LITERAL = "literal"  # an integer constant
+TRUE = "true"  # the constant True (``data_sampler(ds, shuffle=True)``)
 UNKNOWN = "unknown"  # anything else (in Project.param_values only)
 PARAM_PREFIX = "param:"  # "param:NAME": the caller's own parameter NAME, passed on
 LOCAL_RANK_ATTRIBUTE = "attr:local_rank"  # X.local_rank: ARGV_LOCAL_RANK once the join knows
@@ -75,7 +76,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "8"  # 3: methods keyed by class; 4: loop, device, lifecycle facts; 6: all merged; 7: screens; 8: compact
+FACTS_VERSION = "11"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -118,6 +119,10 @@ class FunctionFacts:
     # Every return hands back a value that a collective made the same on every
     # rank (``t = x.clone(); dist.all_reduce(t); return t``).
     returns_agreed: bool = False
+    # Params whose tensor every return hands back, itself or a copy that keeps its
+    # autograd history (``rt = t.clone(); dist.all_reduce(rt); return rt``): the
+    # call's result carries the graph of that argument (DDP001).
+    returns_params: set[str] = field(default_factory=set)
     # Training-loop facts (ddplint.analysis.flow): runs ``x.backward()`` itself;
     # parameters it stores in the instance (``self.sum += val``); what it returns
     # wrapped in DDP/FSDP ("" for the value itself, "0", "1", ... for a tuple's items).
@@ -156,6 +161,8 @@ class ModuleFacts:
     wrapped_attributes: dict[str, dict[str, str]] = field(default_factory=dict)
     # Code that strips the 'module.' prefix of a loaded state dict (see ``prefix_strips``).
     prefix_strips: list["PrefixStrip"] = field(default_factory=list)
+    # The literal text of ``torch.save`` paths ("./cache/{}_{}.pt": "{}" for a placeholder).
+    saved_paths: list[str] = field(default_factory=list)
     # The rules' screens on this module (ddplint.screen.screening.Verdict); None
     # when the judge must decide alone.
     screen: Optional[tuple] = None
@@ -338,6 +345,24 @@ class _Extractor:
     def qualified(self, expr: ast.AST) -> Optional[str]:
         return _qualified(self.facts, expr)
 
+    def passes_through(self, expr: ast.AST, param: str, depth: int = 0) -> bool:
+        """Is ``expr`` the tensor ``param`` or a copy that keeps its history
+        (``param``, ``param.clone()``, ``rt / n`` with ``rt = param.clone()``)?"""
+        if depth > 4:
+            return False
+        if isinstance(expr, ast.Name):
+            if expr.id == param:
+                return True
+            values = self.values_of(expr.id)
+            return bool(values) and all(self.passes_through(v, param, depth + 1) for v in values)
+        if isinstance(expr, ast.BinOp):
+            return self.passes_through(expr.left, param, depth + 1) or \
+                self.passes_through(expr.right, param, depth + 1)
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) \
+                and expr.func.attr in _HISTORY_KEEPING_METHODS:
+            return self.passes_through(expr.func.value, param, depth + 1)
+        return False
+
     def values_of(self, name: str) -> list[ast.AST]:
         for scope in reversed(self.assigned):
             if name in scope:
@@ -493,6 +518,9 @@ class _Extractor:
                     self.facts.has_epoch_loop = True
                 self.expressions([node.iter])
             else:
+                if "epoch" in ast.dump(node.test).lower() or _iterates_a_loader(node.body):
+                    # ``while keep_training: for batch in train_loader: ...`` re-iterates the loader.
+                    self.facts.has_epoch_loop = True
                 self.expressions([node.test])
             self.block(node.body)
             self.block(node.orelse)
@@ -630,6 +658,8 @@ class _Extractor:
         facts.rank_predicate = self.returns_rank_test(node)
         facts.returns_agreed = bool(self.returns[-1]) and all(
             _derives_from(value, self.agreed[-1]) for value in self.returns[-1])
+        facts.returns_params = {p for p in params if self.returns[-1] and all(
+            self.passes_through(value, p) for value in self.returns[-1])}
         self.loop_facts(node, facts)
         self.agreed.pop()
         self.returns.pop()
@@ -659,7 +689,9 @@ class _Extractor:
             node.func.attr if isinstance(node.func, ast.Attribute) else "")
         if qualified in (names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD):
             facts.own_ddp_context = True
-        if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT:
+        if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT or qualified == names.DDP:
+            # (Building a DDP model is collective: it checks parameter shapes across
+            # ranks and broadcasts rank 0's parameters.)
             # Only collectives every caller's rank reaches: rank-guarded ones (the
             # ``if rank != 0: barrier()`` ... ``if rank == 0: barrier()`` idiom) are
             # judged where they are.
@@ -673,7 +705,15 @@ class _Extractor:
             if not self.main_guards and not self.maybe_guards and not function.rank_zero_only \
                     and not self.per_rank_path(target):
                 function.saves_unguarded |= params | self.path_params(target)
-                function.saves_state |= saved is not None and _holds_model_state(saved)
+                function.saves_state |= saved is not None and (_holds_model_state(saved) or any(
+                    _holds_model_state(value) for value in (self.values_of(saved.id) if isinstance(saved, ast.Name)
+                                                            else ())))
+        if qualified == names.TORCH_SAVE:
+            target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"),
+                                                                    None)
+            text = _path_text(target) if target is not None else None
+            if text:
+                facts.saved_paths.append(text)
         if qualified in _AGREEING_COLLECTIVES and node.args and isinstance(node.args[0], ast.Name):
             self.agreed[-1].add(node.args[0].id)
         if method == "add_argument" and any(
@@ -893,6 +933,8 @@ class _Extractor:
         if isinstance(expr, ast.Constant):
             if type(expr.value) is int:
                 return {LITERAL}
+            if expr.value is True:
+                return {TRUE}
             if expr.value == "cpu":
                 return set()  # the other arm of ``"cuda" if ok else "cpu"`` decides
             return {CUDA_DEVICE} if expr.value == "cuda" else {""}
@@ -974,6 +1016,10 @@ class _Extractor:
 _SANITISERS = ("item", "detach", "tolist", "numpy", "cpu_numpy")
 
 
+_HISTORY_KEEPING_METHODS = ("clone", "to", "cuda", "cpu", "float", "double", "half", "view", "reshape",
+                            "contiguous", "mean", "sum", "div", "div_", "mul", "mul_", "add", "add_")
+
+
 def _reads_raw(expr: ast.AST, name: str) -> bool:
     """Does ``expr`` read ``name`` other than through ``.item()``, ``.detach()``,
     ``float(...)`` and friends?"""
@@ -998,6 +1044,40 @@ def _on_self(target: ast.AST) -> bool:
     return False
 
 
+def _path_text(expr: ast.AST) -> Optional[str]:
+    """The literal text of a file path: a string, an f-string ("{}" for each
+    placeholder), ``os.path.join`` of such parts ("/"-joined); None otherwise."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return expr.value
+    if isinstance(expr, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "{}"
+                       for v in expr.values)
+    if isinstance(expr, ast.Call) and _dotted(expr.func) in ("os.path.join", "osp.join") and expr.args:
+        parts = [_path_text(a) for a in expr.args]
+        return "/".join(p if p is not None else "{}" for p in parts)
+    return None
+
+
+def _cuda_string_index(expr: Optional[ast.AST]) -> Optional[ast.AST]:
+    """``i`` of ``"cuda:%d" % i``, ``"cuda:{}".format(i)``, ``"cuda:" + str(i)``
+    (mirror of ``ddplint.analysis.values.cuda_index_strings``)."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.left, ast.Constant) and isinstance(expr.left.value, str):
+        text = expr.left.value
+        if isinstance(expr.op, ast.Mod) and text in ("cuda:%d", "cuda:%s"):
+            return expr.right
+        if isinstance(expr.op, ast.Add) and text == "cuda:":
+            right = expr.right
+            if isinstance(right, ast.Call) and isinstance(right.func, ast.Name) and right.func.id == "str" \
+                    and len(right.args) == 1:
+                return right.args[0]
+            return right
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "format" \
+            and isinstance(expr.func.value, ast.Constant) and expr.func.value.value in ("cuda:{}", "cuda:{0}") \
+            and len(expr.args) == 1:
+        return expr.args[0]
+    return None
+
+
 def _device_operands(node: ast.Call, qualified: str, method: str) -> Iterable[ast.AST]:
     """The expressions a call uses as a CUDA device or device index (mirror of
     ``ddplint.analysis.values.device_arguments``), unwrapped from ``int(...)``
@@ -1014,7 +1094,10 @@ def _device_operands(node: ast.Call, qualified: str, method: str) -> Iterable[as
         if isinstance(ids, (ast.List, ast.Tuple)) and len(ids.elts) == 1:
             picked.append(ids.elts[0])
         picked.append(keywords.get("output_device"))
+    elif qualified in (names.FSDP, names.INIT_PROCESS_GROUP):
+        picked.append(keywords.get("device_id"))
     for expr in picked:
+        expr = _cuda_string_index(expr) or expr
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("int", "str") \
                 and expr.args:
             expr = expr.args[0]
@@ -1085,6 +1168,20 @@ def _main_only(test: ast.AST, truth: bool) -> bool:
             isinstance(operator, ast.GtE) and _int(value) == 1)
         return truth != excludes_main
     return truth
+
+
+def _iterates_a_loader(body: list[ast.stmt]) -> bool:
+    """A ``for`` loop over a data loader (``for b in train_loader``,
+    ``enumerate(loader)``) in ``body``, outside nested functions."""
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, (ast.For, ast.AsyncFor)) and "loader" in ast.dump(node.iter).lower():
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _holds_model_state(expr: ast.AST) -> bool:
@@ -1172,6 +1269,8 @@ def prefix_strips(tree: ast.AST, facts: ModuleFacts) -> list[PrefixStrip]:
                     and _int(node.slice.lower) == 7 and node.slice.upper is None:
                 sites.append((node, None))
         for node, dictionary in sites:
+            if isinstance(node, ast.Subscript) and not _slices_a_loop_key(node, loops):
+                continue  # ``block_type[7:]``: a string cut, not the keys of a state dict
             if dictionary is None:
                 dictionary = _iterated_dict(node, loops)
             found.append(_strip_of(facts, dictionary, assigned, params))
@@ -1193,6 +1292,18 @@ def _own_nodes(body: list[ast.stmt]):
 def _is_module_literal(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Constant) and isinstance(expr.value, str) and expr.value.strip("^\\") in (
         "module.", "module\\.", "module")
+
+
+def _slices_a_loop_key(node: ast.Subscript, loops) -> bool:
+    """``k[7:]`` where ``k`` is bound by a loop (or comprehension) around it:
+    ``{k[7:]: v for k, v in sd.items()}``."""
+    if not isinstance(node.value, ast.Name):
+        return False
+    for target, _, owner in loops:
+        if any(n is node for n in ast.walk(owner)) and any(
+                isinstance(n, ast.Name) and n.id == node.value.id for n in ast.walk(target)):
+            return True
+    return False
 
 
 def _iterated_dict(node: ast.AST, loops) -> Optional[ast.AST]:

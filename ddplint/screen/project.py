@@ -620,6 +620,10 @@ class Project:
         """Does some module in ``scope(path)`` satisfy ``predicate``?"""
         return any(predicate(self.modules[other]) for other in self.scope(path))
 
+    def reached_by(self, path: str) -> frozenset[str]:
+        """The other modules that import or call into module ``path`` directly."""
+        return frozenset(self._reached_by.get(path, set()) - {path})
+
     @property
     def _reached_by(self) -> dict[str, set[str]]:
         if not hasattr(self, "_reverse_cache"):
