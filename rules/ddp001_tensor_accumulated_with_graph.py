@@ -100,6 +100,23 @@ class TensorAccumulatedWithGraph(Rule):
     triggers = ("=", "append", "extend", "insert", ".add(")
 
     valid = [
+        # A running mean of items the loss function hands back detached (``return loss, parts.detach()``).
+        Valid(TRAIN + """\
+class DetectionLoss:
+    def __call__(self, pred, targets):
+        box, cls = box_loss(pred, targets), cls_loss(pred, targets)
+        loss = box + cls
+        return loss, torch.stack((box, cls, loss)).detach()
+
+def train(model, loader, optimizer):
+    compute_loss = DetectionLoss()
+    mean_items = torch.zeros(3)
+    for step, (images, targets) in enumerate(loader):
+        loss, loss_items = compute_loss(model(images), targets)
+        loss.backward()
+        optimizer.step()
+        mean_items = (mean_items * step + loss_items) / (step + 1)
+"""),
         Valid(TRAIN + """\
 def train(model, loader, optimizer):
     total = 0.0

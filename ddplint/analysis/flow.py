@@ -871,6 +871,12 @@ def binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) ->
             position = _unpack_position(node, binding.name)
             if position is not None and position < len(value.elements):
                 return carries_graph(index, value.elements[position].value, binding.order, depth + 1)
+        if isinstance(value, cst.Call):
+            # ``loss, loss_items = compute_loss(pred, y)`` where the project's
+            # function returns ``..., torch.cat(parts).detach()``: that item has no history.
+            facts = project_function_facts(index, value)
+            if facts is not None and str(_unpack_position(node, binding.name)) in facts.returns_detached:
+                return False
         return carries_graph(index, value, binding.order, depth + 1)
     return False
 

@@ -76,7 +76,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "11"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "12"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -129,6 +129,9 @@ class FunctionFacts:
     runs_backward: bool = False
     keeps: set[str] = field(default_factory=set)
     returns_wrapped: dict[str, str] = field(default_factory=dict)
+    # Tuple items ("0", "1", ...) every return hands back without autograd history
+    # (``return loss, torch.cat(parts).detach()``): unpacking them gives no graph (DDP001).
+    returns_detached: set[str] = field(default_factory=set)
     # Params whose value ``torch.save`` writes (the whole object, or a value of
     # the dict / list saved; "*" for ``torch.save(*args)``): a save helper.
     saves: set[str] = field(default_factory=set)
@@ -221,7 +224,8 @@ class _EmptyMap(dict):
 
 EMPTY_SET = _EmptySet()
 EMPTY_MAP = _EmptyMap()
-_FUNCTION_SETS = ("forwards", "forwards_globals", "loads", "device_params", "keeps", "saves", "saves_unguarded")
+_FUNCTION_SETS = ("forwards", "forwards_globals", "loads", "device_params", "keeps", "saves", "saves_unguarded",
+                  "returns_detached")
 _MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes")
 
 
@@ -635,6 +639,32 @@ class _Extractor:
                     kind = next((k for k in map(self.wrapper_of, self.values_of(item.id)) if k), "")
                 if kind:
                     facts.returns_wrapped.setdefault("" if position is None else str(position), kind)
+        facts.returns_detached = self.detached_positions(self.returns[-1])
+
+    def detached_positions(self, returns: list[ast.AST]) -> set[str]:
+        """Positions of the returned tuples that hold no autograd history in every return."""
+        tuples = [r for r in returns if isinstance(r, ast.Tuple)]
+        if not returns or len(tuples) != len(returns):
+            return set()
+        found = set()
+        for position in range(min(len(t.elts) for t in tuples)):
+            if all(self.is_detached(t.elts[position]) for t in tuples):
+                found.add(str(position))
+        return found
+
+    def is_detached(self, expr: ast.AST, depth: int = 0) -> bool:
+        """``x.detach()``, ``x.item()``, ``float(x)``, a constant, or a name every binding of which is one."""
+        if isinstance(expr, ast.Constant):
+            return True
+        if isinstance(expr, ast.Call):
+            func = expr.func
+            if isinstance(func, ast.Attribute) and func.attr in _SANITISERS:
+                return True
+            return isinstance(func, ast.Name) and func.id in ("float", "int", "bool", "len", "str", "round")
+        if isinstance(expr, ast.Name) and depth < 3:
+            values = self.values_of(expr.id)
+            return bool(values) and all(self.is_detached(v, depth + 1) for v in values)
+        return False
 
     def function_def(self, node: ast.AST) -> None:
         args = node.args
