@@ -42,17 +42,19 @@ class RuleInfo:
         return True if function is None else bool(function(None, sketch))
 
 
-def rules_folder() -> Path:
+def rules_folders() -> list[Path]:
+    """Every folder of the ``ddplint.rules`` package (a plugin may append one
+    to its ``__path__``, as ``ddplint.registry.all_rules`` honours too)."""
     import ddplint.rules as package  # rules/__init__.py: a docstring, nothing else
 
-    return Path(package.__path__[0])
+    return [Path(folder) for folder in package.__path__]
 
 
 @lru_cache(maxsize=1)
 def rule_infos() -> tuple[RuleInfo, ...]:
     """Every rule, sorted by code (as ``ddplint.registry.all_rules``)."""
     found: dict[str, RuleInfo] = {}
-    for path in sorted(rules_folder().glob("*.py")):
+    for path in sorted(path for folder in rules_folders() for path in folder.glob("*.py")):
         if path.name.startswith("_"):
             continue
         info = _read(path)
