@@ -116,6 +116,11 @@ class DDPWrapperStateDict(Rule):
         Valid(DDP_SCRIPT + "torch.save(model.state_dict(), 'ckpt.pt')\n"
               "def evaluate(net):\n    sd = torch.load('ckpt.pt', map_location='cpu')\n"
               "    net.load_state_dict({k[7:]: v for k, v in sd.items()})\n"),
+        # The loader of this file gives plain keys the wrapper's prefix (it loads into a DDP model).
+        Valid(DDP_SCRIPT + "torch.save({'model': model.state_dict(), 'epoch': ep}, 'best.pt')\n"
+              "def evaluate(net):\n    sd = torch.load('best.pt', map_location='cpu')['model']\n"
+              "    sd = {k if 'module.' in k else 'module.' + k: v for k, v in sd.items()}\n"
+              "    DDP(net).load_state_dict(sd)\n"),
         # ... or the loader of this key of the checkpoint (the file is chosen at run time).
         Valid(DDP_SCRIPT + "from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present as strip\n"
               "torch.save({'model': model.state_dict(), 'epoch': ep}, f'{out}/ckpt_{ep}.pt')\n"

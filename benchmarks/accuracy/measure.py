@@ -71,11 +71,16 @@ def load_labels(folder: Path) -> tuple[dict[str, Repo], list[Label]]:
             if repo.commit != entry["commit"]:
                 raise SystemExit(f"{file.name}: {entry['repo']} labelled at two commits")
             for labelled in entry.get("files") or []:
-                repo.files.append(labelled["path"])
+                if labelled["path"] not in repo.files:  # two labellers may take the same file
+                    repo.files.append(labelled["path"])
                 for label in labelled.get("labels") or []:
                     labels.append(Label(entry["repo"], labelled["path"], label["rule"], int(label["line"]),
                                         label.get("certainty", "sure"), label.get("why", "")))
-    return repos, labels
+    # The same finding labelled by both counts once (the surest certainty).
+    unique: dict[tuple, Label] = {}
+    for label in sorted(labels, key=lambda l: l.certainty != "sure"):
+        unique.setdefault((label.repo, label.path, label.rule, label.line), label)
+    return repos, list(unique.values())
 
 
 def held_out(repo: str) -> bool:

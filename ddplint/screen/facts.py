@@ -76,7 +76,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "13"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "14"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1297,6 +1297,11 @@ def prefix_strips(tree: ast.AST, facts: ModuleFacts) -> list[PrefixStrip]:
                     sites.append((node, None))
             elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) \
                     and _int(node.slice.lower) == 7 and node.slice.upper is None:
+                sites.append((node, None))
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _is_module_literal(node.left) \
+                    and isinstance(node.right, ast.Name):
+                # ``{'module.' + k: v for k, v in ckpt.items()}``: the loader gives the keys the
+                # wrapper's prefix (it loads into a DDP model), reconciling them as a strip does.
                 sites.append((node, None))
         for node, dictionary in sites:
             if isinstance(node, ast.Subscript) and not _slices_a_loop_key(node, loops):
