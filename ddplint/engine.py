@@ -9,12 +9,10 @@ diagnostics. libcst and the rule modules are imported only by the judge.
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import sys
 import threading
-import tokenize
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple, Optional, Sequence, Union

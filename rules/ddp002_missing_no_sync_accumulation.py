@@ -967,13 +967,11 @@ def _no_sync_applies(index: SemanticIndex, event: flow.Event, loop: flow.Loop, b
 
 
 def _with_item_of(index: SemanticIndex, call: cst.Call) -> Optional[cst.WithItem]:
-    node: cst.CSTNode = call
     for ancestor in index.ancestors(call):
         if isinstance(ancestor, cst.WithItem):
             return ancestor
         if not isinstance(ancestor, (cst.IfExp, cst.BooleanOperation)):
             return None
-        node = ancestor
     return None
 
 

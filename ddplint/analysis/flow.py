@@ -30,7 +30,7 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.values import is_ddp_model, literal_bool
-from ddplint.analysis.semantic import Binding, CallSite, SemanticIndex, dotted_name
+from ddplint.analysis.semantic import Binding, CallSite, SemanticIndex, dotted_name, unpack_position
 
 Loop = Union[cst.For, cst.While]
 _FUNCTION_TYPES = (cst.FunctionDef, cst.Lambda)
@@ -664,7 +664,6 @@ def carries_graph(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_o
     loop targets are assumed not to (precision first)."""
     if expr is None or depth > 8:
         return False
-    follow = lambda e: carries_graph(index, e, at_order, depth + 1)  # noqa: E731
     # Parts of the same expression: the tree shrinks, so no depth is spent
     # (binding hops and calls spend it).
     part = lambda e: carries_graph(index, e, at_order, depth)  # noqa: E731
@@ -864,30 +863,21 @@ def binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) ->
     if binding.kind == "unpack" and isinstance(node, cst.Assign):
         value = node.value
         if isinstance(value, cst.Call) and _method(value) in INDEX_RESULTS:
-            position = _unpack_position(node, binding.name)
+            position = unpack_position(node, binding.name)
             if position != 0:
                 return False  # ``_, pred = out.max(1)``: indices
         if isinstance(value, (cst.Tuple, cst.List)):
-            position = _unpack_position(node, binding.name)
+            position = unpack_position(node, binding.name)
             if position is not None and position < len(value.elements):
                 return carries_graph(index, value.elements[position].value, binding.order, depth + 1)
         if isinstance(value, cst.Call):
             # ``loss, loss_items = compute_loss(pred, y)`` where the project's
             # function returns ``..., torch.cat(parts).detach()``: that item has no history.
             facts = project_function_facts(index, value)
-            if facts is not None and str(_unpack_position(node, binding.name)) in facts.returns_detached:
+            if facts is not None and str(unpack_position(node, binding.name)) in facts.returns_detached:
                 return False
         return carries_graph(index, value, binding.order, depth + 1)
     return False
-
-
-def _unpack_position(node: cst.Assign, name: str) -> Optional[int]:
-    for target in node.targets:
-        if isinstance(target.target, (cst.Tuple, cst.List)):
-            for i, element in enumerate(target.target.elements):
-                if dotted_name(element.value) == name:
-                    return i
-    return None
 
 
 def names_in(expr: Optional[cst.CSTNode]) -> set[str]:

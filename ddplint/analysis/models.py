@@ -140,7 +140,7 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
     through plain aliases (``self.biencoder = model``)."""
     import libcst as cst
 
-    from ddplint.analysis.semantic import dotted_name
+    from ddplint.analysis.semantic import dotted_name, unpack_position
 
     name = dotted_name(expr)
     if name is None or depth > 4:
@@ -158,9 +158,10 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
         position = ""
         if binding.kind == "unpack" and isinstance(binding.node, cst.Assign):
             value = binding.node.value
-            position = _unpack_position(binding.node, name)
-            if position is None:
+            index_in_tuple = unpack_position(binding.node, name)
+            if index_in_tuple is None:
                 continue
+            position = str(index_in_tuple)
         elif binding.kind not in ("assign", "annassign"):
             continue
         if isinstance(value, (cst.Name, cst.Attribute)) and value is not expr and not position:
@@ -264,19 +265,6 @@ def _exits(body) -> bool:
     last = statements[-1] if statements else None
     small = last.body if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else []
     return any(isinstance(s, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for s in small)
-
-
-def _unpack_position(node, name: str):
-    import libcst as cst
-
-    from ddplint.analysis.semantic import dotted_name
-
-    for target in node.targets:
-        if isinstance(target.target, (cst.Tuple, cst.List)):
-            for i, element in enumerate(target.target.elements):
-                if dotted_name(element.value) == name:
-                    return str(i)
-    return None
 
 
 def wrapped_slots(index, site) -> dict[str, str]:

@@ -19,7 +19,6 @@ records:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional, Union
 
@@ -120,6 +119,16 @@ def dotted_name(expr: cst.BaseExpression) -> Optional[str]:
     if isinstance(expr, cst.Name):
         parts.append(expr.value)
         return ".".join(reversed(parts))
+    return None
+
+
+def unpack_position(node: cst.Assign, name: str) -> Optional[int]:
+    """Where ``name`` sits in the tuple target of ``a, name = ...`` (0-based), else None."""
+    for target in node.targets:
+        if isinstance(target.target, (cst.Tuple, cst.List)):
+            for i, element in enumerate(target.target.elements):
+                if dotted_name(element.value) == name:
+                    return i
     return None
 
 

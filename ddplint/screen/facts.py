@@ -23,6 +23,7 @@ from typing import Iterable, Optional
 
 from ddplint import names
 from ddplint.names import RANK_NAME, RANK_ZERO_DECORATORS
+from ddplint.screen.walk import dotted as _dotted
 from ddplint.screen.walk import iter_child_nodes as _iter_child_nodes
 from ddplint.screen.walk import walk as _walk
 
@@ -297,15 +298,6 @@ def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
 
 
 
-def _dotted(expr: ast.AST) -> Optional[str]:
-    parts = []
-    while isinstance(expr, ast.Attribute):
-        parts.append(expr.attr)
-        expr = expr.value
-    if isinstance(expr, ast.Name):
-        parts.append(expr.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 def _int(expr: ast.AST) -> Optional[int]:

@@ -22,6 +22,7 @@ import re
 from typing import Optional
 
 from ddplint import names
+from ddplint.screen.walk import dotted as _dotted
 from ddplint.screen.walk import iter_child_nodes, walk
 
 _CUDA_INDEX = re.compile(r"^cuda:\d+$")
@@ -515,12 +516,3 @@ class _Resolver:
         return target
 
 
-def _dotted(expr) -> Optional[str]:
-    parts = []
-    while isinstance(expr, ast.Attribute):
-        parts.append(expr.attr)
-        expr = expr.value
-    if isinstance(expr, ast.Name):
-        parts.append(expr.id)
-        return ".".join(reversed(parts))
-    return None

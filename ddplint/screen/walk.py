@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections import deque
-from typing import Iterator
+from typing import Iterator, Optional
 
 _LEAVES = (ast.expr_context, ast.boolop, ast.operator, ast.unaryop, ast.cmpop)
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -51,3 +51,16 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
             elif isinstance(value, ast.AST) and not isinstance(value, _LEAVES):
                 append(value)
         yield node
+
+
+def dotted(expr: ast.AST) -> Optional[str]:
+    """``a.b.c`` for a chain of names and attributes, else None (the ``ast``
+    twin of ``ddplint.analysis.semantic.dotted_name``)."""
+    parts = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        parts.append(expr.id)
+        return ".".join(reversed(parts))
+    return None
