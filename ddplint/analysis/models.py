@@ -97,6 +97,8 @@ def condition_facts(index, node) -> dict[str, bool]:
     answer differently each time)."""
     import libcst as cst
 
+    from ddplint.analysis.ranks import always_exits
+
     found: dict[str, bool] = {}
     child = node
     for ancestor in index.ancestors(node):
@@ -106,7 +108,7 @@ def condition_facts(index, node) -> dict[str, bool]:
             for sibling in ancestor.body:
                 if sibling is child:
                     break
-                if isinstance(sibling, cst.If) and sibling.orelse is None and _exits(sibling.body):
+                if isinstance(sibling, cst.If) and sibling.orelse is None and always_exits(sibling.body):
                     _flag_facts(sibling.test, False, found)
         if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             break
@@ -208,6 +210,7 @@ def not_instance_of(index, expr) -> frozenset:
     ``if isinstance(expr, FSDP): return``."""
     import libcst as cst
 
+    from ddplint.analysis.ranks import always_exits
     from ddplint.analysis.semantic import dotted_name
 
     name = dotted_name(expr)
@@ -223,7 +226,7 @@ def not_instance_of(index, expr) -> frozenset:
             for sibling in ancestor.body:
                 if sibling is child:
                     break
-                if isinstance(sibling, cst.If) and sibling.orelse is None and _exits(sibling.body):
+                if isinstance(sibling, cst.If) and sibling.orelse is None and always_exits(sibling.body):
                     found |= _isinstance_facts(index, sibling.test, name, False)
         if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             break
@@ -256,15 +259,6 @@ def _isinstance_facts(index, test, name: str, holds: bool) -> set:
     classes = test.args[1].value
     elements = [e.value for e in classes.elements] if isinstance(classes, (cst.Tuple, cst.List)) else [classes]
     return {index.qualified_name(e) for e in elements if index.qualified_name(e)}
-
-
-def _exits(body) -> bool:
-    import libcst as cst
-
-    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
-    last = statements[-1] if statements else None
-    small = last.body if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else []
-    return any(isinstance(s, (cst.Return, cst.Raise, cst.Continue, cst.Break)) for s in small)
 
 
 def wrapped_slots(index, site) -> dict[str, str]:

@@ -294,13 +294,14 @@ def _early_exit_guard(index: SemanticIndex, block: Union[cst.IndentedBlock, cst.
     for sibling in block.body:
         if sibling is statement:
             return None
-        if (isinstance(sibling, cst.If) and sibling.orelse is None and _always_exits(sibling.body)
+        if (isinstance(sibling, cst.If) and sibling.orelse is None and always_exits(sibling.body)
                 and is_rank_condition(index, sibling.test, lenient)):
             return sibling
     return None
 
 
-def _always_exits(body: cst.BaseSuite) -> bool:
+def always_exits(body: cst.BaseSuite) -> bool:
+    """Does the block end in return / continue / raise / break / sys.exit()?"""
     statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
     if not statements:
         return False
