@@ -140,14 +140,15 @@ def crude_longest_chain(source: str) -> int:
     return max(longest, count)
 
 
-def longest_chain(tree) -> tuple[int, int, int]:
+def longest_chain(tree, nodes=None) -> tuple[int, int, int]:
     """The longest left-recursive chain in a CPython ``ast`` tree: (links, line,
-    1-based column of its start)."""
+    1-based column of its start). ``nodes``: the tree's nodes with every parent
+    before its children, when the caller has them (``Subtrees.order``)."""
     import ast
 
     length: dict[int, int] = {}
     longest, where = 0, (1, 1)
-    for node in reversed(list(ast.walk(tree))):  # children before their parents
+    for node in reversed(nodes if nodes is not None else list(ast.walk(tree))):  # children before their parents
         field_name = _CHAIN_NODES.get(type(node).__name__)
         if field_name is None:
             continue

@@ -24,6 +24,7 @@ from typing import Iterable, Optional
 from ddplint import names
 from ddplint.names import RANK_NAME, RANK_ZERO_DECORATORS
 from ddplint.screen.walk import dotted as _dotted
+from ddplint.screen.walk import Subtrees
 from ddplint.screen.walk import iter_child_nodes as _iter_child_nodes
 from ddplint.screen.walk import walk as _walk
 
@@ -181,18 +182,19 @@ def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFac
         return None
     facts = ModuleFacts(path)
     try:
-        _Extractor(facts, "local_rank" in source).module(tree)
+        subtrees = Subtrees(tree)
+        _Extractor(facts, "local_rank" in source, subtrees).module(tree)
         if screen:
             from ddplint.screen.screening import screen_tree
 
-            facts.screen = screen_tree(tree, source)
+            facts.screen = screen_tree(tree, source, subtrees.order)
     except RecursionError:
         return None
     facts.calls = [call for call in facts.calls if _may_reach_project_function(call, facts)]
     facts.reads_local_rank_env = "LOCAL_RANK" in source
     facts.moves_to_cuda = _CUDA_USE.search(source) is not None
     if any(marker in source for marker in _STRIP_MARKERS):
-        facts.prefix_strips = prefix_strips(tree, facts)
+        facts.prefix_strips = prefix_strips(tree, facts, subtrees)
     facts.uses_sharding_framework = any(
         target.lstrip(".").split(".")[0] in SHARDING_FRAMEWORKS for target in facts.imports.values())
     return compact(facts)
@@ -310,10 +312,12 @@ def _int(expr: ast.AST) -> Optional[int]:
 
 
 class _Extractor:
-    """One recursive walk over statements; expressions are scanned with ast.walk."""
+    """One recursive walk over statements; the calls and assignments under a
+    node come from the module's subtree index (``Subtrees``), never a re-walk."""
 
-    def __init__(self, facts: ModuleFacts, mentions_local_rank: bool = True) -> None:
+    def __init__(self, facts: ModuleFacts, mentions_local_rank: bool, subtrees: Subtrees) -> None:
         self.facts = facts
+        self.subtrees = subtrees
         self.mentions_local_rank = mentions_local_rank  # skips an ast.dump per device call
         self.function: Optional[FunctionFacts] = None
         self.guards: list[bool] = []  # one entry per enclosing rank guard: strict?
@@ -553,11 +557,10 @@ class _Extractor:
 
     def imported_calls(self, test: ast.AST) -> list[str]:
         found = []
-        for node in _walk(test):
-            if isinstance(node, ast.Call):
-                dotted = _dotted(node.func)
-                if dotted is not None and dotted.split(".")[0] in self.facts.imports:
-                    found.append(dotted)
+        for node in self.subtrees.of_kind(test, ast.Call):
+            dotted = _dotted(node.func)
+            if dotted is not None and dotted.split(".")[0] in self.facts.imports:
+                found.append(dotted)
         return found
 
     def class_def(self, node: ast.ClassDef) -> None:
@@ -581,8 +584,8 @@ class _Extractor:
         """``self.NAME = Cls(...)`` anywhere in the class's methods: NAME -> "Cls"
         (attributes bound to different classes are left out)."""
         found: dict[str, set[str]] = {}
-        for child in _walk(node):
-            if isinstance(child, (ast.Assign, ast.AnnAssign)) and isinstance(child.value, ast.Call):
+        for child in self.assignments(node):
+            if isinstance(child.value, ast.Call):
                 targets = child.targets if isinstance(child, ast.Assign) else [child.target]
                 cls = self.class_ref(child.value.func)
                 for target in targets:
@@ -594,34 +597,35 @@ class _Extractor:
     def wrapped_attributes(self, node: ast.ClassDef) -> dict[str, str]:
         """``self.NAME = DDP(...)`` / ``FSDP(...)`` in the class's methods."""
         found: dict[str, str] = {}
-        for child in _walk(node):
-            if isinstance(child, ast.Assign):
-                kind = self.wrapper_of(child.value)
-                for target in child.targets if kind else ():
-                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
-                            and target.value.id == "self":
-                        found.setdefault(target.attr, kind)
+        for child in self.subtrees.of_kind(node, ast.Assign):
+            kind = self.wrapper_of(child.value)
+            for target in child.targets if kind else ():
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self":
+                    found.setdefault(target.attr, kind)
         return found
 
     def loop_facts(self, node: ast.AST, facts: "FunctionFacts") -> None:
         """runs_backward, keeps and returns_wrapped of one function."""
         params = [p for p in facts.params if p not in ("self", "cls")]
-        for child in _walk(node):
-            if isinstance(child, ast.Call):
-                func = child.func
-                if isinstance(func, ast.Attribute) and func.attr == "backward" and not child.args and not (
-                        isinstance(func.value, ast.Name) and func.value.id in ("self", "super")):
-                    facts.runs_backward = True
-                elif self.qualified(func) == "torch.autograd.backward":
-                    facts.runs_backward = True
-                if isinstance(func, ast.Attribute) and func.attr in ("append", "extend", "insert") \
-                        and child.args and (_dotted(func.value) or "").startswith("self."):
-                    facts.keeps.update(p for p in params if _reads_raw(child.args[-1], p))
-            elif isinstance(child, ast.AugAssign) and _on_self(child.target):
+        subtrees = self.subtrees
+        for child in subtrees.of_kind(node, ast.Call):
+            func = child.func
+            if isinstance(func, ast.Attribute) and func.attr == "backward" and not child.args and not (
+                    isinstance(func.value, ast.Name) and func.value.id in ("self", "super")):
+                facts.runs_backward = True
+            elif self.qualified(func) == "torch.autograd.backward":
+                facts.runs_backward = True
+            if isinstance(func, ast.Attribute) and func.attr in ("append", "extend", "insert") \
+                    and child.args and (_dotted(func.value) or "").startswith("self."):
+                facts.keeps.update(p for p in params if _reads_raw(child.args[-1], p))
+        for child in subtrees.of_kind(node, ast.AugAssign):
+            if _on_self(child.target):
                 facts.keeps.update(p for p in params if _reads_raw(child.value, p))
-            elif isinstance(child, ast.Assign) and len(child.targets) == 1 and _on_self(child.targets[0]) \
+        for child in subtrees.of_kind(node, ast.Assign):
+            if len(child.targets) == 1 and _on_self(child.targets[0]) \
                     and isinstance(child.value, ast.BinOp) and _dotted(child.targets[0]) is not None \
-                    and any(_dotted(n) == _dotted(child.targets[0]) for n in _walk(child.value)):
+                    and any(_dotted(n) == _dotted(child.targets[0]) for n in subtrees.under(child.value)):
                 facts.keeps.update(p for p in params if _reads_raw(child.value, p))
         for value in self.returns[-1]:
             items = list(enumerate(value.elts)) if isinstance(value, ast.Tuple) else [(None, value)]
@@ -698,10 +702,18 @@ class _Extractor:
 
     # ------------------------------------------------------------------ expressions
     def expressions(self, roots: Iterable[ast.AST]) -> None:
+        of_kind = self.subtrees.of_kind
         for root in roots:
-            for node in _walk(root):
-                if isinstance(node, ast.Call):
-                    self.call(node)
+            for node in of_kind(root, ast.Call):
+                self.call(node)
+
+    def assignments(self, node: ast.AST) -> list:
+        """The ``=`` and annotated assignments at or below ``node``, in source order."""
+        found = self.subtrees.of_kind(node, ast.Assign) + self.subtrees.of_kind(node, ast.AnnAssign)
+        if found and found[-1].__class__ is ast.AnnAssign and len(found) > 1:
+            position = self.subtrees.position
+            found.sort(key=lambda child: position[id(child)])
+        return found
 
     def call(self, node: ast.Call) -> None:
         facts, function = self.facts, self.function
@@ -1259,10 +1271,13 @@ _STRIP_CALLS = ("replace", "removeprefix", "startswith", "lstrip", "split", "sub
 _LOADERS = ("load", "load_file", "load_checkpoint", "load_state_dict_from_url", "load_url")
 
 
-def prefix_strips(tree: ast.AST, facts: ModuleFacts) -> list[PrefixStrip]:
+def prefix_strips(tree: ast.AST, facts: ModuleFacts, subtrees: Optional[Subtrees] = None) -> list[PrefixStrip]:
     """Every 'module.' prefix strip of the module, with the checkpoint it reads."""
     found: list[PrefixStrip] = []
-    for function in [tree, *(n for n in _walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
+    subtrees = subtrees or Subtrees(tree)
+    functions = sorted(subtrees.of_kind(tree, ast.FunctionDef) + subtrees.of_kind(tree, ast.AsyncFunctionDef),
+                       key=lambda node: subtrees.position[id(node)])
+    for function in [tree, *functions]:
         body = function.body
         params = set()
         if not isinstance(function, ast.Module):
@@ -1296,10 +1311,10 @@ def prefix_strips(tree: ast.AST, facts: ModuleFacts) -> list[PrefixStrip]:
                 # wrapper's prefix (it loads into a DDP model), reconciling them as a strip does.
                 sites.append((node, None))
         for node, dictionary in sites:
-            if isinstance(node, ast.Subscript) and not _slices_a_loop_key(node, loops):
+            if isinstance(node, ast.Subscript) and not _slices_a_loop_key(node, loops, subtrees):
                 continue  # ``block_type[7:]``: a string cut, not the keys of a state dict
             if dictionary is None:
-                dictionary = _iterated_dict(node, loops)
+                dictionary = _iterated_dict(node, loops, subtrees)
             found.append(_strip_of(facts, dictionary, assigned, params))
     if not found and any(t.endswith("consume_prefix_in_state_dict_if_present") for t in facts.imports.values()):
         found.append(PrefixStrip("unknown"))  # imported, used in a way not seen here (an alias, a callback)
@@ -1321,22 +1336,22 @@ def _is_module_literal(expr: ast.AST) -> bool:
         "module.", "module\\.", "module")
 
 
-def _slices_a_loop_key(node: ast.Subscript, loops) -> bool:
+def _slices_a_loop_key(node: ast.Subscript, loops, subtrees: Subtrees) -> bool:
     """``k[7:]`` where ``k`` is bound by a loop (or comprehension) around it:
     ``{k[7:]: v for k, v in sd.items()}``."""
     if not isinstance(node.value, ast.Name):
         return False
     for target, _, owner in loops:
-        if any(n is node for n in ast.walk(owner)) and any(
-                isinstance(n, ast.Name) and n.id == node.value.id for n in ast.walk(target)):
+        if subtrees.contains(owner, node) and any(
+                isinstance(n, ast.Name) and n.id == node.value.id for n in subtrees.under(target)):
             return True
     return False
 
 
-def _iterated_dict(node: ast.AST, loops) -> Optional[ast.AST]:
+def _iterated_dict(node: ast.AST, loops, subtrees: Subtrees) -> Optional[ast.AST]:
     """The dict whose keys a loop around ``node`` walks (``for k, v in sd.items()``)."""
     for target, iterable, owner in reversed(loops):
-        if not any(n is node for n in _walk(owner)):
+        if not subtrees.contains(owner, node):
             continue
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) \
                 and iterable.func.attr in ("items", "keys") and not iterable.args:

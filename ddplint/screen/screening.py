@@ -21,15 +21,16 @@ class Verdict(NamedTuple):
     context: bool  # the module's own DDP context (SemanticIndex.in_ddp_context without the project)
 
 
-def screen_tree(tree: ast.Module, source: str) -> Optional[Verdict]:
+def screen_tree(tree: ast.Module, source: str, nodes: Optional[list] = None) -> Optional[Verdict]:
     """None when the judge must decide alone (an attribute chain too long for
-    it: ``ddplint.budget``)."""
+    it: ``ddplint.budget``). ``nodes``: the tree's nodes, parents first, when
+    the caller has them (``Subtrees.order``)."""
     from ddplint import budget
     from ddplint.screen.manifest import rule_infos
     from ddplint.screen.sketch import sketch
 
     if budget.crude_longest_chain(source) > budget.MAX_CHAIN_LINKS \
-            and budget.longest_chain(tree)[0] > budget.MAX_CHAIN_LINKS:
+            and budget.longest_chain(tree, nodes)[0] > budget.MAX_CHAIN_LINKS:
         return None
     found = sketch(tree, source)
     passed, conditional = [], []
