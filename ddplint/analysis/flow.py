@@ -664,6 +664,20 @@ def carries_graph(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_o
     loop targets are assumed not to (precision first)."""
     if expr is None or depth > 8:
         return False
+    # Memoised per question: the walk over reaching bindings meets the same
+    # (expression, position, depth) again and again in long functions (each
+    # binding has several reaching definitions, each with its own), which made
+    # one 2,000-line module take minutes. The answer is a function of the key;
+    # the memo keeps the expression alive, so its id names it for the index's life.
+    memo = index.cache.setdefault("carries_graph", {})
+    key = (id(expr), at_order, depth)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = (expr, _carries_graph(index, expr, at_order, depth))
+    return found[1]
+
+
+def _carries_graph(index: SemanticIndex, expr: cst.BaseExpression, at_order: int, depth: int) -> bool:
     # Parts of the same expression: the tree shrinks, so no depth is spent
     # (binding hops and calls spend it).
     part = lambda e: carries_graph(index, e, at_order, depth)  # noqa: E731
@@ -844,6 +858,15 @@ def _bindings_by_scope(index: SemanticIndex) -> dict[int, list[Binding]]:
 
 
 def binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) -> bool:
+    memo = index.cache.setdefault("binding_carries_graph", {})
+    key = (id(binding), depth)  # memoised as carries_graph is (the memo keeps the binding alive)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = (binding, _binding_carries_graph(index, binding, depth))
+    return found[1]
+
+
+def _binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) -> bool:
     node = binding.node
     if in_no_grad_region(index, node):
         return False  # bound under ``torch.no_grad()``: no history, whatever is read later
