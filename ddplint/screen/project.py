@@ -10,6 +10,7 @@ say so (``None`` / ``complete = False``) and rules stay silent.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Callable, Iterable, Optional
 
@@ -723,7 +724,19 @@ def _module_parts(path: str) -> list[str]:
 
 
 def _distance(directory: str, path: str) -> int:
-    try:
-        return len(os.path.relpath(path, directory or ".").split(os.sep))
-    except ValueError:
-        return 1 << 20
+    """How many steps ``os.path.relpath(path, directory)`` takes (both relative
+    to the project root), from the paths' parts alone: the join resolves every
+    module of a large project through this, and ``relpath`` asks the file system
+    for the working directory on each call."""
+    here, there = _path_parts(directory or "."), _path_parts(path)
+    common = 0
+    for mine, theirs in zip(here, there):
+        if mine != theirs:
+            break
+        common += 1
+    return (len(here) - common) + (len(there) - common)
+
+
+@functools.lru_cache(maxsize=65536)
+def _path_parts(path: str) -> tuple[str, ...]:
+    return tuple(part for part in os.path.normpath(path).replace("\\", "/").split("/") if part not in ("", "."))
