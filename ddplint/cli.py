@@ -176,10 +176,12 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
         result.errors.extend(found.errors)
         if not found.files:
             click.echo(f"ddplint: {printable(found.why_no_files(paths))}", err=True)
-        shown = {path: relative_display(path, settings.root) for path in found.files}
+        here = Path.cwd().resolve()
+        shown = {path: relative_display(path, settings.root, here, found.resolved.get(path)) for path in found.files}
         files = {display: path for path, display in shown.items()}
+        walked = [] if force_exclude else [Path(path) for path in paths if Path(path).is_dir()]
         result.files = lint_paths(found.files, settings, jobs or default_jobs(), cache_dir=cache, display=shown,
-                                  screen=not no_screen, stats=result.stages)
+                                  screen=not no_screen, stats=result.stages, walked=walked)
 
     if ignore_noqa:
         for file in result.files:  # what the comments silenced, except DDP100's verdicts on them

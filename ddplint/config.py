@@ -10,6 +10,9 @@ errors that name the offending key.
 from __future__ import annotations
 
 import fnmatch
+import functools
+import os
+import re
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -99,13 +102,24 @@ class Settings:
 def path_matches(relative_path: str, pattern: str) -> bool:
     """Glob match against the relative path, or against any trailing part of it
     when the pattern has no slash (``tests`` matches ``a/tests/x.py``'s folder)."""
-    relative_path = relative_path.replace("\\", "/")
-    pattern = pattern.rstrip("/")
-    if fnmatch.fnmatch(relative_path, pattern):
+    relative_path = os.path.normcase(relative_path.replace("\\", "/"))
+    whole, part_or_below = compiled_pattern(pattern)
+    if whole(relative_path):
         return True
-    if "/" not in pattern:
-        return any(fnmatch.fnmatch(part, pattern) for part in relative_path.split("/"))
-    return fnmatch.fnmatch(relative_path, pattern + "/*")
+    if part_or_below is None:
+        return any(whole(part) for part in relative_path.split("/"))
+    return part_or_below(relative_path) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def compiled_pattern(pattern: str):
+    """(match of the whole path, match of the pattern's folder and below; None for
+    a pattern without a slash), as ``fnmatch.fnmatch`` matches (compiled once:
+    discovery asks every pattern about every path of a large project)."""
+    pattern = os.path.normcase(pattern.rstrip("/"))
+    whole = re.compile(fnmatch.translate(pattern)).match
+    below = None if "/" not in pattern else re.compile(fnmatch.translate(pattern + "/*")).match
+    return whole, below
 
 
 def _expand(selectors: Iterable[str], where: str) -> set[str]:

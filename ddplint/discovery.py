@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ddplint.config import DEFAULT_EXCLUDE, Settings, path_matches
+from ddplint.config import DEFAULT_EXCLUDE, Settings, compiled_pattern, path_matches
 
 
 class PathError(Exception):
@@ -130,10 +130,12 @@ def _ignored(path: Path, is_dir: bool, ignores: list[_GitIgnore]) -> bool:
     return verdict
 
 
-def relative_display(path: Path, root: Path) -> str:
-    """A path as shown to the user: relative to the working directory if inside it."""
+def relative_display(path: Path, root: Path, cwd: Optional[Path] = None, resolved: Optional[Path] = None) -> str:
+    """A path as shown to the user: relative to the working directory if inside it.
+    ``cwd``: the resolved working directory and ``resolved`` the path resolved,
+    when the caller knows them (discovery shows thousands of paths)."""
     try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+        return (resolved or path.resolve()).relative_to(cwd or Path.cwd().resolve()).as_posix()
     except ValueError:
         return path.as_posix()
 
@@ -145,6 +147,8 @@ class Discovery:
     # why paths were left out: "extend-exclude in pyproject.toml" -> how many files and folders
     skipped: Counter = field(default_factory=Counter)
     included: tuple[str, ...] = ()  # the include patterns, for the message
+    # file -> its resolved path, as the walk knew it (no realpath per file to display it)
+    resolved: dict = field(default_factory=dict)
 
     def why_no_files(self, paths: Iterable[str]) -> str:
         """One line saying why a run found nothing to lint."""
@@ -178,8 +182,21 @@ class _Excludes:
                           if not (relative and path_matches(relative, pattern))])
 
     def origin_of_match(self, relative: str) -> Optional[str]:
+        """The setting of the first pattern that matches ``relative`` (as
+        ``path_matches`` does; the path is prepared once for every pattern)."""
+        if not relative:
+            return None
+        path = os.path.normcase(relative.replace("\\", "/"))
+        parts = None
         for pattern, origin in self.patterns:
-            if relative and path_matches(relative, pattern):
+            whole, part_or_below = compiled_pattern(pattern)
+            if whole(path):
+                return origin
+            if part_or_below is None:
+                parts = parts if parts is not None else path.split("/")
+                if any(whole(part) for part in parts):
+                    return origin
+            elif part_or_below(path) is not None:
                 return origin
         return None
 
@@ -196,37 +213,43 @@ def discover(paths: Iterable[str], settings: Settings, force_exclude: bool = Fal
     all_excludes = _Excludes.of(settings)
     result = Discovery([], [], included=settings.include + settings.extend_include)
     found: set[Path] = set()
+    root = settings.root.resolve()
 
     for raw in paths:
         path = Path(raw)
         _check_named_path(path, raw)
         top = path if path.is_dir() else path.parent
+        resolved = path.resolve()
 
-        def relative(candidate: Path, top: Path = top) -> str:
+        # Paths are resolved once each (the walk builds its entries' resolved
+        # paths from their folder's), then matched as text: a large tree costs
+        # no realpath per pattern.
+        def relative(candidate: Path, top: Path = top.resolve()) -> str:
             # Relative to the project root, or to the folder given when it lies
             # outside the root, so that folders above it never match a pattern.
-            return _relative_to(candidate, settings.root) or _relative_to(candidate, top)
+            # ``candidate`` is resolved.
+            return _relative_part(candidate, root) or _relative_part(candidate, top)
 
         def included(candidate: Path, relative=relative) -> bool:  # *.py and *.ipynb by default
             return settings.includes(relative(candidate))
 
         if force_exclude:
-            reason = all_excludes.origin_of_match(relative(path))
-            if reason is None and _ignored(path.resolve(), path.is_dir(),
-                                           _gitignores_above(path.resolve().parent)):
+            reason = all_excludes.origin_of_match(relative(resolved))
+            if reason is None and _ignored(resolved, path.is_dir(), _gitignores_above(resolved.parent)):
                 reason = ".gitignore"
             if reason is not None:
                 result.skipped[f"{reason} (--force-exclude)"] += 1
                 continue
         if not path.is_dir():
             found.add(path)
+            result.resolved[path] = resolved
             continue
-        excludes = all_excludes if force_exclude else all_excludes.without_those_matching(relative(path))
+        excludes = all_excludes if force_exclude else all_excludes.without_those_matching(relative(resolved))
 
         def excluded(candidate: Path, excludes: _Excludes = excludes, relative=relative) -> Optional[str]:
             return excludes.origin_of_match(relative(candidate))
 
-        _walk(path, excluded, included, _gitignores_above(path.resolve()), found, result)
+        _walk(path, resolved, excluded, included, _gitignores_above(resolved), found, result)
     result.files = sorted(found, key=lambda p: p.as_posix())
     return result
 
@@ -245,14 +268,15 @@ def _check_named_path(path: Path, raw: str) -> None:
         raise PathError(f"not a file or folder: {raw}")
 
 
-def _walk(folder: Path, excluded, included, ignores: list[_GitIgnore], found: set[Path],
+def _walk(folder: Path, resolved_folder: Path, excluded, included, ignores: list[_GitIgnore], found: set[Path],
           result: Discovery) -> None:
+    """``excluded`` and ``included`` are asked about resolved paths."""
     try:
         entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
     except OSError as error:
         result.errors.append(f"cannot read folder {folder}: {error.strerror or error}")
         return
-    local = _load_gitignore(folder.resolve())
+    local = _load_gitignore(resolved_folder)
     if local is not None and (not ignores or ignores[-1].base != local.base):
         ignores = [*ignores, local]
     for entry in entries:
@@ -261,25 +285,27 @@ def _walk(folder: Path, excluded, included, ignores: list[_GitIgnore], found: se
             # Symbolic links to folders are not followed (no loops); links to files are.
             is_dir = entry.is_dir(follow_symlinks=False)
             is_file = not is_dir and entry.is_file()
+            resolved = path.resolve() if entry.is_symlink() else resolved_folder / entry.name
         except OSError:
             continue
-        if not (is_dir or (is_file and included(path))):
+        if not (is_dir or (is_file and included(resolved))):
             continue
-        reason = excluded(path)
-        if reason is None and _ignored(path.resolve(), is_dir, ignores):
+        reason = excluded(resolved)
+        if reason is None and _ignored(resolved, is_dir, ignores):
             reason = ".gitignore"
         if reason is not None:
             result.skipped[reason] += 1
         elif is_dir:
-            _walk(path, excluded, included, ignores, found, result)
+            _walk(path, resolved, excluded, included, ignores, found, result)
         else:
             found.add(path)
+            result.resolved[path] = resolved
 
 
-def _relative_to(path: Path, base: Path) -> str:
-    """``path`` relative to ``base`` ("" when outside it)."""
+def _relative_part(resolved: Path, resolved_base: Path) -> str:
+    """``resolved`` relative to ``resolved_base`` ("" when outside it); both resolved."""
     try:
-        return path.resolve().relative_to(base.resolve()).as_posix()
+        return resolved.relative_to(resolved_base).as_posix()
     except ValueError:
         return ""
 

@@ -433,7 +433,7 @@ def _apply_suppressions(result: FileResult, source: str, judge=None) -> None:
     DDP100's severity) report the suppressions that silenced nothing."""
     if not result.diagnostics and judge is None:
         return
-    from ddplint.fixes import split_lines
+    from ddplint.source import split_lines
 
     suppressions = parse_suppressions(source)
     lines = [line.rstrip("\r\n") for line in split_lines(source)]  # not str.splitlines: see split_lines
@@ -479,11 +479,14 @@ _worker: dict = {}  # per worker process: the linter, the cache and the cache-ke
 
 def _init_worker(settings: Settings, project=None, cache_dir: Optional[str] = None,
                  project_digest: str = "", screen: bool = True) -> None:
-    from ddplint.cache import Cache
-
     linter = Linter(settings, screen=screen)
     linter.project = project
-    _worker.update(linter=linter, cache=Cache(Path(cache_dir)) if cache_dir else None,
+    cache = None
+    if cache_dir:
+        from ddplint.cache import Cache  # not imported at all with --no-cache
+
+        cache = Cache(Path(cache_dir))
+    _worker.update(linter=linter, cache=cache,
                    fingerprint=settings.fingerprint(), project_digest=project_digest)
 
 
@@ -618,10 +621,19 @@ def build_project(pairs: Sequence[tuple[str, str]], jobs: int = 1, cache_dir: Op
     return Project([f for f in facts if f is not None]), project_digest(keys)
 
 
-def _project_pairs(root: Path, settings: Settings, named: Sequence[Path]) -> list[tuple[str, str]]:
-    """(path on disk, module name) of every file of the project at ``root``."""
+def _project_pairs(root: Path, settings: Settings, named: Sequence[Path],
+                   walked: Sequence[Path] = (), modules: Optional[dict[Path, str]] = None) -> list[tuple[str, str]]:
+    """(path on disk, module name) of every file of the project at ``root``.
+    ``walked``: folders the caller already discovered ``named`` from (no
+    --force-exclude); when the root is one of them, ``named`` is the project
+    and the tree is not walked twice (``modules``: their module names, known)."""
     from ddplint.discovery import module_key, project_files
 
+    modules = modules or {}
+
+    if any(os.path.realpath(folder) == os.path.realpath(root) for folder in walked):
+        files = sorted(dict((os.path.abspath(path), Path(path)) for path in named).items())
+        return [(str(path), modules.get(path) or module_key(path, root)) for _, path in files]
     return [(str(path), module_key(path, root)) for path in project_files(root, settings, named)]
 
 
@@ -791,7 +803,7 @@ def _init_component_worker(settings: Settings, cache_dir: Optional[str], project
 def lint_paths(named_files: Sequence[Union[str, Path]], settings: Settings, jobs: int = 1,
                cache_dir: Optional[Path] = None, root: Optional[Path] = None,
                display: Optional[dict[Path, str]] = None, screen: bool = True,
-               stats: Optional[dict] = None) -> list[FileResult]:
+               stats: Optional[dict] = None, walked: Sequence[Path] = ()) -> list[FileResult]:
     """The engine's entry point (CLI, language server, ``ddplint smoke``): judge
     and report the named files with the facts of every Python file of their
     project root (``ddplint.discovery.find_project_root`` unless ``root`` is
@@ -799,7 +811,8 @@ def lint_paths(named_files: Sequence[Union[str, Path]], settings: Settings, jobs
     cover. With ``cache_dir``, facts and results are cached by content hash
     (ddplint.cache); results come sorted by displayed path. ``screen=False``
     (``--no-screen``) judges every file the text prefilter lets through;
-    ``stats`` receives how many files each stage handled."""
+    ``stats`` receives how many files each stage handled; ``walked``: the
+    folders discovery walked to find ``named_files`` (see ``_project_pairs``)."""
     from ddplint.discovery import find_project_root, module_key
 
     stats = {} if stats is None else stats
@@ -809,7 +822,8 @@ def lint_paths(named_files: Sequence[Union[str, Path]], settings: Settings, jobs
     display = display or {}
     root = Path(root) if root is not None else find_project_root(named)
     jobs_list = [_Job(str(path), display.get(path, path.as_posix()), module_key(path, root)) for path in named]
-    pairs = _project_pairs(root, settings, named) if _needs_project(settings) else []
+    modules = {path: job.module for path, job in zip(named, jobs_list)}
+    pairs = _project_pairs(root, settings, named, walked, modules) if _needs_project(settings) else []
     cache = str(cache_dir) if cache_dir is not None else None
     if cache is not None and screen:  # --no-screen (a comparison) neither reads nor writes results
         cached = _all_cached(jobs_list, pairs, settings, Path(cache))

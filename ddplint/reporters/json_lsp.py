@@ -12,8 +12,8 @@ from typing import Optional, TextIO
 from ddplint import __version__
 from ddplint.diagnostics import CellLine, Diagnostic, FileResult
 from ddplint.engine import RunResult
-from ddplint.registry import rules_by_code
 from ddplint.reporters import summary
+from ddplint.screen.manifest import infos_by_code
 
 LSP_SEVERITY = {"error": 1, "warning": 2, "info": 3, "hint": 4}
 
@@ -44,7 +44,7 @@ def lsp_diagnostic(diagnostic: Diagnostic, cell: Optional[tuple[CellLine, CellLi
         "message": diagnostic.message,
         "data": data,
     }
-    rule = rules_by_code().get(diagnostic.code)
+    rule = infos_by_code().get(diagnostic.code)  # the rule's file, without importing it (and libcst)
     if rule is not None:
         item["codeDescription"] = {"href": rule.url()}
     return item

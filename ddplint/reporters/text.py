@@ -85,10 +85,10 @@ def _totals_line(result: RunResult) -> str:
 
 
 def statistics_lines(result: RunResult) -> list[str]:
-    from ddplint.registry import rules_by_code
+    from ddplint.screen.manifest import infos_by_code  # names without importing the rules
 
     facts = summary(result)
-    rules = rules_by_code()
+    rules = infos_by_code()
     lines = []
     for code, count in facts["by_code"].items():
         name = rules[code].name if code in rules else code

@@ -36,6 +36,11 @@ class RuleInfo:
     uses_project: bool
     module: str  # ddplint.rules.<module>
     screen_source: str  # "" when the rule has no screen (it always passes)
+    path: str = ""  # the rule's file
+
+    def url(self) -> str:
+        """``Rule.url`` without importing the rule: its file as a URI."""
+        return Path(self.path).resolve().as_uri()
 
     def screen(self, sketch) -> bool:
         function = _compiled(self.code, self.screen_source)
@@ -85,7 +90,7 @@ def _read(path: Path) -> Optional[RuleInfo]:
     triggers = _TRIGGERS.search(text)
     return RuleInfo(code, name, severity, tuple(ast.literal_eval(triggers.group(1))) if triggers else (),
                     _flag(text, "needs_ddp_context"), _flag(text, "uses_project"),
-                    f"ddplint.rules.{path.stem}", _screen_source(text))
+                    f"ddplint.rules.{path.stem}", _screen_source(text), str(path))
 
 
 def _flag(text: str, name: str) -> bool:
