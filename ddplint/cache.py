@@ -20,14 +20,12 @@ import hashlib
 import json
 import os
 import pickle
-import tempfile
 from dataclasses import fields
 from pathlib import Path
 from typing import Any, Optional
 
 from ddplint import __version__
 from ddplint.diagnostics import CellLine, Diagnostic, FileResult
-from ddplint.fixes import Fix
 
 CACHE_DIR_NAME = ".ddplint_cache"
 # The layout of a stored result; part of its key, so entries written before a
@@ -141,6 +139,8 @@ class Cache:
         try:
             self._prepare()
             path.parent.mkdir(parents=True, exist_ok=True)
+            import tempfile  # only when writing (a warm run never does)
+
             handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
             with os.fdopen(handle, "wb") as stream:
                 stream.write(payload)
@@ -170,4 +170,8 @@ def _diagnostic_to_json(diagnostic: Diagnostic) -> dict:
 
 def _diagnostic_from_json(item: dict) -> Diagnostic:
     fix = item.get("fix")
-    return Diagnostic(**{**item, "fix": Fix.from_json(fix) if fix is not None else None})
+    if fix is None:
+        return Diagnostic(**{**item, "fix": None})
+    from ddplint.fixes import Fix
+
+    return Diagnostic(**{**item, "fix": Fix.from_json(fix)})

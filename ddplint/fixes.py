@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
+from ddplint.source import split_lines
+
 if TYPE_CHECKING:
     import libcst as cst
     from libcst.metadata import CodeRange
@@ -36,13 +38,7 @@ SAFE = "safe"
 UNSAFE = "unsafe"
 APPLICABILITIES = (SAFE, UNSAFE)
 
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 _NEWLINE = re.compile(r"\r\n|\r|\n")
-
-
-def split_lines(source: str) -> list[str]:
-    """Lines with their endings, split where Python's tokenizer splits them."""
-    return _LINE.findall(source)
 
 
 def line_ending(line: str) -> str:

@@ -39,3 +39,13 @@ def printable(text: str) -> str:
 def _escape(char: str) -> str:
     code = ord(char)
     return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+# Lines as Python's tokenizer splits them: at \r\n, \r or \n (not at the form
+# feeds and other separators ``str.splitlines`` also splits at).
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def split_lines(source: str) -> list[str]:
+    """Lines with their endings, split where Python's tokenizer splits them."""
+    return _LINE.findall(source)

@@ -16,9 +16,11 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from ddplint.fixes import Edit
+if TYPE_CHECKING:
+    from ddplint.fixes import Edit
+
 
 _CODES = r"(?P<codes>[A-Za-z0-9_-]+(?:\s*,\s*[A-Za-z0-9_-]+)*)"
 _CODE = re.compile(r"[A-Za-z0-9_-]+")
@@ -69,6 +71,8 @@ class Directive:
         """The edit that removes this directive and nothing else: the whole line
         for a comment alone on it, else the comment (with the spaces before it),
         or only this directive's part of a longer comment."""
+        from ddplint.fixes import Edit  # only for --fix and the editor's quick fixes
+
         base, comment = self.comment_column, self.comment
         if self.start == 0 and self.end >= len(comment):
             if self.alone:
@@ -84,6 +88,8 @@ class Directive:
 
     def with_codes(self, codes: list[str]) -> Edit:
         """The edit that rewrites this directive's code list as ``codes``."""
+        from ddplint.fixes import Edit
+
         assert self.codes_span is not None
         first, last = self.codes_span
         return Edit(self.line, self.comment_column + first + 1, self.line, self.comment_column + last + 1,

@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from ddplint.diagnostics import Diagnostic
-from ddplint.fixes import SAFE, Fix, split_lines
+from ddplint.source import split_lines
 from ddplint.rule import Invalid, Rule, Valid
 from ddplint.suppressions import Directive, Suppressions
 
@@ -115,6 +115,8 @@ class UnusedSuppression(Rule):
             else:
                 edit = directive.removal(line_text, len(lines))
                 description = "Remove the unused suppression"
+            from ddplint.fixes import SAFE, Fix  # only when a suppression is unused (startup of a clean run)
+
             where = "in this file" if directive.whole_file else "on this line"
             what = f"{', '.join(unused)} reported nothing {where}" if unused else f"nothing is reported {where}"
             yield Diagnostic(directive.line, directive.column, directive.line, directive.end_column,
