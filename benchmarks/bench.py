@@ -89,13 +89,13 @@ BENCH_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECOD
 
 
 def run_once(command: list[str], cwd: Optional[Path] = None, short: bool = False,
-             stdout=subprocess.DEVNULL) -> tuple[float, float, float, float]:
+             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) -> tuple[float, float, float, float]:
     """Wall seconds, CPU seconds of the process tree, peak RSS (MiB) of its
     largest process, and the 1-minute load average when it started. A short
     run (one process) is measured with wait4; a long one by polling /proc."""
     load = os.getloadavg()[0]
     start = time.perf_counter()
-    process = subprocess.Popen(command, cwd=cwd, env=BENCH_ENV, stdout=stdout, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(command, cwd=cwd, env=BENCH_ENV, stdout=stdout, stderr=stderr)
     if short:
         _, status, usage = os.wait4(process.pid, 0)
         elapsed = time.perf_counter() - start
@@ -215,8 +215,12 @@ def main() -> None:
         shutil.copyfile(SMALL_FILE, one / "train.py")
         (plain / "data.py").write_text(PLAIN_FILE_TEXT)
         run_once([*ddplint, "--isolated", "--no-cache", "--exit-zero", "train.py"], cwd=one, short=True)  # bytecode
-        results.append(measure("ddplint cold", [*ddplint, *text, "-o", str(screened_report), "--no-cache",
-                                                str(corpus)], args.runs))
+        stage_times = scratch / "stage-times.txt"
+        with stage_times.open("w") as times:  # the hidden --stage-times line: wall seconds per engine stage
+            results.append(measure("ddplint cold", [*ddplint, *text, "-o", str(screened_report), "--no-cache",
+                                                    "--stage-times", str(corpus)], args.runs, stderr=times))
+        notes["seconds"] = next((line for line in stage_times.read_text().splitlines()
+                                 if line.startswith("wall seconds:")), "")
         results.append(measure("ddplint cold --no-screen (judge everything)",
                                [*ddplint, *text, "-o", str(everything_report), "--no-cache", "--no-screen",
                                 str(corpus)], 1))
@@ -351,6 +355,7 @@ def report_section(day: str, results: list[Measurement], corpus: Path, files: li
         f"- `{notes.get('files', '')}`",
         f"- `{notes.get('stages', '')}`",
         f"- `{notes.get('rules', '')}`",
+        f"- `{notes.get('seconds', '')}` (last run)",
         "",
         "The same with `--no-screen` (judge everything the text prefilter lets through):",
         "",

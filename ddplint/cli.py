@@ -94,6 +94,8 @@ def _fail(message: str) -> "click.exceptions.Exit":
 @click.option("--ignore-noqa", is_flag=True, help="Report findings even where a suppression comment silences them.")
 @click.option("--no-screen", is_flag=True, hidden=True,
               help="Judge every file the text prefilter lets through (no ast screen): for comparisons.")
+@click.option("--stage-times", is_flag=True, hidden=True,
+              help="Print the wall seconds of each engine stage to stderr (benchmarks/bench.py).")
 def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: str,
           fail_on: Optional[str], exit_zero: bool, statistics: bool, show_source: bool,
           stdin_filename: Optional[str], config_file: Optional[Path], isolated: bool,
@@ -102,7 +104,7 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
           unsafe_fixes: bool,
           show_diff: bool, show_fixes: bool, baseline_file: Optional[Path],
           write_baseline_file: Optional[Path], diff_base: Optional[str], add_noqa: bool,
-          reason: Optional[str], ignore_noqa: bool, no_screen: bool = False) -> None:
+          reason: Optional[str], ignore_noqa: bool, no_screen: bool = False, stage_times: bool = False) -> None:
     """Lint PATHS (files and folders; '-' reads stdin). Default: the current folder."""
     import os
     from dataclasses import replace
@@ -221,6 +223,9 @@ def check(paths: tuple[str, ...], select, ignore, extend_select, output_format: 
     finally:
         if output_file:
             stream.close()
+    if stage_times and result.stages.get("seconds"):
+        click.echo("wall seconds: " + ", ".join(f"{stage} {seconds:.2f}"
+                                                for stage, seconds in result.stages["seconds"].items()), err=True)
 
     for problem in result.errors:
         click.echo(f"ddplint: error: {printable(problem)}", err=True)

@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple, Optional, Sequence, Union
@@ -773,20 +774,26 @@ def _lint_by_component(jobs_list: list[_Job], pairs: Sequence[tuple[str, str]], 
     store = cache if cache is not None else scratch
     try:
         on_disk = [(path, module, store, settings.max_file_size) for path, module in pairs]
+        started = time.perf_counter()
         summaries = _map(_facts_job, on_disk, jobs)
+        _timed(stats, "facts pass (read, ast, facts, screens)", started)
         keys = {module: key for (_, module, _, _), (key, _, _) in zip(on_disk, summaries)}
         refs = {module: found for (_, module, _, _), (_, _, found) in zip(on_disk, summaries) if found is not None}
         stats["read"] = stats.get("read", 0) + len(on_disk)
         stats["facts cache hits"] = stats.get("facts cache hits", 0) + sum(1 for _, hit, _ in summaries if hit)
         stats["ast-screened"] = stats.get("ast-screened", 0) + sum(
             1 for _, hit, found in summaries if found is not None and not hit)
+        started = time.perf_counter()
         digest = project_digest(sorted(keys.items()))
         groups = _components(sorted(refs), refs)
         del summaries, refs
         tasks = _component_tasks(jobs_list, keys, groups, jobs)
+        _timed(stats, "components", started)
+        started = time.perf_counter()
         results = [result for batch in _map(_judge_task, tasks, jobs, _init_component_worker,
                                             (settings, cache if screen else None, digest, screen, store))
                    for result in batch]
+        _timed(stats, "judge (projects joined, libcst, rules)", started)
         return results, len(groups)
     finally:
         if scratch is not None:
@@ -835,8 +842,10 @@ def lint_paths(named_files: Sequence[Union[str, Path]], settings: Settings, jobs
         results, components = _lint_by_component(jobs_list, pairs, settings, jobs, cache, screen, stats)
         stats["project components"] = components
         return _finish(results, stats)
+    started = time.perf_counter()
     project, project_digest = (build_project(pairs, jobs, cache, max_file_size=settings.max_file_size,
                                              stats=stats) if pairs else (None, ""))
+    _timed(stats, "facts pass and join", started)
     if project is not None and screen:
         from ddplint.screen.screening import Verdict, resolve
 
@@ -844,12 +853,19 @@ def lint_paths(named_files: Sequence[Union[str, Path]], settings: Settings, jobs
             facts = project.modules.get(job.module)
             if facts is not None and facts.screen is not None:
                 jobs_list[number] = job._replace(screened=resolve(Verdict(*facts.screen), project, job.module))
+    started = time.perf_counter()
     results = _map(_lint_in_worker, jobs_list, jobs, _init_worker,
                    (settings, project, cache if screen else None, project_digest, screen))
+    _timed(stats, "judge (libcst, rules)", started)
     if not pairs:
         stats["read"] = stats.get("read", 0) + len(jobs_list)
         stats["ast-screened"] = stats.get("ast-screened", 0) + sum(1 for r in results if r.screened and not r.cached)
     return _finish(results, stats)
+
+
+def _timed(stats: dict, stage: str, started: float) -> None:
+    """Wall seconds of one stage, for ``--statistics``."""
+    stats.setdefault("seconds", {})[stage] = round(time.perf_counter() - started, 2)
 
 
 def _finish(results: list[FileResult], stats: dict) -> list[FileResult]:
