@@ -177,7 +177,7 @@ class Linter:
             if screened is None:
                 from ddplint.screen.screening import resolve, screen_source
 
-                verdict = screen_source(source)
+                verdict = screen_source(source, module)
                 screened = resolve(verdict, self.project, module) if verdict is not None else None
             if screened is not None:
                 # CPython's parser read the file. A candidate whose screen fails

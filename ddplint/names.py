@@ -135,3 +135,12 @@ def is_rank_predicate_name(name: str) -> bool:
 # Decorators that make a function run on rank 0 only (Lightning, mmcv, ...).
 RANK_ZERO_DECORATORS = ("rank_zero_only", "master_only", "main_process_only", "on_main_process",
                         "on_local_main_process", "rank_zero", "only_rank_zero", "is_main_process")
+
+
+def is_test_module(path: str) -> bool:
+    """Unit tests pin devices and ranks on purpose (and never run multi-node):
+    ``test_*.py``, ``*_test.py``, ``conftest.py`` or anything under ``tests/``."""
+    parts = path.replace("\\", "/").split("/")
+    name = parts[-1]
+    return (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+            or any(part in ("tests", "test", "unit_tests") for part in parts[:-1]))

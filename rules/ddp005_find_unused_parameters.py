@@ -84,7 +84,7 @@ class FindUnusedParameters(Rule):
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
         return sketch.may_call(names.DDP, names.ACCELERATE_DDP_KWARGS) and (
-            "find_unused_parameters" in sketch.keywords or sketch.max_positional >= 4)
+            "find_unused_parameters" in sketch.keywords or sketch.max_positional >= 4) and not sketch.in_test_module()
 
     def check(self, index):
         if is_test_module(index.path):

@@ -219,7 +219,8 @@ class DataLoaderWithoutPinMemory(Rule):
 
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
-        return sketch.may_call(names.DATALOADER) and ("num_workers" in sketch.keywords or sketch.max_positional >= 6)
+        return sketch.may_call(names.DATALOADER) and ("num_workers" in sketch.keywords or sketch.max_positional >= 6) \
+            and not sketch.in_test_module()
 
     def check(self, index):
         if is_test_module(index.path):

@@ -158,7 +158,8 @@ class HardcodedDevice(Rule):
 
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
-        return sketch.cuda_index_literal or sketch.device_int_literal or "CUDA_VISIBLE_DEVICES" in sketch.strings
+        return (sketch.cuda_index_literal or sketch.device_int_literal or "CUDA_VISIBLE_DEVICES" in sketch.strings) \
+            and not sketch.in_test_module()
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if module_masks_visible_devices(index) or is_test_module(index.path):

@@ -98,7 +98,7 @@ class DataParallelInsteadOfDDP(Rule):
 
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
-        return sketch.may_call(names.DATA_PARALLEL)
+        return sketch.may_call(names.DATA_PARALLEL) and not sketch.in_test_module()
 
     def check(self, index):
         if is_test_module(index.path):

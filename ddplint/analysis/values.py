@@ -13,6 +13,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
+from ddplint.names import is_test_module  # noqa: F401  (the rules import it from here)
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
 CUDA_INDEX = re.compile(r"^cuda:\d+$")
@@ -514,15 +515,6 @@ def binding_is_read(index: SemanticIndex, binding) -> bool:
 
 
 # ---------------------------------------------------------------------- modules
-def is_test_module(path: str) -> bool:
-    """Unit tests pin devices and ranks on purpose (and never run multi-node):
-    ``test_*.py``, ``*_test.py``, ``conftest.py`` or anything under ``tests/``."""
-    parts = path.replace("\\", "/").split("/")
-    name = parts[-1]
-    return (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
-            or any(part in ("tests", "test", "unit_tests") for part in parts[:-1]))
-
-
 def in_device_list(index: SemanticIndex, node: cst.CSTNode) -> bool:
     """Is ``node`` (or the call it is an argument of) an element of a list, tuple
     or set display of several devices? Such lists enumerate GPUs; they are not

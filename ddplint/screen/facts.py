@@ -78,7 +78,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "14"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "15"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -187,7 +187,7 @@ def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFac
         if screen:
             from ddplint.screen.screening import screen_tree
 
-            facts.screen = screen_tree(tree, source, subtrees.order)
+            facts.screen = screen_tree(tree, source, subtrees.order, path)
     except RecursionError:
         return None
     facts.calls = [call for call in facts.calls if _may_reach_project_function(call, facts)]

@@ -21,7 +21,7 @@ class Verdict(NamedTuple):
     context: bool  # the module's own DDP context (SemanticIndex.in_ddp_context without the project)
 
 
-def screen_tree(tree: ast.Module, source: str, nodes: Optional[list] = None) -> Optional[Verdict]:
+def screen_tree(tree: ast.Module, source: str, nodes: Optional[list] = None, path: str = "") -> Optional[Verdict]:
     """None when the judge must decide alone (an attribute chain too long for
     it: ``ddplint.budget``). ``nodes``: the tree's nodes, parents first, when
     the caller has them (``Subtrees.order``)."""
@@ -32,7 +32,7 @@ def screen_tree(tree: ast.Module, source: str, nodes: Optional[list] = None) -> 
     if budget.crude_longest_chain(source) > budget.MAX_CHAIN_LINKS \
             and budget.longest_chain(tree, nodes)[0] > budget.MAX_CHAIN_LINKS:
         return None
-    found = sketch(tree, source)
+    found = sketch(tree, source, path)
     passed, conditional = [], []
     for info in rule_infos():
         if info.code in ("DDP000", "DDP100"):
@@ -48,7 +48,7 @@ def screen_tree(tree: ast.Module, source: str, nodes: Optional[list] = None) -> 
     return Verdict(" ".join(passed), tuple(conditional), bool(found.context))
 
 
-def screen_source(source: str) -> Optional[Verdict]:
+def screen_source(source: str, path: str = "") -> Optional[Verdict]:
     """Parse and screen; None when CPython's parser rejects the text (the judge
     then reports the syntax error as it always did)."""
     if "\0" in source:
@@ -58,7 +58,7 @@ def screen_source(source: str) -> Optional[Verdict]:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     try:
-        return screen_tree(tree, source)
+        return screen_tree(tree, source, path=path)
     except RecursionError:
         return None
 

@@ -71,7 +71,7 @@ class Sketch:
 
     __slots__ = ("words", "calls", "keywords", "strings", "defined", "loops", "ifs", "withs",
                  "graph_accumulation", "exits_in_loop", "modulo", "device_int_literal", "fstring_cuda",
-                 "cuda_index_literal", "context", "source", "max_positional", "graph_root")
+                 "cuda_index_literal", "context", "source", "max_positional", "graph_root", "path")
 
     def __init__(self) -> None:
         self.words: set[str] = set()  # every identifier the code uses, imports or defines
@@ -100,6 +100,12 @@ class Sketch:
         # DDP/FSDP wrap) or a criterion (a loss-like name, torch.nn.functional,
         # a torch.nn loss).
         self.graph_root = False
+        self.path = ""  # the module's name in the project ("" when unknown)
+
+    def in_test_module(self) -> bool:
+        """A unit test (``test_*.py``, under ``tests/``...): rules that never
+        report in tests are ruled out by the path alone (an unknown path: not)."""
+        return bool(self.path) and names.is_test_module(self.path)
 
     def uses(self, *words: str) -> bool:
         """Does the code name any of ``words`` (a call, attribute, name, keyword, import)?"""
@@ -131,9 +137,10 @@ class Sketch:
         return any(text in names.RANK_VARIABLES or names.RANK_NAME.match(text) for text in self.strings)
 
 
-def sketch(tree: ast.Module, source: str = "") -> Sketch:
+def sketch(tree: ast.Module, source: str = "", path: str = "") -> Sketch:
     found = Sketch()
     found.source = source
+    found.path = path
     words, calls, keywords, strings = found.words, found.calls, found.keywords, found.strings
     imports: list[ast.stmt] = []
     callees: list[str] = []
