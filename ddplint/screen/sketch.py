@@ -147,7 +147,9 @@ def sketch(tree: ast.Module, source: str = "", path: str = "") -> Sketch:
     bindings: dict[str, list] = {}  # simple name -> values (None: not a plain assignment)
     # (node, state): state bit 1 = in a loop body of the same function, bit 2 =
     # inside a class that is a module or Lightning module (flow.in_module_internals,
-    # flow.in_framework_code: DDP001 never reports there).
+    # flow.in_framework_code: DDP001 never reports there), bit 4 = inside a function
+    # decorated ``@torch.no_grad()`` / ``@inference_mode()`` (flow.in_no_grad_region:
+    # nothing there carries a graph).
     # The enclosing function's name rides along (None at module level and in lambdas).
     stack: list[tuple[ast.AST, int, Optional[str]]] = [(tree, 0, None)]
     pop, push = stack.pop, stack.append
@@ -176,7 +178,7 @@ def sketch(tree: ast.Module, source: str = "", path: str = "") -> Sketch:
                 dotted = _dotted(func)
                 if dotted is not None:
                     callees.append(dotted)
-                if (in_loop or last in _ACCUMULATING) and not state & 2 and function not in accumulating \
+                if (in_loop or last in _ACCUMULATING) and not state & 6 and function not in accumulating \
                         and _accumulating_call(node, func, last, in_loop):
                     accumulating.add(function)
                 if last in _DEVICE_CALLS and not found.device_int_literal:
@@ -221,13 +223,13 @@ def sketch(tree: ast.Module, source: str = "", path: str = "") -> Sketch:
         elif kind is ast.AugAssign:
             _bind(bindings, node.target, None)
             op = type(node.op)
-            if op in (ast.Add, ast.Sub, ast.Mult) and function not in accumulating and not state & 2 and \
+            if op in (ast.Add, ast.Sub, ast.Mult) and function not in accumulating and not state & 6 and \
                     (in_loop or _on_self(node.target)) and _accumulator(node.target) and _may_carry(node.value):
                 accumulating.add(function)
         elif kind is ast.Assign:
             for target in node.targets:
                 _bind_assign(bindings, target, node.value)
-            if function not in accumulating and not state & 2 and \
+            if function not in accumulating and not state & 6 and \
                     (in_loop or any(_on_self(t) for t in node.targets)) and _rebinds_with_graph(node):
                 accumulating.add(function)
         elif kind is ast.AnnAssign:
@@ -247,12 +249,15 @@ def sketch(tree: ast.Module, source: str = "", path: str = "") -> Sketch:
                     if arg is not None:
                         words.add(arg.arg)
                         _bind(bindings, arg.arg, None)
-            inner = state & 2
+            inner = state & 6
+            if kind is not ast.ClassDef and kind is not ast.Lambda and any(
+                    _disables_grad(decorator) for decorator in node.decorator_list):
+                inner |= 4
             if kind is ast.ClassDef and (
                     any((_dotted(base) or "").rsplit(".", 1)[-1] in ("Module", "LightningModule") for base in node.bases)
                     or any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == "forward"
                            for f in node.body)):
-                inner = 2
+                inner = 2 | (state & 4)
             inner_function = node.name if kind in (ast.FunctionDef, ast.AsyncFunctionDef) else \
                 None if kind is ast.Lambda else function
             for child in iter_child_nodes(node):
@@ -292,6 +297,14 @@ def sketch(tree: ast.Module, source: str = "", path: str = "") -> Sketch:
     found.context, resolver = _context(found, imports, callees, bindings)
     found.graph_root = _graph_root(found, callees, resolver)
     return found
+
+
+def _disables_grad(decorator: ast.AST) -> bool:
+    """A decorator ``flow._decorated_no_grad`` counts whatever it resolves to:
+    a callee whose last name holds "no_grad" or "inference_mode"."""
+    callee = decorator.func if isinstance(decorator, ast.Call) else decorator
+    last = (_dotted(callee) or "").rsplit(".", 1)[-1].lower()
+    return "no_grad" in last or "inference_mode" in last
 
 
 def _graph_root(found: Sketch, callees: list[str], resolver: "_Resolver") -> bool:
