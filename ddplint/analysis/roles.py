@@ -219,6 +219,8 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
         # opt-out option (never a rank test, which would make the else per-rank).
         operands = (test.left, test.right)
         sides = [flag_polarity(index, operand) for operand in operands]
+        if False in sides:
+            return False  # ``local_rank == -1 and args.evaluate``: a single-process run only
         if True in sides and all(side is True or _plain_option(operand) for side, operand in zip(sides, operands)):
             return True
         return None
