@@ -26,7 +26,9 @@ save; checkpoints whose loaders strip the `module.` prefix
 (`consume_prefix_in_state_dict_if_present`, `k.replace("module.", "")`,
 `k[7:]`). The strip must rewrite THIS checkpoint, anywhere in the project: a
 load of a file whose name can match, of the key the state dict is saved under,
-or of a path chosen at run time (a parameter); a strip of pretrained or
+or of a path chosen at run time (a parameter), or the strip of the evaluation
+script in the saving script's folder (`test_x.py` / `eval_x.py` next to
+`train_x.py`, whose weights path is a placeholder); a strip of pretrained or
 teacher weights, of another file, or of parameter names does not count.
 
 ## Why is this bad?
@@ -51,6 +53,7 @@ from __future__ import annotations
 
 import re
 from fnmatch import fnmatch
+from pathlib import PurePosixPath
 from typing import Iterator, Optional
 
 import libcst as cst
@@ -409,6 +412,8 @@ def _loaders_strip(index: SemanticIndex, name: str, path_text: str, key: str) ->
             hint = strip.path_text.lower()
             if any(word in hint and word not in lowered for word in _OTHER_CHECKPOINT):
                 continue  # pretrained / teacher weights
+            if _evaluation_sibling(index.path, path):
+                return True  # the evaluation script next to this one (its path is the user's to set)
             if name and strip.path:
                 if fnmatch(name, strip.path) or fnmatch(strip.path, name):
                     return True  # a loader of this file, anywhere in the project
@@ -417,3 +422,16 @@ def _loaders_strip(index: SemanticIndex, name: str, path_text: str, key: str) ->
             if path in scope or key:
                 return True
     return False
+
+
+_EVALUATION_SCRIPT = re.compile(r"(^|_)(test|eval|evaluate|evaluation|inference|infer|predict|demo)(_|$)", re.IGNORECASE)
+
+
+def _evaluation_sibling(saver: str, loader: str) -> bool:
+    """Is ``loader`` the evaluation script of the folder ``saver`` trains in
+    (``train_x.py`` saves, ``test_x.py`` next to it loads the weights and strips
+    the prefix)? Its file name is a placeholder the user replaces, so the names
+    need not match."""
+    saver_path, loader_path = PurePosixPath(saver), PurePosixPath(loader)
+    return saver_path != loader_path and saver_path.parent == loader_path.parent \
+        and bool(_EVALUATION_SCRIPT.search(loader_path.stem))
