@@ -30,7 +30,8 @@ loads that run on rank 0 only (`if rank == 0:`, or in a function every caller
 runs under a rank guard: rank 0 owns device 0); files known to hold CPU tensors
 or none (written in this module from `.cpu()` values, tensors allocated with
 `device="cpu"` or made by a project module that never uses CUDA, files another
-module in reach that never uses CUDA writes (a preprocessing module), full state
+module in reach, or a standalone preprocessing script, that never uses CUDA
+writes), LR scheduler states, full state
 dicts saved with CPU offload, `GradScaler.state_dict()`, metadata-only files
 such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer);
 in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
@@ -138,6 +139,10 @@ class LoadWithoutMapLocation(Rule):
         Valid(DIST + "model.cuda()\nscaler = torch.amp.GradScaler()\n"
                      "scaler.load_state_dict(torch.load(os.path.join(ckpt_dir, SCALER_NAME)))\n"),
         Valid(DIST + "model.cuda()\nmeta = torch.load(ckpt_dir / 'meta.pt', weights_only=True)\n"),
+        # An LR scheduler's state is numbers (last_epoch, base_lrs), no CUDA tensors.
+        Valid(DIST + "model.cuda()\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
+                     "sched_file = os.path.join(run_dir, 'sched.bin')\nif os.path.isfile(sched_file):\n"
+                     "    sched.load_state_dict(torch.load(sched_file))\n"),
         Valid(DIST + "model.cuda()\nif params.sampler_state_dict_path:\n"
                      "    sampler_state = torch.load(params.sampler_state_dict_path)\n"),
         Valid(DIST + "from lightning.fabric import Fabric\ndef test_reload_on_cpu(tmp_path):\n"
@@ -369,21 +374,32 @@ _PATH_NOISE = re.compile(r"\.(pt|pth|bin|ckpt|tar|pkl)$|[/.{}_-]")
 
 
 def _written_by_cpu_only_module(index: SemanticIndex, path: cst.BaseExpression) -> bool:
-    """The file is written by another module in reach (RULES.md, project scope)
-    that never uses CUDA (a preprocessing module: ``torch.save(counts,
+    """The file is written by another module in reach (RULES.md, project scope),
+    or by a standalone script of the project without DDP (a preprocessing step
+    run before training; the path part must be distinctive, not "model" or
+    "checkpoint"), that never uses CUDA (a preprocessing module: ``torch.save(counts,
     "./word_freq/lm1b.pt")`` for ``torch.load(f"./word_freq/{name}.pt")``): a
     distinctive literal part of the load's path appears in its save path."""
     parts = [t for t in _strings_in(path) if len(_PATH_NOISE.sub("", t)) >= 4]
     if not parts:
         return False
     project = project_of(index)
-    for other in project.scope(index.path):  # what the entry scripts reach (one component of the project)
-        module = project.modules.get(other)
+    scope = project.scope(index.path)  # what the entry scripts reach (one component of the project)
+    for other, module in project.modules.items():
         if other == index.path or module is None or module.moves_to_cuda or not module.saved_paths:
             continue
-        if any(part in saved for part in parts for saved in module.saved_paths):
-            return True
+        if other in scope:
+            if any(part in saved for part in parts for saved in module.saved_paths):
+                return True
+        elif not module.own_ddp_context and any(
+                part in saved for part in parts if not _GENERIC_PATH.search(part) for saved in module.saved_paths):
+            return True  # a standalone preprocessing script writes it (``python word_freq.py`` first)
     return False
+
+
+# Path parts that many unrelated files share: no tie between a writer out of reach and the load.
+_GENERIC_PATH = re.compile(r"model|checkpoint|ckpt|weight|best|last|latest|state|epoch|output|result|save",
+                           re.IGNORECASE)
 
 
 def _guard_test(index: SemanticIndex, node: cst.CSTNode) -> Optional[str]:
@@ -455,8 +471,9 @@ def _strings_in(expr: cst.CSTNode) -> list[str]:
 
 
 def _feeds_a_scaler(index: SemanticIndex, site: CallSite) -> bool:
-    """``scaler.load_state_dict(torch.load(p))`` (also through a name): a
-    GradScaler's state is a few Python numbers, not CUDA tensors."""
+    """``scaler.load_state_dict(torch.load(p))`` (also through a name; an LR
+    scheduler too): a GradScaler's or a scheduler's state is a few Python
+    numbers, not CUDA tensors."""
     parent = index.parent(site.node)
     target: Optional[str] = None
     if isinstance(parent, cst.Arg):
@@ -473,9 +490,13 @@ def _feeds_a_scaler(index: SemanticIndex, site: CallSite) -> bool:
 
 
 def _is_scaler_load(call: cst.Call) -> bool:
+    """``scaler.load_state_dict(...)``, ``scheduler.load_state_dict(...)``: a
+    GradScaler's or an LR scheduler's state is Python numbers, no CUDA tensors."""
     func = call.func
-    return isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" \
-        and "scaler" in (dotted_name(func.value) or "").split(".")[-1].lower()
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict"):
+        return False
+    receiver = (dotted_name(func.value) or "").split(".")[-1].lower()
+    return "scaler" in receiver or "scheduler" in receiver or receiver in ("sched", "lr_sched")
 
 
 def _runner_calls(index: SemanticIndex, function: cst.CSTNode) -> list[CallSite]:
