@@ -31,7 +31,8 @@ runs under a rank guard: rank 0 owns device 0); files known to hold CPU tensors
 or none (written in this module from `.cpu()` values, tensors allocated with
 `device="cpu"` or made by a project module that never uses CUDA, files another
 module in reach, or a standalone preprocessing script, that never uses CUDA
-writes), LR scheduler states, full state
+writes, a class's `load_x(path)` whose mirror `save_x` writes only `.cpu()`
+entries), LR scheduler states, full state
 dicts saved with CPU offload, `GradScaler.state_dict()`, metadata-only files
 such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer);
 in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
@@ -60,6 +61,7 @@ import libcst as cst
 from ddplint import names
 from ddplint.analysis.models import project_of
 from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
+from ddplint.analysis.flow import precedes
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name, iter_literal_strings
 from ddplint.analysis.values import literal_str
 from ddplint.fixes import UNSAFE, add_keyword, node_fix, replace, string_literal
@@ -139,6 +141,12 @@ class LoadWithoutMapLocation(Rule):
         Valid(DIST + "model.cuda()\nscaler = torch.amp.GradScaler()\n"
                      "scaler.load_state_dict(torch.load(os.path.join(ckpt_dir, SCALER_NAME)))\n"),
         Valid(DIST + "model.cuda()\nmeta = torch.load(ckpt_dir / 'meta.pt', weights_only=True)\n"),
+        # The class reads back what its mirror method writes: every entry moved to the CPU first.
+        Valid(DIST + "import os\nclass Snapshots:\n    def save_weights(self, net, folder, step):\n"
+                     "        sd = net.state_dict()\n        for name, t in sd.items():\n            sd[name] = t.cpu()\n"
+                     "        torch.save(sd, os.path.join(folder, f'{step}_net.pth'))\n"
+                     "    def load_weights(self, path, net):\n        net.load_state_dict(torch.load(path))\n"
+                     "model.cuda()\n"),
         # An LR scheduler's state is numbers (last_epoch, base_lrs), no CUDA tensors.
         Valid(DIST + "model.cuda()\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
                      "sched_file = os.path.join(run_dir, 'sched.bin')\nif os.path.isfile(sched_file):\n"
@@ -167,6 +175,15 @@ class LoadWithoutMapLocation(Rule):
                      "    checkpoint = torch.load(path, weights_only=True)\n", filename="tests/test_fsdp.py"),
     ]
     invalid = [
+        # The mirror method saves the GPU tensors as they are: the class's files hold CUDA tensors.
+        Invalid(DIST + "import os\nclass Snapshots:\n    def save_weights(self, net, folder):\n"
+                       "        torch.save(net.state_dict(), os.path.join(folder, 'net.pth'))\n"
+                       "    def load_weights(self, path, net):\n        net.load_state_dict(torch.load(path))\n"
+                       "model.cuda()\n", line=8, column=29,
+                fixed=DIST + "import os\nclass Snapshots:\n    def save_weights(self, net, folder):\n"
+                             "        torch.save(net.state_dict(), os.path.join(folder, 'net.pth'))\n"
+                             "    def load_weights(self, path, net):\n"
+                             "        net.load_state_dict(torch.load(path, map_location='cpu'))\nmodel.cuda()\n"),
         Invalid(DIST + "model.cuda()\nstate = torch.load('checkpoint.pt')\n", line=4, column=9,
                 fixed=DIST + "model.cuda()\nstate = torch.load('checkpoint.pt', map_location='cpu')\n"),
         Invalid(DIST + "device = torch.device('cuda', rank)\nmodel.load_state_dict(torch.load(args.resume))\n",
@@ -367,6 +384,58 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
                 return True
         elif _framework_save_offloads(index, save):
             return True
+    return _class_checkpoints_on_cpu(index, site, path.value)
+
+
+def _class_checkpoints_on_cpu(index: SemanticIndex, site: CallSite, path: cst.BaseExpression) -> bool:
+    """A method's load of a path it is given (``load_network(self, load_path,
+    net)``) in a class whose mirror method (``save_network``) writes those
+    checkpoints with ``torch.save`` from CPU values only (``sd[k] = p.cpu()`` for
+    each entry first): the class reads back the files it writes, which hold no
+    CUDA tensors."""
+    if not isinstance(path, cst.Name):
+        return False
+    function = index.enclosing_scope(site.node)
+    if not isinstance(function, cst.FunctionDef) or not any(
+            b.kind == "param" for b in index.reaching(path.value, path)):
+        return False
+    owner = index.enclosing(function, cst.ClassDef) or index.parent(index.parent(function))
+    if not isinstance(owner, cst.ClassDef):
+        return False
+    mirror = re.sub(r"(^|_)load(_|$)", r"\1save\2", function.name.value, count=1)
+    if mirror == function.name.value:
+        return False
+    saves = [s for s in index.calls_to(names.TORCH_SAVE)
+             if isinstance(s.scope, cst.FunctionDef) and s.scope.name.value == mirror
+             and index.parent(index.parent(s.scope)) is owner]
+    return bool(saves) and all(
+        (obj := s.argument("obj", 0)) is not None and _is_cpu_value(index, obj.value, s.scope) for s in saves)
+
+
+def _entries_moved_to_cpu(index: SemanticIndex, name: cst.Name) -> bool:
+    """``for k, p in sd.items(): sd[k] = p.cpu()`` before ``name`` is read: every
+    entry of the dict is replaced by a CPU copy."""
+    scope = index.enclosing_scope(name)
+    for site in index.method_calls("items"):
+        if site.scope is not scope or not isinstance(site.receiver, cst.Name) \
+                or site.receiver.value != name.value or not precedes(index, site.node, name):
+            continue
+        loop = index.parent(site.node)
+        if not isinstance(loop, cst.For) or not isinstance(loop.target, cst.Tuple) \
+                or len(loop.target.elements) != 2:
+            continue
+        key = loop.target.elements[0].value
+        body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else []
+        for statement in body:
+            for small in getattr(statement, "body", ()):
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 \
+                        and isinstance(small.targets[0].target, cst.Subscript) \
+                        and dotted_name(small.targets[0].target.value) == name.value \
+                        and len(small.targets[0].target.slice) == 1 \
+                        and isinstance(key, cst.Name) \
+                        and dotted_name(small.targets[0].target.slice[0].slice.value) == key.value \
+                        and _is_cpu_value(index, small.value, scope, 3):
+                    return True
     return False
 
 
@@ -571,7 +640,8 @@ def _is_cpu_value(index: SemanticIndex, expr: cst.BaseExpression, scope: cst.CST
         return _is_cpu_value(index, expr.value, scope, depth + 1)
     if isinstance(expr, cst.Name):
         values = index.reaching_values(expr)
-        return bool(values) and all(_is_cpu_value(index, v, scope, depth + 1) for v in values)
+        return bool(values) and all(_is_cpu_value(index, v, scope, depth + 1) for v in values) \
+            or _entries_moved_to_cpu(index, expr)
     return False
 
 
