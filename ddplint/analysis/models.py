@@ -531,3 +531,38 @@ def checkpoint_file_name(index, expr, depth: int = 0) -> str:
         if len(values) == 1:
             return checkpoint_file_name(index, values[0], depth + 1)
     return ""
+
+
+def overridden_where_wrapped(index, node, attribute: str, kind: str = "fsdp") -> bool:
+    """Is ``self.<attribute>`` wrapped (``kind``) only in project subclasses of
+    the class whose method holds ``node``, each of which overrides that method
+    (``BasicTrainer.clip_gradient`` on a plain model, ``FSDPTrainer`` wrapping
+    ``self.policy`` and defining its own ``clip_gradient``)? Then the method
+    never runs on the wrapped model."""
+    from ddplint.analysis.ranks import enclosing_function
+
+    function = enclosing_function(index, node)
+    owner = _owning_class(index, function) if function is not None else ""
+    if not owner:
+        return False
+    project = project_of(index)
+    module = project.modules.get(index.path)
+    subclasses = getattr(project, "_subclasses", None)
+    if module is None or subclasses is None or module.wrapped_attributes.get(owner, {}).get(attribute):
+        return False
+    method = function.name.value
+    found_wrap = False
+    pending, seen = list(subclasses().get((index.path, owner), ())), set()
+    while pending:
+        path, cls = pending.pop()
+        if (path, cls) in seen or path not in project.modules:
+            continue
+        seen.add((path, cls))
+        facts = project.modules[path]
+        if f"{cls}.{method}" in facts.functions:
+            found_wrap = found_wrap or facts.wrapped_attributes.get(cls, {}).get(attribute) == kind
+            continue  # this subtree runs its own method
+        if facts.wrapped_attributes.get(cls, {}).get(attribute) == kind:
+            return False  # a wrapping subclass inherits the method
+        pending.extend(subclasses().get((path, cls), ()))
+    return found_wrap
