@@ -10,7 +10,10 @@ Also flagged: `DistributedSampler(ds, shuffle=shuffle)` in a builder whose
 callers all pass `shuffle=True`.
 
 Not flagged: `shuffle=False` (or a value ddplint cannot read); single-pass scripts without an epoch loop;
-validation/test samplers; a helper that calls `set_epoch`.
+validation/test samplers; a helper that calls `set_epoch`. The module need not
+import `torch.distributed` (the sampler is evidence enough), and an epoch loop
+may iterate a name bound to the epochs (`bar = trange(n_epochs)`,
+`for i, _ in enumerate(bar):`).
 
 ## Why is this bad?
 `DistributedSampler` seeds its shuffle with `seed + epoch`. Without
@@ -58,7 +61,7 @@ class SamplerSetEpochMissing(Rule):
     code, name, severity = "DDP008", "sampler-set-epoch-missing", "warning"
     message = "DistributedSampler shuffles but set_epoch is never called: the same order every epoch"
     triggers = ("DistributedSampler",)
-    needs_ddp_context = True
+    needs_ddp_context = False  # a DistributedSampler is itself distributed training
     uses_project = True
 
     valid = [
@@ -85,6 +88,9 @@ class SamplerSetEpochMissing(Rule):
                         "for epoch in range(3):\n    train(train_s)\n"),
         Valid(IMPORTS + "sampler = DistributedSampler(ds, shuffle=args.shuffle)\nfor epoch in range(3):\n"
                         "    train(sampler)\n"),
+        # One pass over a name bound to the steps, not to epochs.
+        Valid(IMPORTS + "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler)\n"
+                        "steps = range(max_steps)\nfor i, batch in zip(steps, loader):\n    step(batch)\n"),
         Valid("from mylib import DistributedSampler\ns = DistributedSampler(ds)\nfor epoch in range(3):\n"
               "    train(s)\n"),
     ]
@@ -111,6 +117,18 @@ class SamplerSetEpochMissing(Rule):
         Invalid(IMPORTS + "def get_kwargs(ds, mode):\n    return {'sampler': DistributedSampler(ds, "
                           "shuffle=mode == 'train')}\nfor epoch in range(3):\n    train(get_kwargs(ds, 'train'))\n",
                 line=5, column=24),
+        # No torch.distributed import here (the process group is set up elsewhere): the
+        # DistributedSampler itself says the data is sharded across ranks.
+        Invalid("from torch.utils.data import DataLoader\nfrom torch.utils.data.distributed import DistributedSampler\n"
+                "sampler = DistributedSampler(clips)\nloader = DataLoader(clips, batch_size=2, sampler=sampler)\n"
+                "for epoch in range(start, epochs):\n    for batch in loader:\n        step(batch)\n",
+                line=3, column=11),
+        # The epoch loop iterates a name bound to the epochs (a progress bar over them).
+        Invalid(IMPORTS + "from tqdm import trange\nsampler = DistributedSampler(ds)\n"
+                          "loader = DataLoader(ds, sampler=sampler)\n"
+                          "bar = trange(int(args.num_train_epochs), desc='Epoch')\n"
+                          "for i, _ in enumerate(bar):\n    for batch in loader:\n        step(batch)\n",
+                line=5, column=11),
         # A while loop that iterates the loader again and again is an epoch loop.
         Invalid(IMPORTS + "sampler = DistributedSampler(ds, shuffle=True)\n"
                           "train_loader = DataLoader(ds, batch_size=4, sampler=sampler)\nkeep_going = True\n"
@@ -133,10 +151,10 @@ class SamplerSetEpochMissing(Rule):
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
-        if project.in_scope(index.path, lambda m: m.calls_set_epoch) \
-                or not project.in_scope(index.path, lambda m: m.has_epoch_loop):
+        if project.in_scope(index.path, lambda m: m.calls_set_epoch):
             return
-        if not project.complete and not project.modules[index.path].has_epoch_loop:
+        here = project.modules[index.path].has_epoch_loop or _epoch_loop_through_a_name(index)
+        if not here and (not project.complete or not project.in_scope(index.path, lambda m: m.has_epoch_loop)):
             return
         for site in index.calls_to(names.DISTRIBUTED_SAMPLER):
             shuffle = site.argument("shuffle")
@@ -146,6 +164,29 @@ class SamplerSetEpochMissing(Rule):
             if site.has_star_kwargs or _is_eval_sampler(index, site.node):
                 continue
             yield self.report(site.node)
+
+
+def _epoch_loop_through_a_name(index: SemanticIndex) -> bool:
+    """``train_iterator = trange(start, args.num_train_epochs, desc="Epoch")``
+    then ``for idx, _ in enumerate(train_iterator):``: an epoch loop whose
+    iterable names the epochs one assignment away."""
+    for loop in index.loops:
+        if not isinstance(loop, cst.For):
+            continue
+        for name in _names(loop.iter):
+            for value in index.reaching_values(name) or ():
+                if "epoch" in index.module.code_for_node(value).lower():
+                    return True
+    return False
+
+
+def _names(expr: cst.BaseExpression) -> list[cst.Name]:
+    """The bare names an iterable reads (``enumerate(it)`` reads ``it``)."""
+    if isinstance(expr, cst.Name):
+        return [expr]
+    if isinstance(expr, cst.Call):
+        return [n for arg in expr.args for n in _names(arg.value)]
+    return []
 
 
 def _true_when_training(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
