@@ -7,6 +7,8 @@ every process). A save helper (a function of the project, here or imported, that
 `torch.save`s what it is given: `write_ckpt({"net": model.state_dict()}, d)`) is
 reported at the call that runs on every rank, not inside the helper. When the
 file name is a literal the message names it ("every rank writes 'last.pt'").
+A module that wraps its model through a project module's re-export
+(`ext_dist.DDP(net)`) is DDP code even without importing torch.distributed.
 
 Not flagged: rank-guarded saves (also by a property of the class that returns a
 rank test: `if self.saves_on_this_rank:`); helpers that guard themselves
@@ -48,7 +50,8 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.flow import names_in
-from ddplint.analysis.models import checkpoint_file_name, function_key, project_callee, project_of
+from ddplint.analysis.models import (checkpoint_file_name, function_key, project_callee, project_of,
+                                     wraps_through_a_project_module)
 from ddplint.analysis.ranks import enclosing_function, runs_on_rank_subset
 from ddplint.analysis.roles import is_worker_code
 from ddplint.rule import Invalid, Report, Rule, Valid
@@ -66,7 +69,8 @@ class CheckpointSavedOnEveryRank(Rule):
     code, name, severity = "DDP011", "checkpoint-saved-on-every-rank", "warning"
     message = "checkpoint saved on every rank: N processes write the same file"
     triggers = ("save",)
-    needs_ddp_context = True
+    # In DDP context, or wrapping through a project module's re-export (checked in check()).
+    needs_ddp_context = False
     uses_project = True
 
     valid = [
@@ -214,6 +218,8 @@ class CheckpointSavedOnEveryRank(Rule):
         return True if sketch.may_call(names.TORCH_SAVE) else ("saves",)  # or a project save helper
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
+        if not index.in_ddp_context and not wraps_through_a_project_module(index):
+            return
         project = project_of(index)
         if index.calls_to(names.DATA_PARALLEL) and not project.in_scope(index.path, lambda m: m.own_ddp_context):
             return  # a DataParallel program: one process (``import torch.distributed`` alone starts none)

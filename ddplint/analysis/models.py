@@ -566,3 +566,27 @@ def overridden_where_wrapped(index, node, attribute: str, kind: str = "fsdp") ->
             return False  # a wrapping subclass inherits the method
         pending.extend(subclasses().get((path, cls), ()))
     return found_wrap
+
+
+def wraps_through_a_project_module(index) -> bool:
+    """Does this module wrap a model with DDP/FSDP (or start the process group)
+    through a name another module of the project re-exports
+    (``import extend_distributed as ext_dist`` ... ``ext_dist.DDP(net)``, where
+    that module does ``from torch.nn.parallel import DistributedDataParallel as
+    DDP``)? Such a module is in DDP context although it imports nothing of
+    torch.distributed itself."""
+    from ddplint.analysis.semantic import dotted_name
+
+    wanted = (names.DDP, names.FSDP, names.INIT_PROCESS_GROUP)
+    project = project_of(index)
+    for site in index.calls:
+        callee = dotted_name(site.node.func)
+        if callee is None or "." not in callee:
+            continue
+        holder, _, attribute = callee.rpartition(".")
+        target = index.imports.get(holder)
+        path = project.resolve_module(index.path, target) if target else None
+        module = project.modules.get(path) if path else None
+        if module is not None and names.canonical(module.imports.get(attribute, "")) in wanted:
+            return True
+    return False
