@@ -55,6 +55,7 @@ from ddplint.analysis.models import (checkpoint_file_name, function_key, project
 from ddplint.analysis.ranks import enclosing_function, runs_on_rank_subset
 from ddplint.analysis.roles import is_worker_code
 from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.screen.facts import SPAWN_INDEX
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
 DIST = "import torch\nimport torch.distributed as dist\n"
@@ -146,6 +147,13 @@ class CheckpointSavedOnEveryRank(Rule):
                      "    save(model.state_dict())\n"),
     ]
     invalid = [
+        # The spawn target runs on every process, even when the spawner's own caller is unknown (a CLI).
+        Invalid(DIST + "import torch.multiprocessing as mp\nclass Runner:\n    def __init__(self, net):\n"
+                       "        self.net = net\n    def checkpoint(self, step):\n"
+                       "        torch.save({'net': self.net.state_dict()}, f'ckpt_{step}.pt')\n"
+                       "def work(rank, world):\n    dist.init_process_group('nccl', rank=rank, world_size=world)\n"
+                       "    runner = Runner(build())\n    runner.checkpoint(100)\n"
+                       "def launch(world):\n    mp.spawn(work, args=(world,), nprocs=world)\n", line=12, column=5),
         Invalid(DIST + "torch.save(model.state_dict(), 'm.pt')\n", line=3, column=1),
         Invalid(DIST + "def main():\n    for epoch in range(3):\n        train(model)\n"
                        "        torch.save({'model': model.module.state_dict()}, 'ckpt.pt')\n"
@@ -265,7 +273,17 @@ def _runs_on_every_rank(index: SemanticIndex, site) -> bool:
         return True
     if _class_level_unknown(index, function):
         return False
-    return project_of(index).callers_guarded(index.path, function_key(index, function)) is False
+    project = project_of(index)
+    verdict = project.callers_guarded(index.path, function_key(index, function))
+    if verdict is None and _spawn_target(project, index.path, function_key(index, function)):
+        return True  # ``mp.spawn(run_training, ...)``: every process runs it, whoever calls the spawner
+    return verdict is False
+
+
+def _spawn_target(project, path: str, function: str) -> bool:
+    """Is the function started by ``mp.spawn`` (a call passes it the spawn index)?"""
+    calls = project.callers.get(project.function_key(path, function)) or ()
+    return any(SPAWN_INDEX in call.args.values() and not call.guarded_lenient for _, call in calls)
 
 
 def _saved_arguments(index: SemanticIndex, project, key, callee: str, site) -> list:
