@@ -93,6 +93,15 @@ class MissingNoSyncAccumulation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # ... the same epoch function given the unwrapped network (one process).
+        Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "def setup(net, rank):\n    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+              "    return opt, DDP(net, device_ids=[rank])\n"
+              "def run_epoch(model, loader, opt, accum):\n    for i, (x, y) in enumerate(loader):\n"
+              "        loss = model(x).sub(y).pow(2).mean() / accum\n        loss.backward()\n"
+              "        if (i + 1) % accum == 0:\n            opt.step()\n            opt.zero_grad()\n"
+              "def main(net, loader, rank):\n    opt, model = setup(net, rank)\n"
+              "    run_epoch(net, loader, opt, 4)\n"),
         Valid(DDP + """\
 model = DDP(net)
 for i, (x, y) in enumerate(loader):
@@ -281,6 +290,15 @@ for i, (x, y) in enumerate(loader):
 """),
     ]
     invalid = [
+        # The DDP model comes back from a helper (unpacked) and is passed on to the epoch function.
+        Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "def setup(net, rank):\n    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+              "    return opt, DDP(net, device_ids=[rank])\n"
+              "def run_epoch(model, loader, opt, accum):\n    for i, (x, y) in enumerate(loader):\n"
+              "        loss = model(x).sub(y).pow(2).mean() / accum\n        loss.backward()\n"
+              "        if (i + 1) % accum == 0:\n            opt.step()\n            opt.zero_grad()\n"
+              "def main(net, loader, rank):\n    opt, model = setup(net, rank)\n"
+              "    run_epoch(model, loader, opt, 4)\n", line=9, column=9),
         Invalid(DDP + """\
 model = DDP(net)
 for i, (x, y) in enumerate(loader):

@@ -47,7 +47,8 @@ def wrapped_kind(index, expr, at_order: int) -> str:
     elif isinstance(expr, cst.Name):
         for binding in index.reaching(expr.value, expr):
             if binding.kind == "param" and isinstance(binding.scope, cst.FunctionDef):
-                kind = project_of(index).wrapped_param(index.path, function_key(index, binding.scope), expr.value)
+                kind = project_of(index).wrapped_param(index.path, function_key(index, binding.scope), expr.value) \
+                    or wrapped_by_local_callers(index, binding)
                 break
         else:
             kind = wrapped_out_of_calls(index, expr)
@@ -590,3 +591,37 @@ def wraps_through_a_project_module(index) -> bool:
         if module is not None and names.canonical(module.imports.get(attribute, "")) in wanted:
             return True
     return False
+
+
+def wrapped_by_local_callers(index, binding) -> str:
+    """"ddp"/"fsdp" when a call of the parameter's function in this module
+    passes a model that is wrapped there in a way the project facts do not tag
+    (``optimizer, scheduler, model = prep_optimizer(...)`` returning the DDP
+    model, then ``train_epoch(epoch, args, model, ...)``)."""
+    import libcst as cst
+
+    from ddplint.analysis.flow import callers
+
+    function = binding.scope
+    key = ("models.local_callers", id(function), binding.name)
+    if key in index.cache:
+        return index.cache[key] or ""
+    index.cache[key] = ""  # a recursion through these callers finds nothing
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    if params and params[0] in ("self", "cls"):
+        params = params[1:]
+    position = params.index(binding.name) if binding.name in params else None
+    kind = ""
+    for site in callers(index, function):
+        arg = site.keyword(binding.name)
+        if arg is None and position is not None:
+            positional = [a for a in site.node.args if a.keyword is None and not a.star]
+            if any(a.star for a in site.node.args[:position + 1]):
+                continue
+            arg = positional[position] if position < len(positional) else None
+        if arg is not None and isinstance(arg.value, (cst.Name, cst.Attribute)):
+            kind = wrapped_kind(index, arg.value, site.order)
+            if kind:
+                break
+    index.cache[key] = kind
+    return kind
