@@ -29,7 +29,9 @@ load of a file whose name can match, of the key the state dict is saved under,
 or of a path chosen at run time (a parameter), or the strip of the evaluation
 script in the saving script's folder (`test_x.py` / `eval_x.py` next to
 `train_x.py`, whose weights path is a placeholder); a strip of pretrained or
-teacher weights, of another file, or of parameter names does not count.
+teacher weights, of another file, of parameter names, or of a live model's
+`state_dict()` handed to a comparison helper (`sanity_check(model.state_dict(),
+path)`) does not count.
 
 ## Why is this bad?
 The wrapper's state dict prefixes every key with `module.`. Loading the
@@ -87,6 +89,14 @@ NAMES_STRIP = (DDP_SCRIPT + "for n, p in model.named_parameters():\n    print(n.
 TEACHER_STRIP = (DDP_SCRIPT + "torch.save(model.state_dict(), 'ckpt.pt')\n"
                  "def load_teacher(net):\n    sd = torch.load('teacher.pt', map_location='cpu')\n"
                  "    net.load_state_dict({k[7:]: v for k, v in sd.items()})\n")
+
+# A strip of the live weights' keys, to compare them with a reference file: no loader of the checkpoint.
+COMPARE_STRIP = (DDP_SCRIPT + "def compare(weights, reference_path):\n"
+                 "    ref = torch.load(reference_path, map_location='cpu')\n    for k in list(weights.keys()):\n"
+                 "        name = k[len('module.'):] if k.startswith('module.') else k\n"
+                 "        assert torch.equal(weights[k].cpu(), ref[name])\n"
+                 "torch.save({'state_dict': model.state_dict()}, 'last.pth')\n"
+                 "compare(model.state_dict(), args.reference)\n")
 
 
 def _module(source: str) -> str:
@@ -231,6 +241,7 @@ class DDPWrapperStateDict(Rule):
         Invalid(PRETRAINED_STRIP, line=6, column=12, fixed=_module(PRETRAINED_STRIP)),
         Invalid(NAMES_STRIP, line=6, column=12, fixed=_module(NAMES_STRIP)),
         Invalid(TEACHER_STRIP, line=4, column=12, fixed=_module(TEACHER_STRIP)),
+        Invalid(COMPARE_STRIP, line=9, column=27, fixed=_module(COMPARE_STRIP)),
     ]
 
     def screen(self, sketch):
@@ -402,7 +413,8 @@ def _loaders_strip(index: SemanticIndex, name: str, path_text: str, key: str) ->
     for path, module in project.modules.items():
         for strip in module.prefix_strips:
             if strip.source in ("param", "unknown"):
-                if path in scope:
+                if path in scope and not (strip.source == "param" and path == index.path
+                                          and _param_strips_see_live_models(index)):
                     return True
                 continue
             if strip.source != "load":
@@ -435,3 +447,38 @@ def _evaluation_sibling(saver: str, loader: str) -> bool:
     saver_path, loader_path = PurePosixPath(saver), PurePosixPath(loader)
     return saver_path != loader_path and saver_path.parent == loader_path.parent \
         and bool(_EVALUATION_SCRIPT.search(loader_path.stem))
+
+
+def _param_strips_see_live_models(index: SemanticIndex) -> bool:
+    """Every function of this module that strips 'module.' from a parameter's
+    keys is handed a live model's ``state_dict()`` by its callers here
+    (``sanity_check(model.state_dict(), args.pretrained)`` comparing the trained
+    weights with pretrained ones): those strips rename keys to compare, they load
+    no checkpoint."""
+    from ddplint.analysis.flow import callers, enclosing_function
+
+    functions = {}
+    for node, value in index.strings:
+        if isinstance(value, str) and value.startswith("module"):
+            function = enclosing_function(index, node)
+            if function is None:
+                return False  # a module-level strip: not this shape
+            if _iterates_a_parameter(index, function):
+                functions[id(function)] = function
+    if not functions:
+        return False
+    for function in functions.values():
+        calls = callers(index, function)
+        if not calls or not all(any(isinstance(a.value, cst.Call) and isinstance(a.value.func, cst.Attribute)
+                                        and a.value.func.attr.value == "state_dict" for a in site.node.args)
+                                for site in calls):
+            return False
+    return True
+
+
+def _iterates_a_parameter(index: SemanticIndex, function: cst.FunctionDef) -> bool:
+    """Does the function walk the keys of one of its parameters (``for k in
+    list(state_dict.keys())``, ``sd.items()``)?"""
+    params = {p.name.value for p in function.params.params}
+    return any(site.scope is function and isinstance(site.receiver, cst.Name) and site.receiver.value in params
+               for site in index.method_calls("keys", "items"))
