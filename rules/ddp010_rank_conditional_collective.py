@@ -442,8 +442,8 @@ def _collectives_of(index: SemanticIndex, site: CallSite, depth: int = 0) -> set
             for inner in calls_in_function(index, helper):
                 found |= _collectives_of(index, inner, depth + 1)
     callee = dotted_name(site.node.func)
-    if not found and depth == 0 and callee is not None and not qualified:
-        found.add("call:" + callee)
+    if not found and depth == 0 and callee is not None:
+        found.add("call:" + (qualified or callee))  # ``Trainer(cfg)`` imported from the project, on both arms
     return found
 
 
