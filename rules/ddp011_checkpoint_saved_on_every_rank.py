@@ -49,7 +49,7 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.flow import names_in
+from ddplint.analysis.flow import callers, calls_in_function, helper_functions, names_in
 from ddplint.analysis.models import (checkpoint_file_name, function_key, project_callee, project_of,
                                      wraps_through_a_project_module)
 from ddplint.analysis.ranks import enclosing_function, runs_on_rank_subset
@@ -75,6 +75,11 @@ class CheckpointSavedOnEveryRank(Rule):
     uses_project = True
 
     valid = [
+        # ... called on rank 0 only.
+        Valid(DIST + "import os\n" + "def save_weights(model, cfg, best=False):\n    if cfg.distributed:\n        model = model.module\n"
+                       "    torch.save(model.state_dict(), os.path.join(cfg.out, 'weights.pth'))\n"
+                     "for epoch in range(cfg.epochs):\n    fit(net)\n    if dist.get_rank() == 0:\n"
+                     "        save_weights(net, cfg)\n"),
         Valid(DIST + "if dist.get_rank() == 0:\n    torch.save(model.state_dict(), 'm.pt')\n"),
         Valid(DIST + "if args.local_rank == 0:\n    torch.save(model.state_dict(), 'm.pt')\n"),
         Valid(DIST + "def save(model):\n    if not is_main_process():\n        return\n"
@@ -147,6 +152,13 @@ class CheckpointSavedOnEveryRank(Rule):
                      "    save(model.state_dict())\n"),
     ]
     invalid = [
+        # A local save helper (it saves its parameter's state, unwrapped first), guarded at one call
+        # and not at the final one: reported at the unguarded call.
+        Invalid(DIST + "import os\n" + "def save_weights(model, cfg, best=False):\n    if cfg.distributed:\n        model = model.module\n"
+                       "    torch.save(model.state_dict(), os.path.join(cfg.out, 'weights.pth'))\n"
+                       "for epoch in range(cfg.epochs):\n    fit(net)\n    if dist.get_rank() == 0:\n"
+                       "        save_weights(net, cfg)\nsave_weights(net, cfg, best=True)\n",
+                line=12, column=1),
         # The spawn target runs on every process, even when the spawner's own caller is unknown (a CLI).
         Invalid(DIST + "import torch.multiprocessing as mp\nclass Runner:\n    def __init__(self, net):\n"
                        "        self.net = net\n    def checkpoint(self, step):\n"
@@ -241,12 +253,21 @@ class CheckpointSavedOnEveryRank(Rule):
             if function is not None and (_saved_parameters(index, obj.value, function)
                                          or _path_from_parameters(index, target.value, function)):
                 continue  # a save helper: its callers choose what or where; reported at their calls
+            if function is not None and _some_call_guarded(index, function) and any(
+                    _saved_parameters(index, obj.value, function, only=p.name.value) for p in function.params.params):
+                continue  # a helper saving its parameter's state, called guarded here and unguarded there
+
             name = checkpoint_file_name(index, target.value)
             yield self.report(site.node, _message(name))
         for site in index.calls:
             callee = project_callee(index, site.node)
             key = project.saving_function(index.path, callee, index.imports, unguarded=True) if callee else None
-            if key is None or site.qualified_name == names.TORCH_SAVE:
+            if site.qualified_name == names.TORCH_SAVE:
+                continue
+            if key is None:
+                if _local_helper_saves_an_argument(index, site) and _runs_on_every_rank(index, site):
+                    yield self.report(site.node, f"save helper {dotted_name(site.node.func)}() called on every rank: "
+                                                 "N processes write the same file")
                 continue
             saved = _saved_arguments(index, project, key, callee, site)
             if not saved or any(_per_rank_or_in_memory(index, arg.value)
@@ -255,6 +276,44 @@ class CheckpointSavedOnEveryRank(Rule):
             if _runs_on_every_rank(index, site):
                 yield self.report(site.node, f"save helper {dotted_name(site.node.func) or callee}() called on every rank: "
                                              "N processes write the same file")
+
+
+def _some_call_guarded(index: SemanticIndex, function: cst.FunctionDef) -> bool:
+    """Is some call of the function in this module made under a rank guard?"""
+    return any(runs_on_rank_subset(index, site.node, lenient=True) for site in callers(index, function))
+
+
+def _local_helper_saves_an_argument(index: SemanticIndex, site) -> bool:
+    """A function of this module that ``torch.save``s the state of a parameter
+    this call fills (``save_checkpoint(self.model, args)`` with
+    ``torch.save(model.state_dict(), filename)`` inside, also after ``model =
+    model.module``), when no argument is a per-rank value (a per-rank file)."""
+    if any(_per_rank_or_in_memory(index, arg.value) for arg in site.node.args):
+        return False
+    for helper in helper_functions(index, site):
+        if not _some_call_guarded(index, helper):
+            continue  # every call unguarded: the save inside the helper is reported
+        params = [p.name.value for p in (*helper.params.posonly_params, *helper.params.params)]
+        if params and params[0] in ("self", "cls"):
+            params = params[1:]
+        saves = [s for s in calls_in_function(index, helper) if s.qualified_name == names.TORCH_SAVE
+                 and s.argument("f") is not None and not _per_rank_or_in_memory(index, s.argument("f").value)
+                 and not runs_on_rank_subset(index, s.node, lenient=True)]
+        for position, param in enumerate(params):
+            arg = site.keyword(param)
+            if arg is None:
+                positional = [a for a in site.node.args if a.keyword is None and not a.star]
+                arg = positional[position] if position < len(positional) else None
+            if arg is None:
+                continue
+            for save in saves:
+                obj = save.argument("obj")
+                # ``torch.save(model.state_dict(), ...)`` of the parameter (the shape the project
+                # facts do not record; the others are judged through them).
+                if obj is not None and isinstance(obj.value, cst.Call) and _is_model_state(index, obj.value) \
+                        and _saved_parameters(index, obj.value, helper, only=param):
+                    return True
+    return False
 
 
 def _message(name: str) -> str:
@@ -362,26 +421,31 @@ def _builds_state(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
 
 
 def _saved_parameters(index: SemanticIndex, expr: cst.BaseExpression, function: cst.FunctionDef,
-                      depth: int = 0) -> bool:
+                      depth: int = 0, only: str = "") -> bool:
     """Does the saved object hold one of the function's parameters as it was
     passed in (``torch.save(state, path)``, ``{"model": model_state, ...}``)?"""
     if depth > 3:
         return False
     if isinstance(expr, cst.Name):
         for binding in index.reaching(expr.value, expr):
-            if binding.kind == "param" and binding.scope is function:
+            if binding.kind == "param" and binding.scope is function and only in ("", binding.name):
                 return True
             if binding.kind in ("assign", "annassign") and binding.value is not None \
-                    and _saved_parameters(index, binding.value, function, depth + 1):
+                    and _saved_parameters(index, binding.value, function, depth + 1, only):
                 return True
         return False
     if isinstance(expr, cst.Dict):
-        return any(isinstance(e, cst.DictElement) and _saved_parameters(index, e.value, function, depth + 1)
+        return any(isinstance(e, cst.DictElement) and _saved_parameters(index, e.value, function, depth + 1, only)
                    for e in expr.elements)
     if isinstance(expr, (cst.List, cst.Tuple)):
-        return any(_saved_parameters(index, e.value, function, depth + 1) for e in expr.elements)
+        return any(_saved_parameters(index, e.value, function, depth + 1, only) for e in expr.elements)
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("dict", "OrderedDict"):
-        return any(_saved_parameters(index, a.value, function, depth + 1) for a in expr.args)
+        return any(_saved_parameters(index, a.value, function, depth + 1, only) for a in expr.args)
+    if only and isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) \
+            and expr.func.attr.value == "state_dict":
+        return _saved_parameters(index, expr.func.value, function, depth + 1, only)  # ``model.state_dict()`` of it
+    if only and isinstance(expr, cst.Attribute) and expr.attr.value == "module":
+        return _saved_parameters(index, expr.value, function, depth + 1, only)  # ``model = model.module``
     return False
 
 
