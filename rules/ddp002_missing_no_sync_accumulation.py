@@ -93,6 +93,15 @@ class MissingNoSyncAccumulation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # ... stepping every iteration there: no accumulation.
+        Valid(DDP + "class Engine:\n    def __init__(self, net):\n        self.model = DDP(net)\n"
+                      "        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)\n"
+                      "        self.accumulate = 4\n        self.last_step = 0\n"
+                      "    def fit(self, loader):\n        for self.it, batch in enumerate(loader):\n"
+                      "            self.train_step(batch)\n    def train_step(self, batch):\n"
+                      "        loss = self.model(batch).mean()\n        loss.backward()\n        self.maybe_step()\n"
+                      "    def maybe_step(self):\n"
+                    "        self.opt.step()\n        self.opt.zero_grad()\n"),
         # ... the same epoch function given the unwrapped network (one process).
         Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
               "def setup(net, rank):\n    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
@@ -290,6 +299,17 @@ for i, (x, y) in enumerate(loader):
 """),
     ]
     invalid = [
+        # The step sits two helpers down (train_step -> maybe_step), under a counter test.
+        Invalid(DDP + "class Engine:\n    def __init__(self, net):\n        self.model = DDP(net)\n"
+                      "        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)\n"
+                      "        self.accumulate = 4\n        self.last_step = 0\n"
+                      "    def fit(self, loader):\n        for self.it, batch in enumerate(loader):\n"
+                      "            self.train_step(batch)\n    def train_step(self, batch):\n"
+                      "        loss = self.model(batch).mean()\n        loss.backward()\n        self.maybe_step()\n"
+                      "    def maybe_step(self):\n"
+                      "        if self.it - self.last_step >= self.accumulate:\n"
+                      "            self.opt.step()\n            self.opt.zero_grad()\n            self.last_step = self.it\n",
+                line=12, column=13),
         # The DDP model comes back from a helper (unpacked) and is passed on to the epoch function.
         Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
               "def setup(net, rank):\n    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
@@ -763,6 +783,10 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
         if gate is not None and flow.precedes(index, backward.anchor, gate) \
                 and not flow.is_inside(index, backward.anchor, gate):
             return gate
+    if not steps:
+        deeper = _step_test_in_a_helper(index, loop, backward)
+        if deeper is not None:
+            return deeper
     if steps or not isinstance(loop, cst.For):
         return None
     outer = flow.enclosing_loops(index, loop)
@@ -772,6 +796,24 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
            and not flow.is_inside(index, e.anchor, loop)
            for e in flow.events(index, outer[0])):
         return loop.iter
+    return None
+
+
+def _step_test_in_a_helper(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) -> Optional[cst.If]:
+    """The step sits one helper further down than ``flow.events`` inlines
+    (``train_in_steps()`` runs the backward and calls ``update_optimizer()``,
+    which steps only ``if curr_step - self.last_opt_step >= self.accumulate:``):
+    that accumulation test, when the backward runs outside it."""
+    for event in flow.events(index, loop):
+        if event.site is backward.site or flow.any_step(index, event.site):
+            continue
+        for helper in flow.helper_functions(index, event.site):
+            for inner in flow.calls_in_function(index, helper):
+                if not flow.any_step(index, inner):
+                    continue
+                for branch, _ in flow.if_ancestors(index, inner.node, stop=helper):
+                    if _is_accumulation_test(branch.test):
+                        return branch
     return None
 
 

@@ -311,8 +311,29 @@ def _uses_cuda(index: SemanticIndex) -> bool:
         return True
     if any(value == "nccl" or value.startswith("cuda") for _, value in iter_literal_strings(index)):
         return True
-    return any(isinstance(part, cst.FormattedStringText) and "cuda" in part.value
-               for fstring in index.fstrings for part in fstring.parts)
+    if any(isinstance(part, cst.FormattedStringText) and "cuda" in part.value
+           for fstring in index.fstrings for part in fstring.parts):
+        return True
+    return _given_a_device_by_cuda_code(index)
+
+
+def _given_a_device_by_cuda_code(index: SemanticIndex) -> bool:
+    """A function of the module takes a ``device`` parameter that some module of
+    the project calls it from while putting data on a GPU (``Trainer(args, cfg,
+    device)`` from a script that builds ``torch.device("cuda", local_rank)``):
+    the module works on the GPU its callers chose."""
+    project = project_of(index)
+    from ddplint.analysis.models import function_key
+
+    for functions in index.functions.values():
+        for function in functions:
+            params = {p.name.value for p in function.params.params}
+            if not params & {"device", "dev", "gpu_device"}:
+                continue
+            modules = project.caller_modules(index.path, function_key(index, function)) or []
+            if any(module.moves_to_cuda for module in modules):
+                return True
+    return False
 
 
 # ---------------------------------------------------------------------- alternatives

@@ -874,10 +874,26 @@ def binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) ->
             # ``loss, loss_items = compute_loss(pred, y)`` where the project's
             # function returns ``..., torch.cat(parts).detach()``: that item has no history.
             facts = project_function_facts(index, value)
-            if facts is not None and str(unpack_position(node, binding.name)) in facts.returns_detached:
+            position = str(unpack_position(node, binding.name))
+            if facts is not None and position in facts.returns_detached:
+                return False
+            if facts is None and _every_alternative_detaches(index, value, position):
                 return False
         return carries_graph(index, value, binding.order, depth + 1)
     return False
+
+
+def _every_alternative_detaches(index: SemanticIndex, call: cst.Call, position: str) -> bool:
+    """``self.loss_fn(...)`` built from one of several project classes chosen at
+    run time, each of whose ``__call__`` returns that item detached."""
+    from ddplint.analysis.models import alternative_callees, project_of
+
+    callees = alternative_callees(index, call)
+    if not callees:
+        return False
+    project = project_of(index)
+    facts = [project.callee_facts(index.path, callee, index.imports) for callee in callees]
+    return all(f is not None and position in f.returns_detached for f in facts)
 
 
 def names_in(expr: Optional[cst.CSTNode]) -> set[str]:

@@ -625,3 +625,33 @@ def wrapped_by_local_callers(index, binding) -> str:
                 break
     index.cache[key] = kind
     return kind
+
+
+def alternative_callees(index, call) -> list[str]:
+    """The project callees of ``self.loss_fn(...)`` (or ``fn(...)``) when the
+    instance is built from a class chosen at run time (``Loss = LossA if small
+    else LossB``, or assigned on two branches, ... ``self.loss_fn = Loss(...)``): "LossA.__call__",
+    "LossB.__call__"; [] when any alternative is unknown."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    values = index.reaching_values(call.func) if dotted_name(call.func) is not None else None
+    if not values:
+        return []
+    found: list[str] = []
+    for value in values:
+        if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+            return []
+        classes = index.reaching_values(value.func)
+        if not classes:
+            return []
+        arms = []
+        for cls in classes:  # ``Loss = LossA if small else LossB``: both arms
+            arms.extend((cls.body, cls.orelse) if isinstance(cls, cst.IfExp) else (cls,))
+        for cls in arms:
+            name = dotted_name(cls)
+            if name is None or not name.split(".")[-1][:1].isupper():
+                return []
+            found.append(f"{name}.__call__")
+    return found
