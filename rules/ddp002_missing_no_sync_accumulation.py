@@ -93,6 +93,15 @@ class MissingNoSyncAccumulation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # Each helper steps right after its own backward; one helper runs every other iteration.
+        Valid(DDP + "class Trainer:\n    def __init__(self, net):\n        self.ddp = DDP(net)\n"
+                    "        self.opt = torch.optim.Adam(self.ddp.parameters())\n"
+                    "    def main_pass(self, x):\n        self.ddp(x).mean().backward()\n"
+                    "        self.opt.step()\n        self.opt.zero_grad()\n"
+                    "    def aux_pass(self, x):\n        self.ddp(x, aux=True).mean().backward()\n"
+                    "        self.opt.step()\n        self.opt.zero_grad()\n"
+                    "    def fit(self, loader):\n        for it, x in enumerate(loader):\n            self.main_pass(x)\n"
+                    "            if it % 2 == 0:\n                self.aux_pass(x)\n"),
         # ... stepping every iteration there: no accumulation.
         Valid(DDP + "class Engine:\n    def __init__(self, net):\n        self.model = DDP(net)\n"
                       "        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)\n"
@@ -774,6 +783,8 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
     elif flow.step_loop_of(index, backward.anchor) is not loop:
         return None
     steps = [e for e in flow.events(index, loop) if flow.any_step(index, e.site)]
+    if backward.inlined and any(_steps_its_own_backward(index, backward, step) for step in steps):
+        return None  # the helper that runs this backward steps right after it, every time
     for step in steps:
         test = _accumulation_test(index, step.anchor, loop)
         if test is not None and not flow.is_inside(index, backward.anchor, test) \
@@ -797,6 +808,20 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
            for e in flow.events(index, outer[0])):
         return loop.iter
     return None
+
+
+def _steps_its_own_backward(index: SemanticIndex, backward: flow.Event, step: flow.Event) -> bool:
+    """``train_mat()`` runs ``scaler.scale(loss).backward()`` then
+    ``scaler.step(opt)`` with no test around the step: the helper call that
+    runs the backward also steps after it (another helper called only on some
+    iterations does not make this one accumulate)."""
+    if step.anchor is not backward.anchor:
+        return False
+    helper = flow.enclosing_function(index, backward.site.node)
+    if helper is None or flow.enclosing_function(index, step.site.node) is not helper \
+            or not flow.precedes(index, backward.site.node, step.site.node):
+        return False
+    return not any(True for _ in flow.if_ancestors(index, step.site.node, stop=helper))
 
 
 def _step_test_in_a_helper(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) -> Optional[cst.If]:
