@@ -50,7 +50,7 @@ from ddplint.analysis.values import literal_bool
 from ddplint.analysis.models import parameter_values, project_of
 from ddplint.screen.facts import TRUE
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.analysis.semantic import SemanticIndex
+from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
 IMPORTS = ("import torch.distributed as dist\nfrom torch.utils.data import DataLoader\n"
            "from torch.utils.data.distributed import DistributedSampler\n")
@@ -65,6 +65,14 @@ class SamplerSetEpochMissing(Rule):
     uses_project = True
 
     valid = [
+        # ... and on both samplers.
+        Valid(IMPORTS + "class Loaders:\n    def __init__(self, a, b):\n"
+                        "        self.main_sampler = DistributedSampler(a)\n"
+                        "        self.aux_sampler = DistributedSampler(b)\n"
+                        "        self.main = DataLoader(a, sampler=self.main_sampler)\n"
+                        "    def run(self, epochs):\n        for epoch in range(epochs):\n"
+                        "            self.aux_sampler.set_epoch(epoch)\n            self.main_sampler.set_epoch(epoch)\n"
+                        "            for x in self.main:\n                step(x)\n"),
         Valid(IMPORTS + "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler)\n"
                         "for epoch in range(10):\n    sampler.set_epoch(epoch)\n    train(loader)\n"),
         Valid(IMPORTS + "loader = DataLoader(ds, sampler=DistributedSampler(ds))\n"
@@ -95,6 +103,15 @@ class SamplerSetEpochMissing(Rule):
               "    train(s)\n"),
     ]
     invalid = [
+        # set_epoch is called, but on the other sampler only.
+        Invalid(IMPORTS + "class Loaders:\n    def __init__(self, a, b):\n"
+                          "        self.main_sampler = DistributedSampler(a)\n"
+                          "        self.aux_sampler = DistributedSampler(b)\n"
+                          "        self.main = DataLoader(a, sampler=self.main_sampler)\n"
+                          "        self.aux = DataLoader(b, sampler=self.aux_sampler)\n"
+                          "    def run(self, epochs):\n        for epoch in range(epochs):\n"
+                          "            self.aux_sampler.set_epoch(epoch)\n            for x in self.main:\n"
+                          "                step(x, next(iter(self.aux)))\n", line=6, column=29),
         Invalid(IMPORTS + "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler)\n"
                           "for epoch in range(10):\n    train(loader)\n", line=4, column=11),
         Invalid(IMPORTS + "loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds))\n"
@@ -151,8 +168,9 @@ class SamplerSetEpochMissing(Rule):
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
-        if project.in_scope(index.path, lambda m: m.calls_set_epoch):
+        if any(project.modules[other].calls_set_epoch for other in project.scope(index.path) if other != index.path):
             return
+        own = [site for site in index.method_calls("set_epoch")]
         here = project.modules[index.path].has_epoch_loop or _epoch_loop_through_a_name(index)
         if not here and (not project.complete or not project.in_scope(index.path, lambda m: m.has_epoch_loop)):
             return
@@ -163,7 +181,33 @@ class SamplerSetEpochMissing(Rule):
                 continue  # shuffle=False, or a value we cannot read
             if site.has_star_kwargs or _is_eval_sampler(index, site.node):
                 continue
-            yield self.report(site.node)
+            if (own or project.modules[index.path].calls_set_epoch) and not _others_only(index, site, own):
+                continue  # set_epoch is called here, maybe on this sampler
+            yield self.report(site.node, None if not own else
+                              "DistributedSampler shuffles but set_epoch is called only on the other samplers, "
+                              "never on this one: the same order every epoch")
+
+
+def _others_only(index: SemanticIndex, sampler: CallSite, calls: list[CallSite]) -> bool:
+    """Every ``set_epoch`` call of this module is made on another sampler,
+    known by name: ``self.hr_sampler.set_epoch(...)`` while this sampler is
+    ``self.lr_sampler`` (also not through its loader's ``.sampler``), and every
+    receiver is a name bound to a ``DistributedSampler(...)`` of its own."""
+    parent = index.parent(sampler.node)
+    if not isinstance(parent, cst.Assign) or len(parent.targets) != 1 or parent.value is not sampler.node:
+        return False
+    mine = dotted_name(parent.targets[0].target)
+    if mine is None or not calls:
+        return False
+    for call in calls:
+        receiver = dotted_name(call.receiver) if call.receiver is not None else None
+        if receiver is None or receiver == mine or receiver.endswith(".sampler"):
+            return False
+        values = index.reaching_values(call.receiver) or []
+        if not values or not all(isinstance(v, cst.Call) and index.qualified_name(v.func) == names.DISTRIBUTED_SAMPLER
+                                 and v is not sampler.node for v in values):
+            return False
+    return True
 
 
 def _epoch_loop_through_a_name(index: SemanticIndex) -> bool:
