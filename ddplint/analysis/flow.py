@@ -1456,7 +1456,7 @@ def is_agreed_value(index: SemanticIndex, name: str, at: cst.CSTNode) -> bool:
     (``Project.returns_agreed``)?"""
     function = enclosing_function(index, at) or index.module
     for site in calls_in_function(index, function):
-        if site.method in AGREEING_COLLECTIVES:
+        if site.method in AGREEING_COLLECTIVES and not _after_in_same_block_flow(index, site.node, at):
             first = site.positional(0) or site.keyword("tensor") or site.keyword("object_list") \
                 or site.keyword("tensor_list") or site.keyword("output_tensor_list")
             if first is not None and name in names_in(first.value):
@@ -1471,6 +1471,16 @@ def is_agreed_value(index: SemanticIndex, name: str, at: cst.CSTNode) -> bool:
                 and returns_agreed_call(index, value):
             return True
     return False
+
+
+def _after_in_same_block_flow(index: SemanticIndex, collective: cst.CSTNode, at: cst.CSTNode) -> bool:
+    """Does the collective come after ``at`` in the same loop body (``if
+    torch.isnan(loss): continue`` ... later ``dist.reduce(losses[k], dst=0)`` for
+    logging): it cannot have made the tested value agreed."""
+    if not precedes(index, at, collective):
+        return False
+    loops_at = enclosing_loops(index, at)
+    return bool(loops_at) and loops_at[0] in enclosing_loops(index, collective)
 
 
 def returns_agreed_call(index: SemanticIndex, call: cst.Call) -> bool:
