@@ -113,6 +113,11 @@ class DDPWrapperStateDict(Rule):
     needs_ddp_context = True
 
     valid = [
+        # Unwrapped under the same distributed flag the wrap depends on.
+        Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "def save_weights(model, cfg):\n    if cfg.distributed:\n        model = model.module\n"
+              "    torch.save(model.state_dict(), cfg.out)\n"
+              "def main(cfg, net):\n    if cfg.distributed:\n        net = DDP(net)\n    save_weights(net, cfg)\n"),
         Valid(DDP_SCRIPT + "torch.save(model.module.state_dict(), 'ckpt.pt')\n"),
         Valid(DDP_SCRIPT + "torch.save(model, 'whole.pt')\n"),
         Valid(DDP_SCRIPT + "raw = model.module\ntorch.save({'model': raw.state_dict()}, path)\n"),

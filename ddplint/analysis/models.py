@@ -183,7 +183,8 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
 
 def _unwrapped_on_the_way(index, expr) -> bool:
     """Does ``name = name.module`` under ``if isinstance(name, DDP):`` (or
-    ``hasattr(name, "module")``) reach the use? Then the other bindings that
+    ``hasattr(name, "module")``, or a test that holds in a distributed run only:
+    ``if args.distributed:``) reach the use? Then the other bindings that
     reach it (the parameter, the wrap) arrive only when the test was false:
     the name never holds the wrapper there."""
     import libcst as cst
@@ -198,9 +199,14 @@ def _unwrapped_on_the_way(index, expr) -> bool:
                 or dotted_name(value.value) != expr.value:
             continue
         branch = index.enclosing(binding.node, cst.If)
-        if branch is not None and _isinstance_facts(index, branch.test, expr.value, False) \
-                and any(a is branch.body for a in index.ancestors(binding.node)):
+        if branch is None or not any(a is branch.body for a in index.ancestors(binding.node)):
+            continue
+        if _isinstance_facts(index, branch.test, expr.value, False):
             return True
+        from ddplint.analysis.roles import flag_polarity
+
+        if flag_polarity(index, branch.test) is True:
+            return True  # ``if args.distributed: model = model.module``: wrapped only in that run
     return False
 
 
