@@ -59,7 +59,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.models import project_of
+from ddplint.analysis.models import linked_modules, project_of
 from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
 from ddplint.analysis.flow import precedes
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name, iter_literal_strings
@@ -465,9 +465,9 @@ _PATH_NOISE = re.compile(r"\.(pt|pth|bin|ckpt|tar|pkl)$|[/.{}_-]")
 
 def _written_by_cpu_only_module(index: SemanticIndex, path: cst.BaseExpression) -> bool:
     """The file is written by another module in reach (RULES.md, project scope),
-    or by a standalone script of the project without DDP (a preprocessing step
-    run before training; the path part must be distinctive, not "model" or
-    "checkpoint"), that never uses CUDA (a preprocessing module: ``torch.save(counts,
+    or by a script of the project without DDP linked to it through a shared
+    module (a preprocessing step run before training; the path part must be
+    distinctive, not "model" or "checkpoint"), that never uses CUDA (a preprocessing module: ``torch.save(counts,
     "./word_freq/lm1b.pt")`` for ``torch.load(f"./word_freq/{name}.pt")``): a
     distinctive literal part of the load's path appears in its save path."""
     parts = [t for t in _strings_in(path) if len(_PATH_NOISE.sub("", t)) >= 4]
@@ -475,7 +475,8 @@ def _written_by_cpu_only_module(index: SemanticIndex, path: cst.BaseExpression) 
         return False
     project = project_of(index)
     scope = project.scope(index.path)  # what the entry scripts reach (one component of the project)
-    for other, module in project.modules.items():
+    for other in linked_modules(index):  # the same in a parallel run (one component per process)
+        module = project.modules.get(other)
         if other == index.path or module is None or module.moves_to_cuda or not module.saved_paths:
             continue
         if other in scope:

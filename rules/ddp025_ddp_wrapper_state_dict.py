@@ -62,7 +62,7 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.flow import helper_functions, precedes
-from ddplint.analysis.models import checkpoint_file_name, project_callee, project_of, wrapped_kind
+from ddplint.analysis.models import checkpoint_file_name, linked_modules, project_callee, project_of, wrapped_kind
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 from ddplint.analysis.values import is_ddp_model, literal_str
 from ddplint.fixes import UNSAFE, insert_after, node_fix
@@ -429,7 +429,7 @@ def _loaders_strip(index: SemanticIndex, name: str, path_text: str, key: str) ->
             hint = strip.path_text.lower()
             if any(word in hint and word not in lowered for word in _OTHER_CHECKPOINT):
                 continue  # pretrained / teacher weights
-            if _evaluation_sibling(index.path, path):
+            if _evaluation_sibling(index.path, path) and path in linked_modules(index):
                 return True  # the evaluation script next to this one (its path is the user's to set)
             if name and strip.path:
                 if fnmatch(name, strip.path) or fnmatch(strip.path, name):

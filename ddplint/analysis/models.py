@@ -661,3 +661,24 @@ def alternative_callees(index, call) -> list[str]:
                 return []
             found.append(f"{name}.__call__")
     return found
+
+
+def linked_modules(index) -> frozenset:
+    """The modules linked to this one by imports or calls, in either direction
+    and transitively (a weakly connected component of the project). A parallel
+    run judges each such component with its own project, so a question that
+    looks beyond ``Project.scope`` (a standalone script, a sibling) must stay
+    inside it to answer the same with one process or several."""
+    key = "models.linked_modules"
+    if key in index.cache:
+        return index.cache[key]
+    project = project_of(index)
+    seen, pending = {index.path}, [index.path]
+    while pending:
+        path = pending.pop()
+        for other in (*project.reaches.get(path, ()), *project.reached_by(path)):
+            if other not in seen and other in project.modules:
+                seen.add(other)
+                pending.append(other)
+    index.cache[key] = frozenset(seen)
+    return index.cache[key]
