@@ -93,6 +93,33 @@ class MissingNoSyncAccumulation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # Each helper steps right after its own backward; one helper runs every other iteration.
+        Valid(DDP + "class Trainer:\n    def __init__(self, net):\n        self.ddp = DDP(net)\n"
+                    "        self.opt = torch.optim.Adam(self.ddp.parameters())\n"
+                    "    def main_pass(self, x):\n        self.ddp(x).mean().backward()\n"
+                    "        self.opt.step()\n        self.opt.zero_grad()\n"
+                    "    def aux_pass(self, x):\n        self.ddp(x, aux=True).mean().backward()\n"
+                    "        self.opt.step()\n        self.opt.zero_grad()\n"
+                    "    def fit(self, loader):\n        for it, x in enumerate(loader):\n            self.main_pass(x)\n"
+                    "            if it % 2 == 0:\n                self.aux_pass(x)\n"),
+        # ... stepping every iteration there: no accumulation.
+        Valid(DDP + "class Engine:\n    def __init__(self, net):\n        self.model = DDP(net)\n"
+                      "        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)\n"
+                      "        self.accumulate = 4\n        self.last_step = 0\n"
+                      "    def fit(self, loader):\n        for self.it, batch in enumerate(loader):\n"
+                      "            self.train_step(batch)\n    def train_step(self, batch):\n"
+                      "        loss = self.model(batch).mean()\n        loss.backward()\n        self.maybe_step()\n"
+                      "    def maybe_step(self):\n"
+                    "        self.opt.step()\n        self.opt.zero_grad()\n"),
+        # ... the same epoch function given the unwrapped network (one process).
+        Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "def setup(net, rank):\n    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+              "    return opt, DDP(net, device_ids=[rank])\n"
+              "def run_epoch(model, loader, opt, accum):\n    for i, (x, y) in enumerate(loader):\n"
+              "        loss = model(x).sub(y).pow(2).mean() / accum\n        loss.backward()\n"
+              "        if (i + 1) % accum == 0:\n            opt.step()\n            opt.zero_grad()\n"
+              "def main(net, loader, rank):\n    opt, model = setup(net, rank)\n"
+              "    run_epoch(net, loader, opt, 4)\n"),
         Valid(DDP + """\
 model = DDP(net)
 for i, (x, y) in enumerate(loader):
@@ -281,6 +308,26 @@ for i, (x, y) in enumerate(loader):
 """),
     ]
     invalid = [
+        # The step sits two helpers down (train_step -> maybe_step), under a counter test.
+        Invalid(DDP + "class Engine:\n    def __init__(self, net):\n        self.model = DDP(net)\n"
+                      "        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)\n"
+                      "        self.accumulate = 4\n        self.last_step = 0\n"
+                      "    def fit(self, loader):\n        for self.it, batch in enumerate(loader):\n"
+                      "            self.train_step(batch)\n    def train_step(self, batch):\n"
+                      "        loss = self.model(batch).mean()\n        loss.backward()\n        self.maybe_step()\n"
+                      "    def maybe_step(self):\n"
+                      "        if self.it - self.last_step >= self.accumulate:\n"
+                      "            self.opt.step()\n            self.opt.zero_grad()\n            self.last_step = self.it\n",
+                line=12, column=13),
+        # The DDP model comes back from a helper (unpacked) and is passed on to the epoch function.
+        Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "def setup(net, rank):\n    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+              "    return opt, DDP(net, device_ids=[rank])\n"
+              "def run_epoch(model, loader, opt, accum):\n    for i, (x, y) in enumerate(loader):\n"
+              "        loss = model(x).sub(y).pow(2).mean() / accum\n        loss.backward()\n"
+              "        if (i + 1) % accum == 0:\n            opt.step()\n            opt.zero_grad()\n"
+              "def main(net, loader, rank):\n    opt, model = setup(net, rank)\n"
+              "    run_epoch(model, loader, opt, 4)\n", line=9, column=9),
         Invalid(DDP + """\
 model = DDP(net)
 for i, (x, y) in enumerate(loader):
@@ -736,6 +783,8 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
     elif flow.step_loop_of(index, backward.anchor) is not loop:
         return None
     steps = [e for e in flow.events(index, loop) if flow.any_step(index, e.site)]
+    if backward.inlined and any(_steps_its_own_backward(index, backward, step) for step in steps):
+        return None  # the helper that runs this backward steps right after it, every time
     for step in steps:
         test = _accumulation_test(index, step.anchor, loop)
         if test is not None and not flow.is_inside(index, backward.anchor, test) \
@@ -745,6 +794,10 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
         if gate is not None and flow.precedes(index, backward.anchor, gate) \
                 and not flow.is_inside(index, backward.anchor, gate):
             return gate
+    if not steps:
+        deeper = _step_test_in_a_helper(index, loop, backward)
+        if deeper is not None:
+            return deeper
     if steps or not isinstance(loop, cst.For):
         return None
     outer = flow.enclosing_loops(index, loop)
@@ -754,6 +807,38 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
            and not flow.is_inside(index, e.anchor, loop)
            for e in flow.events(index, outer[0])):
         return loop.iter
+    return None
+
+
+def _steps_its_own_backward(index: SemanticIndex, backward: flow.Event, step: flow.Event) -> bool:
+    """``train_mat()`` runs ``scaler.scale(loss).backward()`` then
+    ``scaler.step(opt)`` with no test around the step: the helper call that
+    runs the backward also steps after it (another helper called only on some
+    iterations does not make this one accumulate)."""
+    if step.anchor is not backward.anchor:
+        return False
+    helper = flow.enclosing_function(index, backward.site.node)
+    if helper is None or flow.enclosing_function(index, step.site.node) is not helper \
+            or not flow.precedes(index, backward.site.node, step.site.node):
+        return False
+    return not any(True for _ in flow.if_ancestors(index, step.site.node, stop=helper))
+
+
+def _step_test_in_a_helper(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) -> Optional[cst.If]:
+    """The step sits one helper further down than ``flow.events`` inlines
+    (``train_in_steps()`` runs the backward and calls ``update_optimizer()``,
+    which steps only ``if curr_step - self.last_opt_step >= self.accumulate:``):
+    that accumulation test, when the backward runs outside it."""
+    for event in flow.events(index, loop):
+        if event.site is backward.site or flow.any_step(index, event.site):
+            continue
+        for helper in flow.helper_functions(index, event.site):
+            for inner in flow.calls_in_function(index, helper):
+                if not flow.any_step(index, inner):
+                    continue
+                for branch, _ in flow.if_ancestors(index, inner.node, stop=helper):
+                    if _is_accumulation_test(branch.test):
+                        return branch
     return None
 
 

@@ -27,7 +27,8 @@ also in another module of the project that the loader's module is used with
 `DataLoader` subclasses of well-known libraries (MONAI, PyTorch Geometric,
 DGL) count as `DataLoader`s.
 
-Not flagged: any explicit `pin_memory=` (also `pin_memory=False`: a deliberate
+Not flagged: loaders with an identity `collate_fn` (`lambda b: b`: raw examples,
+not tensors); any explicit `pin_memory=` (also `pin_memory=False`: a deliberate
 choice); `**kwargs` that may carry it; `num_workers=0` or no `num_workers`;
 CPU-only code; a module that feeds another accelerator itself (JAX/Flax,
 `torch_xla`) and uses no CUDA, whatever CUDA code the libraries it imports
@@ -111,6 +112,10 @@ class DataLoaderWithoutPinMemory(Rule):
     uses_project = True
 
     valid = [
+        # An identity collate_fn: the batches are raw examples, turned into tensors after the loader.
+        Valid(LOADER + "import torch\ndef keep(examples):\n    return examples\n"
+                       "loader = DataLoader(records, batch_size=16, num_workers=4, collate_fn=keep)\n"
+                       "for examples in loader:\n    ids = torch.tensor([e.token_ids for e in examples]).cuda()\n"),
         Valid(LOADER + "loader = DataLoader(ds, batch_size=32, num_workers=4, pin_memory=True)\n"
               "for x in loader:\n    x = x.cuda()\n"),
         Valid(LOADER + "loader = DataLoader(ds, batch_size=32, num_workers=4, pin_memory=False)\n"
@@ -143,6 +148,13 @@ class DataLoaderWithoutPinMemory(Rule):
               "for x in loader:\n    x = x.to(torch.float16)\n"),
     ]
     invalid = [
+        # A collate_fn that builds tensors: the batches are pinnable.
+        Invalid(LOADER + "import torch\ndef stack(examples):\n    return torch.stack(examples)\n"
+                         "loader = DataLoader(records, batch_size=16, num_workers=4, collate_fn=stack)\n"
+                         "for x in loader:\n    x = x.cuda()\n", line=5, column=10,
+                fixed=LOADER + "import torch\ndef stack(examples):\n    return torch.stack(examples)\n"
+                               "loader = DataLoader(records, batch_size=16, num_workers=4, collate_fn=stack, "
+                               "pin_memory=True)\nfor x in loader:\n    x = x.cuda()\n"),
         Invalid(LOADER + "loader = DataLoader(ds, batch_size=32, num_workers=4)\n"
                 "for x, y in loader:\n    x = x.cuda(non_blocking=True)\n", line=2, column=10,
                 fixed=LOADER + "loader = DataLoader(ds, batch_size=32, num_workers=4, pin_memory=True)\n"
@@ -231,7 +243,8 @@ class DataLoaderWithoutPinMemory(Rule):
             return
         own_cuda = uses_cuda(index)
         for call in calls:
-            if _holds_cuda_tensors(index, call) or (not own_cuda and _only_self_tested(index, call)):
+            if _holds_cuda_tensors(index, call) or _identity_collate(index, call) \
+                    or (not own_cuda and _only_self_tested(index, call)):
                 continue
             workers = literal_int(call.argument("num_workers").value)
             message = self.message if workers is None else (
@@ -269,6 +282,40 @@ def _in_main_block(index: SemanticIndex, node: cst.CSTNode) -> bool:
 def _uses_workers(call) -> bool:
     workers = call.argument("num_workers")
     return workers is not None and not is_literal_zero(workers.value)
+
+
+def _identity_collate(index: SemanticIndex, call) -> bool:
+    """``collate_fn=lambda b: b`` or a function of this module that returns its
+    argument unchanged: the batches are lists of the dataset's raw items (feature
+    objects, strings), which the training loop turns into tensors after the
+    loader; there is nothing for pin_memory to pin."""
+    collate = call.argument("collate_fn")
+    if collate is None:
+        return False
+    value = collate.value
+    if isinstance(value, cst.Lambda):
+        return _returns_its_argument(value.params, value.body)
+    if isinstance(value, cst.Name):
+        functions = index.functions_named(value.value)
+        return bool(functions) and all(_identity_function(f) for f in functions)
+    return False
+
+
+def _identity_function(function: cst.FunctionDef) -> bool:
+    """``def fn(features): return features`` (one statement)."""
+    body = function.body
+    if isinstance(body, cst.IndentedBlock):
+        if len(body.body) != 1 or not isinstance(body.body[0], cst.SimpleStatementLine):
+            return False
+        small = body.body[0].body
+    else:
+        small = body.body
+    return len(small) == 1 and isinstance(small[0], cst.Return) \
+        and _returns_its_argument(function.params, small[0].value)
+
+
+def _returns_its_argument(params: cst.Parameters, value) -> bool:
+    return len(params.params) == 1 and isinstance(value, cst.Name) and value.value == params.params[0].name.value
 
 
 def _holds_cuda_tensors(index: SemanticIndex, call) -> bool:

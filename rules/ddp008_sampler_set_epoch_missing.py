@@ -10,7 +10,10 @@ Also flagged: `DistributedSampler(ds, shuffle=shuffle)` in a builder whose
 callers all pass `shuffle=True`.
 
 Not flagged: `shuffle=False` (or a value ddplint cannot read); single-pass scripts without an epoch loop;
-validation/test samplers; a helper that calls `set_epoch`.
+validation/test samplers; a helper that calls `set_epoch`. The module need not
+import `torch.distributed` (the sampler is evidence enough), and an epoch loop
+may iterate a name bound to the epochs (`bar = trange(n_epochs)`,
+`for i, _ in enumerate(bar):`).
 
 ## Why is this bad?
 `DistributedSampler` seeds its shuffle with `seed + epoch`. Without
@@ -47,7 +50,7 @@ from ddplint.analysis.values import literal_bool
 from ddplint.analysis.models import parameter_values, project_of
 from ddplint.screen.facts import TRUE
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.analysis.semantic import SemanticIndex
+from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
 IMPORTS = ("import torch.distributed as dist\nfrom torch.utils.data import DataLoader\n"
            "from torch.utils.data.distributed import DistributedSampler\n")
@@ -58,10 +61,18 @@ class SamplerSetEpochMissing(Rule):
     code, name, severity = "DDP008", "sampler-set-epoch-missing", "warning"
     message = "DistributedSampler shuffles but set_epoch is never called: the same order every epoch"
     triggers = ("DistributedSampler",)
-    needs_ddp_context = True
+    needs_ddp_context = False  # a DistributedSampler is itself distributed training
     uses_project = True
 
     valid = [
+        # ... and on both samplers.
+        Valid(IMPORTS + "class Loaders:\n    def __init__(self, a, b):\n"
+                        "        self.main_sampler = DistributedSampler(a)\n"
+                        "        self.aux_sampler = DistributedSampler(b)\n"
+                        "        self.main = DataLoader(a, sampler=self.main_sampler)\n"
+                        "    def run(self, epochs):\n        for epoch in range(epochs):\n"
+                        "            self.aux_sampler.set_epoch(epoch)\n            self.main_sampler.set_epoch(epoch)\n"
+                        "            for x in self.main:\n                step(x)\n"),
         Valid(IMPORTS + "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler)\n"
                         "for epoch in range(10):\n    sampler.set_epoch(epoch)\n    train(loader)\n"),
         Valid(IMPORTS + "loader = DataLoader(ds, sampler=DistributedSampler(ds))\n"
@@ -85,10 +96,22 @@ class SamplerSetEpochMissing(Rule):
                         "for epoch in range(3):\n    train(train_s)\n"),
         Valid(IMPORTS + "sampler = DistributedSampler(ds, shuffle=args.shuffle)\nfor epoch in range(3):\n"
                         "    train(sampler)\n"),
+        # One pass over a name bound to the steps, not to epochs.
+        Valid(IMPORTS + "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler)\n"
+                        "steps = range(max_steps)\nfor i, batch in zip(steps, loader):\n    step(batch)\n"),
         Valid("from mylib import DistributedSampler\ns = DistributedSampler(ds)\nfor epoch in range(3):\n"
               "    train(s)\n"),
     ]
     invalid = [
+        # set_epoch is called, but on the other sampler only.
+        Invalid(IMPORTS + "class Loaders:\n    def __init__(self, a, b):\n"
+                          "        self.main_sampler = DistributedSampler(a)\n"
+                          "        self.aux_sampler = DistributedSampler(b)\n"
+                          "        self.main = DataLoader(a, sampler=self.main_sampler)\n"
+                          "        self.aux = DataLoader(b, sampler=self.aux_sampler)\n"
+                          "    def run(self, epochs):\n        for epoch in range(epochs):\n"
+                          "            self.aux_sampler.set_epoch(epoch)\n            for x in self.main:\n"
+                          "                step(x, next(iter(self.aux)))\n", line=6, column=29),
         Invalid(IMPORTS + "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler)\n"
                           "for epoch in range(10):\n    train(loader)\n", line=4, column=11),
         Invalid(IMPORTS + "loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds))\n"
@@ -111,6 +134,18 @@ class SamplerSetEpochMissing(Rule):
         Invalid(IMPORTS + "def get_kwargs(ds, mode):\n    return {'sampler': DistributedSampler(ds, "
                           "shuffle=mode == 'train')}\nfor epoch in range(3):\n    train(get_kwargs(ds, 'train'))\n",
                 line=5, column=24),
+        # No torch.distributed import here (the process group is set up elsewhere): the
+        # DistributedSampler itself says the data is sharded across ranks.
+        Invalid("from torch.utils.data import DataLoader\nfrom torch.utils.data.distributed import DistributedSampler\n"
+                "sampler = DistributedSampler(clips)\nloader = DataLoader(clips, batch_size=2, sampler=sampler)\n"
+                "for epoch in range(start, epochs):\n    for batch in loader:\n        step(batch)\n",
+                line=3, column=11),
+        # The epoch loop iterates a name bound to the epochs (a progress bar over them).
+        Invalid(IMPORTS + "from tqdm import trange\nsampler = DistributedSampler(ds)\n"
+                          "loader = DataLoader(ds, sampler=sampler)\n"
+                          "bar = trange(int(args.num_train_epochs), desc='Epoch')\n"
+                          "for i, _ in enumerate(bar):\n    for batch in loader:\n        step(batch)\n",
+                line=5, column=11),
         # A while loop that iterates the loader again and again is an epoch loop.
         Invalid(IMPORTS + "sampler = DistributedSampler(ds, shuffle=True)\n"
                           "train_loader = DataLoader(ds, batch_size=4, sampler=sampler)\nkeep_going = True\n"
@@ -133,10 +168,11 @@ class SamplerSetEpochMissing(Rule):
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
-        if project.in_scope(index.path, lambda m: m.calls_set_epoch) \
-                or not project.in_scope(index.path, lambda m: m.has_epoch_loop):
+        if any(project.modules[other].calls_set_epoch for other in project.scope(index.path) if other != index.path):
             return
-        if not project.complete and not project.modules[index.path].has_epoch_loop:
+        own = [site for site in index.method_calls("set_epoch")]
+        here = project.modules[index.path].has_epoch_loop or _epoch_loop_through_a_name(index)
+        if not here and (not project.complete or not project.in_scope(index.path, lambda m: m.has_epoch_loop)):
             return
         for site in index.calls_to(names.DISTRIBUTED_SAMPLER):
             shuffle = site.argument("shuffle")
@@ -145,7 +181,56 @@ class SamplerSetEpochMissing(Rule):
                 continue  # shuffle=False, or a value we cannot read
             if site.has_star_kwargs or _is_eval_sampler(index, site.node):
                 continue
-            yield self.report(site.node)
+            if (own or project.modules[index.path].calls_set_epoch) and not _others_only(index, site, own):
+                continue  # set_epoch is called here, maybe on this sampler
+            yield self.report(site.node, None if not own else
+                              "DistributedSampler shuffles but set_epoch is called only on the other samplers, "
+                              "never on this one: the same order every epoch")
+
+
+def _others_only(index: SemanticIndex, sampler: CallSite, calls: list[CallSite]) -> bool:
+    """Every ``set_epoch`` call of this module is made on another sampler,
+    known by name: ``self.hr_sampler.set_epoch(...)`` while this sampler is
+    ``self.lr_sampler`` (also not through its loader's ``.sampler``), and every
+    receiver is a name bound to a ``DistributedSampler(...)`` of its own."""
+    parent = index.parent(sampler.node)
+    if not isinstance(parent, cst.Assign) or len(parent.targets) != 1 or parent.value is not sampler.node:
+        return False
+    mine = dotted_name(parent.targets[0].target)
+    if mine is None or not calls:
+        return False
+    for call in calls:
+        receiver = dotted_name(call.receiver) if call.receiver is not None else None
+        if receiver is None or receiver == mine or receiver.endswith(".sampler"):
+            return False
+        values = index.reaching_values(call.receiver) or []
+        if not values or not all(isinstance(v, cst.Call) and index.qualified_name(v.func) == names.DISTRIBUTED_SAMPLER
+                                 and v is not sampler.node for v in values):
+            return False
+    return True
+
+
+def _epoch_loop_through_a_name(index: SemanticIndex) -> bool:
+    """``train_iterator = trange(start, args.num_train_epochs, desc="Epoch")``
+    then ``for idx, _ in enumerate(train_iterator):``: an epoch loop whose
+    iterable names the epochs one assignment away."""
+    for loop in index.loops:
+        if not isinstance(loop, cst.For):
+            continue
+        for name in _names(loop.iter):
+            for value in index.reaching_values(name) or ():
+                if "epoch" in index.module.code_for_node(value).lower():
+                    return True
+    return False
+
+
+def _names(expr: cst.BaseExpression) -> list[cst.Name]:
+    """The bare names an iterable reads (``enumerate(it)`` reads ``it``)."""
+    if isinstance(expr, cst.Name):
+        return [expr]
+    if isinstance(expr, cst.Call):
+        return [n for arg in expr.args for n in _names(arg.value)]
+    return []
 
 
 def _true_when_training(index: SemanticIndex, expr: cst.BaseExpression) -> bool:

@@ -2,11 +2,13 @@
 Flags a collective (`all_reduce`, `all_gather(_object)`, `broadcast(_object_list)`,
 `reduce`, `reduce_scatter`, `barrier`, `scatter`, `gather`, `all_to_all`), a
 collective state-dict call (`fsdp_model.state_dict()`, `FSDP.full_optim_state_dict`,
-`get_model_state_dict`, `torch.distributed.checkpoint.save/load`) or a forward pass of
+`get_model_state_dict`, `torch.distributed.checkpoint.save/load`,
+`ZeroRedundancyOptimizer.consolidate_state_dict()`) or a forward pass of
 a DDP/FSDP-wrapped model that runs only under a rank condition (`if rank == 0:`,
 `if is_main_process():`, after `if rank != 0: return`), directly or through a
 function of the project that reaches one (`if rank == 0: evaluate(ddp_model)`,
-`self.checkpoint()` ending in `dist.barrier()`, `search()` that builds a DDP model,
+`self.checkpoint()` ending in `dist.barrier()`, a nested `test(loader)` whose
+`model(x)` reads the enclosing function's `model = DDP(model)`, `search()` that builds a DDP model,
 which checks parameter shapes across ranks and broadcasts rank 0's weights). When
 the two arms of a rank test issue different collectives, the first arm is
 reported once. A wrapped model handed under a
@@ -16,7 +18,9 @@ forward is reported as "may hang or desynchronise" (DDP broadcasts buffers in
 forward); collectives and FSDP forwards hang.
 
 Not flagged: point-to-point `send`/`recv`; the same collective issued on every
-branch of the rank test (also through a function of this module, and the
+branch of the rank test (also through a function of this module; a call that runs
+only without distributed training, `if local_rank == -1 and ...:`, or on rank 0 too,
+is not the other ranks' side; and the
 main-process-first idiom `if not leader: barrier()` ... `if leader: barrier()`);
 calls on `model.module` (the unwrapped model); tests that say whether the run is
 distributed (`if world_size > 1`, `local_rank != -1`); a bare function reference
@@ -62,11 +66,15 @@ from ddplint.analysis.flow import calls_in_function, helper_functions
 from ddplint.analysis.models import (guard_encloses_wrap, project_callee, project_of, wrap_process_group,
                                      wrapped_kind, wrapped_slots)
 from ddplint.screen.facts import COLLECTIVE_STATE_DICT, COLLECTIVES
+from ddplint import names
+from ddplint.analysis.values import is_ddp_model
+from ddplint.analysis.roles import in_single_process_branch, zero_side
 from ddplint.analysis.ranks import Guard, guard_restricts, rank_guards, selects_group_members
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
 DIST = "import torch\nimport torch.distributed as dist\n"
+DDP_NAME, FSDP_NAME = names.DDP, names.FSDP
 DDP_IMPORT = DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
 FSDP_IMPORT = DIST + "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
 
@@ -166,6 +174,14 @@ class RankConditionalCollective(Rule):
         Valid(DIST + "def log_progress(msg, barrier=True):\n    if barrier and dist.is_initialized():\n"
                      "        dist.barrier()\n    print(msg)\nif dist.get_rank() == 0:\n"
                      "    log_progress('saved', barrier=False)\n"),
+        # Every rank consolidates the optimizer shards; rank 0 alone writes them.
+        Valid(DIST + "from torch.distributed.optim import ZeroRedundancyOptimizer\n"
+                     "opt = ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.SGD, lr=0.1)\n"
+                     "opt.consolidate_state_dict(to=0)\nif rank == 0:\n"
+                     "    torch.save(opt.state_dict(), 'opt.pt')\n"),
+        # A closure over the unwrapped network, run on rank 0 only.
+        Valid(DDP_IMPORT + "def run(rank, net, batches):\n    def score(b):\n        return net(b).mean()\n"
+                           "    ddp = DDP(net)\n    if rank == 0:\n        print(score(batches[0]))\n"),
         # The rank test also encloses the wrap: the ranks that own the model run it.
         Valid(DDP_IMPORT + "if rank in trainers:\n    model = DDP(net, process_group=pg)\n    out = model(x)\n"),
     ]
@@ -230,6 +246,25 @@ class RankConditionalCollective(Rule):
                        "    dist.monitored_barrier(group=g, wait_all_ranks=True)\n", line=5, column=5),
         Invalid(DIST + "def step(rank, world_size, group):\n    if rank == world_size - 1:\n        return\n"
                        "    dist.all_reduce(t, group=group)\n", line=6, column=5),
+        # A closure over a name rebound to the DDP model before the rank-0 call.
+        Invalid(DDP_IMPORT + "def worker(rank, net, loader):\n    def check(batches):\n"
+                             "        return sum(float(model(b).sum()) for b in batches)\n"
+                             "    model = net.cuda(rank)\n    model = DDP(model, device_ids=[rank])\n"
+                             "    for b in loader:\n        model(b).mean().backward()\n"
+                             "    if rank == 0:\n        print(check(loader))\n", line=12, column=15),
+        # ZeroRedundancyOptimizer.consolidate_state_dict gathers every rank's shard.
+        Invalid(DIST + "from torch.distributed.optim import ZeroRedundancyOptimizer\n"
+                       "opt = ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW)\n"
+                       "if dist.get_rank() == 0:\n    opt.consolidate_state_dict(to=0)\n"
+                       "    torch.save(opt.state_dict(), 'opt.pt')\n", line=6, column=5),
+        # A call that runs only without distributed training (``local_rank == -1 and
+        # ...``) is no peer of the rank-0 call.
+        Invalid(DIST + "def validate(cfg, net, data):\n    return [net(x) for x in data]\n"
+                       "def fit(cfg, net, data):\n    for epoch in range(cfg.epochs):\n"
+                       "        if cfg.local_rank == -1 and cfg.eval_each_step:\n            validate(cfg, net, data)\n"
+                       "        if cfg.local_rank in [-1, 0]:\n            validate(cfg, net, data)\n"
+                       "def main(cfg):\n    net = torch.nn.parallel.DistributedDataParallel(build(cfg))\n"
+                       "    fit(cfg, net, load(cfg))\n", line=10, column=13),
         # A DDP forward on rank 0 only (buffers broadcast by rank 0 alone: may hang).
         Invalid(DDP_IMPORT + "model = DDP(net)\nif rank == 0:\n    with torch.no_grad():\n"
                              "        preds = model(batch)\n", line=7, column=17),
@@ -243,7 +278,7 @@ class RankConditionalCollective(Rule):
         if not sketch.rankish():
             kinds += ("rank_predicate",)
         if not sketch.may_call(*COLLECTIVES, *COLLECTIVE_STATE_DICT, "torch.nn.parallel.DistributedDataParallel",
-                               "torch.distributed.fsdp.FullyShardedDataParallel"):
+                               "torch.distributed.fsdp.FullyShardedDataParallel", *_SHARDED_OPTIMIZERS):
             kinds += ("collective|wrapped",)
         return kinds or True
 
@@ -272,6 +307,9 @@ class RankConditionalCollective(Rule):
         qualified = site.qualified_name or ""
         if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT:
             return f"collective {qualified.rsplit('.', 1)[-1]}()", HANGS
+        if site.method == "consolidate_state_dict" and site.receiver is not None \
+                and _sharded_optimizer(index, site.receiver):
+            return "collective consolidate_state_dict() (gathers the optimizer shards from every rank)", HANGS
         if site.method == "state_dict" and site.receiver is not None \
                 and wrapped_kind(index, site.receiver, site.order) == "fsdp":
             return "FSDP state_dict() (all-gathers parameters)", HANGS
@@ -284,6 +322,10 @@ class RankConditionalCollective(Rule):
         callee = dotted_name(site.node.func)
         if callee is None:
             return None
+        closure = _closure_forward(index, site)
+        if closure:
+            return f"call of {callee}(), which runs a forward of a wrapped model,", \
+                DESYNC if closure == "ddp" else HANGS
         project = project_of(index)
         slots = wrapped_slots(index, site)
         reached = project.call_reaches(index.path, project_callee(index, site.node) or callee, index.imports, slots)
@@ -323,15 +365,65 @@ def _issued_on_every_branch(index: SemanticIndex, site: CallSite, guards: list[G
     if not mine:
         return False
     own = {id(g.node) for g in guards}
+    mine_zero = _rank_zero_only(index, guards)
     for other in calls_in_function(index, site.scope):
         if other is site or not (_collectives_of(index, other) & mine):
             continue
         other_guards = rank_guards(index, other.node)
         if not other_guards:
             continue
+        if in_single_process_branch(index, other.node):
+            continue  # runs only without distributed training: no peer of this call
+        if mine_zero and _rank_zero_only(index, other_guards):
+            continue  # rank 0 runs both: the other ranks still run neither
         if {id(g.node) for g in other_guards} != own:
             return True
         if [g.branch for g in other_guards] != [g.branch for g in guards]:
+            return True
+    return False
+
+
+# Optimizers whose ``consolidate_state_dict()`` is a collective (every rank sends its shard).
+_SHARDED_OPTIMIZERS = ("torch.distributed.optim.ZeroRedundancyOptimizer",
+                       "torch.distributed.optim.zero_redundancy_optimizer.ZeroRedundancyOptimizer",
+                       "fairscale.optim.OSS", "fairscale.optim.oss.OSS")
+
+
+def _sharded_optimizer(index: SemanticIndex, receiver: cst.BaseExpression) -> bool:
+    """Does ``receiver`` hold a ZeroRedundancyOptimizer (or fairscale OSS)?"""
+    return any(isinstance(value, cst.Call) and index.qualified_name(value.func) in _SHARDED_OPTIMIZERS
+               for value in index.reaching_values(receiver) or ())
+
+
+def _closure_forward(index: SemanticIndex, site: CallSite) -> str:
+    """"ddp"/"fsdp" when the call runs a function nested in this one that
+    calls, as ``model(...)``, a free name of the enclosing function which holds a
+    wrapped model where the call is made (``def test(loader): model(x)`` ...
+    ``model = DDP(model)`` ... ``if rank == 0: test(val_loader)``)."""
+    if not isinstance(site.node.func, cst.Name):
+        return ""
+    for helper in helper_functions(index, site):
+        if index.enclosing_scope(helper) is not site.scope:
+            continue  # only closures of the calling function
+        for inner in calls_in_function(index, helper):
+            func = inner.node.func
+            if not isinstance(func, cst.Name) or inner.qualified_name or index.bindings.get((id(helper), func.value)):
+                continue
+            for binding in index.reaching(func.value, site.node):
+                if binding.kind not in ("assign", "annassign") or binding.value is None:
+                    continue
+                for kind, wrapper in (("ddp", DDP_NAME), ("fsdp", FSDP_NAME)):
+                    if is_ddp_model(index, binding.value, site.order, (wrapper,)):
+                        return kind
+    return ""
+
+
+def _rank_zero_only(index: SemanticIndex, guards: list[Guard]) -> bool:
+    """Do these guards let rank 0 alone through (``if rank == 0``, the ``else``
+    of ``if rank != 0``, after ``if rank > 0: return``)?"""
+    for guard in guards:
+        side = zero_side(index, guard.node.test)
+        if side is True and guard.branch == "body" or side is False and guard.branch != "body":
             return True
     return False
 
@@ -350,8 +442,8 @@ def _collectives_of(index: SemanticIndex, site: CallSite, depth: int = 0) -> set
             for inner in calls_in_function(index, helper):
                 found |= _collectives_of(index, inner, depth + 1)
     callee = dotted_name(site.node.func)
-    if not found and depth == 0 and callee is not None and not qualified:
-        found.add("call:" + callee)
+    if not found and depth == 0 and callee is not None:
+        found.add("call:" + (qualified or callee))  # ``Trainer(cfg)`` imported from the project, on both arms
     return found
 
 

@@ -7,6 +7,8 @@ every process). A save helper (a function of the project, here or imported, that
 `torch.save`s what it is given: `write_ckpt({"net": model.state_dict()}, d)`) is
 reported at the call that runs on every rank, not inside the helper. When the
 file name is a literal the message names it ("every rank writes 'last.pt'").
+A module that wraps its model through a project module's re-export
+(`ext_dist.DDP(net)`) is DDP code even without importing torch.distributed.
 
 Not flagged: rank-guarded saves (also by a property of the class that returns a
 rank test: `if self.saves_on_this_rank:`); helpers that guard themselves
@@ -47,11 +49,13 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.flow import names_in
-from ddplint.analysis.models import checkpoint_file_name, function_key, project_callee, project_of
+from ddplint.analysis.flow import callers, calls_in_function, helper_functions, names_in
+from ddplint.analysis.models import (checkpoint_file_name, function_key, project_callee, project_of,
+                                     wraps_through_a_project_module)
 from ddplint.analysis.ranks import enclosing_function, runs_on_rank_subset
 from ddplint.analysis.roles import is_worker_code
 from ddplint.rule import Invalid, Report, Rule, Valid
+from ddplint.screen.facts import SPAWN_INDEX
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
 DIST = "import torch\nimport torch.distributed as dist\n"
@@ -66,10 +70,16 @@ class CheckpointSavedOnEveryRank(Rule):
     code, name, severity = "DDP011", "checkpoint-saved-on-every-rank", "warning"
     message = "checkpoint saved on every rank: N processes write the same file"
     triggers = ("save",)
-    needs_ddp_context = True
+    # In DDP context, or wrapping through a project module's re-export (checked in check()).
+    needs_ddp_context = False
     uses_project = True
 
     valid = [
+        # ... called on rank 0 only.
+        Valid(DIST + "import os\n" + "def save_weights(model, cfg, best=False):\n    if cfg.distributed:\n        model = model.module\n"
+                       "    torch.save(model.state_dict(), os.path.join(cfg.out, 'weights.pth'))\n"
+                     "for epoch in range(cfg.epochs):\n    fit(net)\n    if dist.get_rank() == 0:\n"
+                     "        save_weights(net, cfg)\n"),
         Valid(DIST + "if dist.get_rank() == 0:\n    torch.save(model.state_dict(), 'm.pt')\n"),
         Valid(DIST + "if args.local_rank == 0:\n    torch.save(model.state_dict(), 'm.pt')\n"),
         Valid(DIST + "def save(model):\n    if not is_main_process():\n        return\n"
@@ -142,6 +152,20 @@ class CheckpointSavedOnEveryRank(Rule):
                      "    save(model.state_dict())\n"),
     ]
     invalid = [
+        # A local save helper (it saves its parameter's state, unwrapped first), guarded at one call
+        # and not at the final one: reported at the unguarded call.
+        Invalid(DIST + "import os\n" + "def save_weights(model, cfg, best=False):\n    if cfg.distributed:\n        model = model.module\n"
+                       "    torch.save(model.state_dict(), os.path.join(cfg.out, 'weights.pth'))\n"
+                       "for epoch in range(cfg.epochs):\n    fit(net)\n    if dist.get_rank() == 0:\n"
+                       "        save_weights(net, cfg)\nsave_weights(net, cfg, best=True)\n",
+                line=12, column=1),
+        # The spawn target runs on every process, even when the spawner's own caller is unknown (a CLI).
+        Invalid(DIST + "import torch.multiprocessing as mp\nclass Runner:\n    def __init__(self, net):\n"
+                       "        self.net = net\n    def checkpoint(self, step):\n"
+                       "        torch.save({'net': self.net.state_dict()}, f'ckpt_{step}.pt')\n"
+                       "def work(rank, world):\n    dist.init_process_group('nccl', rank=rank, world_size=world)\n"
+                       "    runner = Runner(build())\n    runner.checkpoint(100)\n"
+                       "def launch(world):\n    mp.spawn(work, args=(world,), nprocs=world)\n", line=12, column=5),
         Invalid(DIST + "torch.save(model.state_dict(), 'm.pt')\n", line=3, column=1),
         Invalid(DIST + "def main():\n    for epoch in range(3):\n        train(model)\n"
                        "        torch.save({'model': model.module.state_dict()}, 'ckpt.pt')\n"
@@ -214,6 +238,8 @@ class CheckpointSavedOnEveryRank(Rule):
         return True if sketch.may_call(names.TORCH_SAVE) else ("saves",)  # or a project save helper
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
+        if not index.in_ddp_context and not wraps_through_a_project_module(index):
+            return
         project = project_of(index)
         if index.calls_to(names.DATA_PARALLEL) and not project.in_scope(index.path, lambda m: m.own_ddp_context):
             return  # a DataParallel program: one process (``import torch.distributed`` alone starts none)
@@ -227,12 +253,21 @@ class CheckpointSavedOnEveryRank(Rule):
             if function is not None and (_saved_parameters(index, obj.value, function)
                                          or _path_from_parameters(index, target.value, function)):
                 continue  # a save helper: its callers choose what or where; reported at their calls
+            if function is not None and _some_call_guarded(index, function) and any(
+                    _saved_parameters(index, obj.value, function, only=p.name.value) for p in function.params.params):
+                continue  # a helper saving its parameter's state, called guarded here and unguarded there
+
             name = checkpoint_file_name(index, target.value)
             yield self.report(site.node, _message(name))
         for site in index.calls:
             callee = project_callee(index, site.node)
             key = project.saving_function(index.path, callee, index.imports, unguarded=True) if callee else None
-            if key is None or site.qualified_name == names.TORCH_SAVE:
+            if site.qualified_name == names.TORCH_SAVE:
+                continue
+            if key is None:
+                if _local_helper_saves_an_argument(index, site) and _runs_on_every_rank(index, site):
+                    yield self.report(site.node, f"save helper {dotted_name(site.node.func)}() called on every rank: "
+                                                 "N processes write the same file")
                 continue
             saved = _saved_arguments(index, project, key, callee, site)
             if not saved or any(_per_rank_or_in_memory(index, arg.value)
@@ -241,6 +276,44 @@ class CheckpointSavedOnEveryRank(Rule):
             if _runs_on_every_rank(index, site):
                 yield self.report(site.node, f"save helper {dotted_name(site.node.func) or callee}() called on every rank: "
                                              "N processes write the same file")
+
+
+def _some_call_guarded(index: SemanticIndex, function: cst.FunctionDef) -> bool:
+    """Is some call of the function in this module made under a rank guard?"""
+    return any(runs_on_rank_subset(index, site.node, lenient=True) for site in callers(index, function))
+
+
+def _local_helper_saves_an_argument(index: SemanticIndex, site) -> bool:
+    """A function of this module that ``torch.save``s the state of a parameter
+    this call fills (``save_checkpoint(self.model, args)`` with
+    ``torch.save(model.state_dict(), filename)`` inside, also after ``model =
+    model.module``), when no argument is a per-rank value (a per-rank file)."""
+    if any(_per_rank_or_in_memory(index, arg.value) for arg in site.node.args):
+        return False
+    for helper in helper_functions(index, site):
+        if not _some_call_guarded(index, helper):
+            continue  # every call unguarded: the save inside the helper is reported
+        params = [p.name.value for p in (*helper.params.posonly_params, *helper.params.params)]
+        if params and params[0] in ("self", "cls"):
+            params = params[1:]
+        saves = [s for s in calls_in_function(index, helper) if s.qualified_name == names.TORCH_SAVE
+                 and s.argument("f") is not None and not _per_rank_or_in_memory(index, s.argument("f").value)
+                 and not runs_on_rank_subset(index, s.node, lenient=True)]
+        for position, param in enumerate(params):
+            arg = site.keyword(param)
+            if arg is None:
+                positional = [a for a in site.node.args if a.keyword is None and not a.star]
+                arg = positional[position] if position < len(positional) else None
+            if arg is None:
+                continue
+            for save in saves:
+                obj = save.argument("obj")
+                # ``torch.save(model.state_dict(), ...)`` of the parameter (the shape the project
+                # facts do not record; the others are judged through them).
+                if obj is not None and isinstance(obj.value, cst.Call) and _is_model_state(index, obj.value) \
+                        and _saved_parameters(index, obj.value, helper, only=param):
+                    return True
+    return False
 
 
 def _message(name: str) -> str:
@@ -259,7 +332,17 @@ def _runs_on_every_rank(index: SemanticIndex, site) -> bool:
         return True
     if _class_level_unknown(index, function):
         return False
-    return project_of(index).callers_guarded(index.path, function_key(index, function)) is False
+    project = project_of(index)
+    verdict = project.callers_guarded(index.path, function_key(index, function))
+    if verdict is None and _spawn_target(project, index.path, function_key(index, function)):
+        return True  # ``mp.spawn(run_training, ...)``: every process runs it, whoever calls the spawner
+    return verdict is False
+
+
+def _spawn_target(project, path: str, function: str) -> bool:
+    """Is the function started by ``mp.spawn`` (a call passes it the spawn index)?"""
+    calls = project.callers.get(project.function_key(path, function)) or ()
+    return any(SPAWN_INDEX in call.args.values() and not call.guarded_lenient for _, call in calls)
 
 
 def _saved_arguments(index: SemanticIndex, project, key, callee: str, site) -> list:
@@ -338,26 +421,31 @@ def _builds_state(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
 
 
 def _saved_parameters(index: SemanticIndex, expr: cst.BaseExpression, function: cst.FunctionDef,
-                      depth: int = 0) -> bool:
+                      depth: int = 0, only: str = "") -> bool:
     """Does the saved object hold one of the function's parameters as it was
     passed in (``torch.save(state, path)``, ``{"model": model_state, ...}``)?"""
     if depth > 3:
         return False
     if isinstance(expr, cst.Name):
         for binding in index.reaching(expr.value, expr):
-            if binding.kind == "param" and binding.scope is function:
+            if binding.kind == "param" and binding.scope is function and only in ("", binding.name):
                 return True
             if binding.kind in ("assign", "annassign") and binding.value is not None \
-                    and _saved_parameters(index, binding.value, function, depth + 1):
+                    and _saved_parameters(index, binding.value, function, depth + 1, only):
                 return True
         return False
     if isinstance(expr, cst.Dict):
-        return any(isinstance(e, cst.DictElement) and _saved_parameters(index, e.value, function, depth + 1)
+        return any(isinstance(e, cst.DictElement) and _saved_parameters(index, e.value, function, depth + 1, only)
                    for e in expr.elements)
     if isinstance(expr, (cst.List, cst.Tuple)):
-        return any(_saved_parameters(index, e.value, function, depth + 1) for e in expr.elements)
+        return any(_saved_parameters(index, e.value, function, depth + 1, only) for e in expr.elements)
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("dict", "OrderedDict"):
-        return any(_saved_parameters(index, a.value, function, depth + 1) for a in expr.args)
+        return any(_saved_parameters(index, a.value, function, depth + 1, only) for a in expr.args)
+    if only and isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) \
+            and expr.func.attr.value == "state_dict":
+        return _saved_parameters(index, expr.func.value, function, depth + 1, only)  # ``model.state_dict()`` of it
+    if only and isinstance(expr, cst.Attribute) and expr.attr.value == "module":
+        return _saved_parameters(index, expr.value, function, depth + 1, only)  # ``model = model.module``
     return False
 
 

@@ -319,6 +319,17 @@ for epoch in range(start, epochs):
 """),
     ]
     invalid = [
+        # The loss parts are reduced to rank 0 for logging only after the test: the test is per rank.
+        Invalid(DIST + """\
+for x, y in loader:
+    parts = criterion(model(x), y)
+    loss = parts.sum()
+    if torch.isnan(loss).any():
+        continue
+    loss.backward()
+    opt.step()
+    dist.reduce(parts, dst=0)
+""", line=9, column=9, severity="error"),
         Invalid(DIST + """\
 for batch in loader:
     loss = model(batch).mean()

@@ -76,6 +76,10 @@ class GlobalRankAsDevice(Rule):
     needs_ddp_context = True
 
     valid = [
+        # A leftover assignment whose value nothing reads chooses no device.
+        Valid(DIST + "def restore(path):\n    rank = dist.get_rank()\n"
+                     "    state = torch.load(path, map_location='cpu')\n    target = 'cuda:%d' % rank\n"
+                     "    return state\n"),
         Valid(DIST + "local_rank = int(os.environ['LOCAL_RANK'])\ntorch.cuda.set_device(local_rank)\n"),
         Valid(DIST + "rank = int(os.environ['LOCAL_RANK'])\nmodel.to(rank)\n"),
         Valid(DIST + "rank = dist.get_rank()\ndevice = rank % torch.cuda.device_count()\n"
@@ -122,6 +126,9 @@ class GlobalRankAsDevice(Rule):
               "    torch.cuda.set_device(first)\n    mp.spawn(worker, nprocs=2, args=(cfg,))\n"),
     ]
     invalid = [
+        # ... read later, it does.
+        Invalid(DIST + "def restore(path):\n    rank = dist.get_rank()\n    target = 'cuda:%d' % rank\n"
+                       "    return net.to(target)\n", line=6, column=14),
         Invalid(DIST + "rank = dist.get_rank()\ntorch.cuda.set_device(rank)\n", line=5, column=23),
         Invalid(DIST + "local_rank = dist.get_rank()\nmodel = model.to(local_rank)\n", line=5, column=18),
         Invalid(DIST + "rank = int(os.environ['RANK'])\ndevice = torch.device(f'cuda:{rank}')\n",
@@ -220,7 +227,8 @@ class GlobalRankAsDevice(Rule):
         seen: set[int] = set()  # `.to(f"cuda:{rank}")` is reached twice
         masks = {id(value) for _, value in _visible_device_assignments(index)}
         for node, rank in _device_index_expressions(index):
-            if id(node) not in seen and is_global_rank(index, rank) and is_worker_code(index, node):
+            if id(node) not in seen and is_global_rank(index, rank) and is_worker_code(index, node) \
+                    and not _dead_store(index, node):
                 seen.add(id(node))
                 message = _message(index, rank, VISIBLE_MESSAGE if id(node) in masks else self.message)
                 yield self.report(node, message, fix=_fix(index, rank))
@@ -238,6 +246,30 @@ def _device_index_expressions(index: SemanticIndex) -> Iterator[tuple[cst.BaseEx
     yield from cuda_index_strings(index)
     for value, inner in _visible_device_assignments(index):
         yield value, inner
+
+
+def _dead_store(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """``map_location = "cuda:%d" % rank`` whose value nothing reads (a leftover
+    line; the load above used an earlier binding): no device is chosen by it."""
+    statement = index.parent(node)
+    if not isinstance(statement, cst.Assign) or statement.value is not node or len(statement.targets) != 1 \
+            or not isinstance(statement.targets[0].target, cst.Name):
+        return False
+    target = statement.targets[0].target
+    scope = index.enclosing_scope(node)
+    if not isinstance(scope, cst.FunctionDef):
+        return False  # a module-level name may be read elsewhere
+    binding = next((b for b in index.bindings.get((id(scope), target.value), ()) if b.node is statement), None)
+    if binding is None:
+        return False
+    stack: list[cst.CSTNode] = [scope.body]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name) and current.value == target.value and current is not target \
+                and any(b is binding for b in index.reaching(target.value, current)):
+            return False
+        stack.extend(current.children)
+    return True
 
 
 def _message(index: SemanticIndex, rank: cst.BaseExpression, message: str) -> str:

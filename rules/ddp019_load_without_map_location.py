@@ -30,7 +30,9 @@ loads that run on rank 0 only (`if rank == 0:`, or in a function every caller
 runs under a rank guard: rank 0 owns device 0); files known to hold CPU tensors
 or none (written in this module from `.cpu()` values, tensors allocated with
 `device="cpu"` or made by a project module that never uses CUDA, files another
-module in reach that never uses CUDA writes (a preprocessing module), full state
+module in reach, or a standalone preprocessing script, that never uses CUDA
+writes, a class's `load_x(path)` whose mirror `save_x` writes only `.cpu()`
+entries), LR scheduler states, full state
 dicts saved with CPU offload, `GradScaler.state_dict()`, metadata-only files
 such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer);
 in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
@@ -57,8 +59,9 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.models import project_of
+from ddplint.analysis.models import linked_modules, project_of
 from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
+from ddplint.analysis.flow import precedes
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name, iter_literal_strings
 from ddplint.analysis.values import literal_str
 from ddplint.fixes import UNSAFE, add_keyword, node_fix, replace, string_literal
@@ -138,6 +141,16 @@ class LoadWithoutMapLocation(Rule):
         Valid(DIST + "model.cuda()\nscaler = torch.amp.GradScaler()\n"
                      "scaler.load_state_dict(torch.load(os.path.join(ckpt_dir, SCALER_NAME)))\n"),
         Valid(DIST + "model.cuda()\nmeta = torch.load(ckpt_dir / 'meta.pt', weights_only=True)\n"),
+        # The class reads back what its mirror method writes: every entry moved to the CPU first.
+        Valid(DIST + "import os\nclass Snapshots:\n    def save_weights(self, net, folder, step):\n"
+                     "        sd = net.state_dict()\n        for name, t in sd.items():\n            sd[name] = t.cpu()\n"
+                     "        torch.save(sd, os.path.join(folder, f'{step}_net.pth'))\n"
+                     "    def load_weights(self, path, net):\n        net.load_state_dict(torch.load(path))\n"
+                     "model.cuda()\n"),
+        # An LR scheduler's state is numbers (last_epoch, base_lrs), no CUDA tensors.
+        Valid(DIST + "model.cuda()\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
+                     "sched_file = os.path.join(run_dir, 'sched.bin')\nif os.path.isfile(sched_file):\n"
+                     "    sched.load_state_dict(torch.load(sched_file))\n"),
         Valid(DIST + "model.cuda()\nif params.sampler_state_dict_path:\n"
                      "    sampler_state = torch.load(params.sampler_state_dict_path)\n"),
         Valid(DIST + "from lightning.fabric import Fabric\ndef test_reload_on_cpu(tmp_path):\n"
@@ -162,6 +175,15 @@ class LoadWithoutMapLocation(Rule):
                      "    checkpoint = torch.load(path, weights_only=True)\n", filename="tests/test_fsdp.py"),
     ]
     invalid = [
+        # The mirror method saves the GPU tensors as they are: the class's files hold CUDA tensors.
+        Invalid(DIST + "import os\nclass Snapshots:\n    def save_weights(self, net, folder):\n"
+                       "        torch.save(net.state_dict(), os.path.join(folder, 'net.pth'))\n"
+                       "    def load_weights(self, path, net):\n        net.load_state_dict(torch.load(path))\n"
+                       "model.cuda()\n", line=8, column=29,
+                fixed=DIST + "import os\nclass Snapshots:\n    def save_weights(self, net, folder):\n"
+                             "        torch.save(net.state_dict(), os.path.join(folder, 'net.pth'))\n"
+                             "    def load_weights(self, path, net):\n"
+                             "        net.load_state_dict(torch.load(path, map_location='cpu'))\nmodel.cuda()\n"),
         Invalid(DIST + "model.cuda()\nstate = torch.load('checkpoint.pt')\n", line=4, column=9,
                 fixed=DIST + "model.cuda()\nstate = torch.load('checkpoint.pt', map_location='cpu')\n"),
         Invalid(DIST + "device = torch.device('cuda', rank)\nmodel.load_state_dict(torch.load(args.resume))\n",
@@ -289,8 +311,29 @@ def _uses_cuda(index: SemanticIndex) -> bool:
         return True
     if any(value == "nccl" or value.startswith("cuda") for _, value in iter_literal_strings(index)):
         return True
-    return any(isinstance(part, cst.FormattedStringText) and "cuda" in part.value
-               for fstring in index.fstrings for part in fstring.parts)
+    if any(isinstance(part, cst.FormattedStringText) and "cuda" in part.value
+           for fstring in index.fstrings for part in fstring.parts):
+        return True
+    return _given_a_device_by_cuda_code(index)
+
+
+def _given_a_device_by_cuda_code(index: SemanticIndex) -> bool:
+    """A function of the module takes a ``device`` parameter that some module of
+    the project calls it from while putting data on a GPU (``Trainer(args, cfg,
+    device)`` from a script that builds ``torch.device("cuda", local_rank)``):
+    the module works on the GPU its callers chose."""
+    project = project_of(index)
+    from ddplint.analysis.models import function_key
+
+    for functions in index.functions.values():
+        for function in functions:
+            params = {p.name.value for p in function.params.params}
+            if not params & {"device", "dev", "gpu_device"}:
+                continue
+            modules = project.caller_modules(index.path, function_key(index, function)) or []
+            if any(module.moves_to_cuda for module in modules):
+                return True
+    return False
 
 
 # ---------------------------------------------------------------------- alternatives
@@ -362,6 +405,58 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
                 return True
         elif _framework_save_offloads(index, save):
             return True
+    return _class_checkpoints_on_cpu(index, site, path.value)
+
+
+def _class_checkpoints_on_cpu(index: SemanticIndex, site: CallSite, path: cst.BaseExpression) -> bool:
+    """A method's load of a path it is given (``load_network(self, load_path,
+    net)``) in a class whose mirror method (``save_network``) writes those
+    checkpoints with ``torch.save`` from CPU values only (``sd[k] = p.cpu()`` for
+    each entry first): the class reads back the files it writes, which hold no
+    CUDA tensors."""
+    if not isinstance(path, cst.Name):
+        return False
+    function = index.enclosing_scope(site.node)
+    if not isinstance(function, cst.FunctionDef) or not any(
+            b.kind == "param" for b in index.reaching(path.value, path)):
+        return False
+    owner = index.enclosing(function, cst.ClassDef) or index.parent(index.parent(function))
+    if not isinstance(owner, cst.ClassDef):
+        return False
+    mirror = re.sub(r"(^|_)load(_|$)", r"\1save\2", function.name.value, count=1)
+    if mirror == function.name.value:
+        return False
+    saves = [s for s in index.calls_to(names.TORCH_SAVE)
+             if isinstance(s.scope, cst.FunctionDef) and s.scope.name.value == mirror
+             and index.parent(index.parent(s.scope)) is owner]
+    return bool(saves) and all(
+        (obj := s.argument("obj", 0)) is not None and _is_cpu_value(index, obj.value, s.scope) for s in saves)
+
+
+def _entries_moved_to_cpu(index: SemanticIndex, name: cst.Name) -> bool:
+    """``for k, p in sd.items(): sd[k] = p.cpu()`` before ``name`` is read: every
+    entry of the dict is replaced by a CPU copy."""
+    scope = index.enclosing_scope(name)
+    for site in index.method_calls("items"):
+        if site.scope is not scope or not isinstance(site.receiver, cst.Name) \
+                or site.receiver.value != name.value or not precedes(index, site.node, name):
+            continue
+        loop = index.parent(site.node)
+        if not isinstance(loop, cst.For) or not isinstance(loop.target, cst.Tuple) \
+                or len(loop.target.elements) != 2:
+            continue
+        key = loop.target.elements[0].value
+        body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else []
+        for statement in body:
+            for small in getattr(statement, "body", ()):
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 \
+                        and isinstance(small.targets[0].target, cst.Subscript) \
+                        and dotted_name(small.targets[0].target.value) == name.value \
+                        and len(small.targets[0].target.slice) == 1 \
+                        and isinstance(key, cst.Name) \
+                        and dotted_name(small.targets[0].target.slice[0].slice.value) == key.value \
+                        and _is_cpu_value(index, small.value, scope, 3):
+                    return True
     return False
 
 
@@ -369,21 +464,33 @@ _PATH_NOISE = re.compile(r"\.(pt|pth|bin|ckpt|tar|pkl)$|[/.{}_-]")
 
 
 def _written_by_cpu_only_module(index: SemanticIndex, path: cst.BaseExpression) -> bool:
-    """The file is written by another module in reach (RULES.md, project scope)
-    that never uses CUDA (a preprocessing module: ``torch.save(counts,
+    """The file is written by another module in reach (RULES.md, project scope),
+    or by a script of the project without DDP linked to it through a shared
+    module (a preprocessing step run before training; the path part must be
+    distinctive, not "model" or "checkpoint"), that never uses CUDA (a preprocessing module: ``torch.save(counts,
     "./word_freq/lm1b.pt")`` for ``torch.load(f"./word_freq/{name}.pt")``): a
     distinctive literal part of the load's path appears in its save path."""
     parts = [t for t in _strings_in(path) if len(_PATH_NOISE.sub("", t)) >= 4]
     if not parts:
         return False
     project = project_of(index)
-    for other in project.scope(index.path):  # what the entry scripts reach (one component of the project)
+    scope = project.scope(index.path)  # what the entry scripts reach (one component of the project)
+    for other in linked_modules(index):  # the same in a parallel run (one component per process)
         module = project.modules.get(other)
         if other == index.path or module is None or module.moves_to_cuda or not module.saved_paths:
             continue
-        if any(part in saved for part in parts for saved in module.saved_paths):
-            return True
+        if other in scope:
+            if any(part in saved for part in parts for saved in module.saved_paths):
+                return True
+        elif not module.own_ddp_context and any(
+                part in saved for part in parts if not _GENERIC_PATH.search(part) for saved in module.saved_paths):
+            return True  # a standalone preprocessing script writes it (``python word_freq.py`` first)
     return False
+
+
+# Path parts that many unrelated files share: no tie between a writer out of reach and the load.
+_GENERIC_PATH = re.compile(r"model|checkpoint|ckpt|weight|best|last|latest|state|epoch|output|result|save",
+                           re.IGNORECASE)
 
 
 def _guard_test(index: SemanticIndex, node: cst.CSTNode) -> Optional[str]:
@@ -455,8 +562,9 @@ def _strings_in(expr: cst.CSTNode) -> list[str]:
 
 
 def _feeds_a_scaler(index: SemanticIndex, site: CallSite) -> bool:
-    """``scaler.load_state_dict(torch.load(p))`` (also through a name): a
-    GradScaler's state is a few Python numbers, not CUDA tensors."""
+    """``scaler.load_state_dict(torch.load(p))`` (also through a name; an LR
+    scheduler too): a GradScaler's or a scheduler's state is a few Python
+    numbers, not CUDA tensors."""
     parent = index.parent(site.node)
     target: Optional[str] = None
     if isinstance(parent, cst.Arg):
@@ -473,9 +581,13 @@ def _feeds_a_scaler(index: SemanticIndex, site: CallSite) -> bool:
 
 
 def _is_scaler_load(call: cst.Call) -> bool:
+    """``scaler.load_state_dict(...)``, ``scheduler.load_state_dict(...)``: a
+    GradScaler's or an LR scheduler's state is Python numbers, no CUDA tensors."""
     func = call.func
-    return isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" \
-        and "scaler" in (dotted_name(func.value) or "").split(".")[-1].lower()
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict"):
+        return False
+    receiver = (dotted_name(func.value) or "").split(".")[-1].lower()
+    return "scaler" in receiver or "scheduler" in receiver or receiver in ("sched", "lr_sched")
 
 
 def _runner_calls(index: SemanticIndex, function: cst.CSTNode) -> list[CallSite]:
@@ -550,7 +662,8 @@ def _is_cpu_value(index: SemanticIndex, expr: cst.BaseExpression, scope: cst.CST
         return _is_cpu_value(index, expr.value, scope, depth + 1)
     if isinstance(expr, cst.Name):
         values = index.reaching_values(expr)
-        return bool(values) and all(_is_cpu_value(index, v, scope, depth + 1) for v in values)
+        return bool(values) and all(_is_cpu_value(index, v, scope, depth + 1) for v in values) \
+            or _entries_moved_to_cpu(index, expr)
     return False
 
 

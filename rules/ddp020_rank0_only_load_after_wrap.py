@@ -11,7 +11,9 @@ a broadcast of the parameters (`dist.broadcast(p.data, 0)` over
 `model.parameters()`, `broadcast_object_list([model.state_dict()])`,
 Horovod's `broadcast_parameters`; a broadcast of counters such as the epoch does
 not count); `if is_main_process:` without a call (always true); a rank test that
-also encloses the wrap (every rank that owns the model loads).
+also encloses the wrap (every rank that owns the model loads); a function that
+only single-process scripts of the project call (every known call is in an
+inference or benchmark script outside the DDP context).
 
 ## Why is this bad?
 DDP broadcasts rank 0's parameters once, in its constructor. Weights loaded into
@@ -43,6 +45,7 @@ from ddplint.analysis.flow import calls_in_function, helper_functions
 from ddplint.analysis.models import guard_encloses_wrap, project_callee, project_of, wrapped_root
 from ddplint.screen.facts import COLLECTIVES
 from ddplint.analysis.ranks import guard_restricts, rank_guards
+from ddplint.analysis.roles import run_by_single_process_scripts_only
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex
 
@@ -157,7 +160,7 @@ class Rank0OnlyLoadAfterWrap(Rule):
                     continue
             guards = [g for g in rank_guards(index, site.node) if guard_restricts(index, g)
                       and not guard_encloses_wrap(index, g, site.node)]
-            if guards and not _broadcast_after(index, site):
+            if guards and not _broadcast_after(index, site) and not run_by_single_process_scripts_only(index, site.node):
                 yield self.report(site.node)
 
 

@@ -8,6 +8,10 @@ reads `os.environ["LOCAL_RANK"]` in this module or anywhere the entry script
 reaches (its imports and calls: an independent script of the same folder does
 not count).
 
+Also flagged: the flag copied into a config attribute (`config.LOCAL_RANK =
+args.local_rank`, then `set_device(config.LOCAL_RANK)`): an attribute named
+LOCAL_RANK is no read of the environment variable.
+
 Not flagged: scripts that read `LOCAL_RANK` from the environment (as a fallback,
 a default, or behind a version check); a parsed `--local_rank` that is never
 used as a device.
@@ -64,6 +68,10 @@ class LocalRankFromArgv(Rule):
     uses_project = True
 
     valid = [
+        # The config's LOCAL_RANK comes from the environment variable.
+        Valid(HEAD + "import os\nparser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                     "cfg.LOCAL_RANK = int(os.environ.get('LOCAL_RANK', args.local_rank))\n"
+                     "torch.cuda.set_device(cfg.LOCAL_RANK)\n"),
         Valid(HEAD + "parser.add_argument('--local_rank', type=int, default=int(os.environ.get('LOCAL_RANK', 0)))\n"
                      "args = parser.parse_args()\ntorch.cuda.set_device(args.local_rank)\n"),
         Valid(HEAD + "parser.add_argument('--local_rank', type=int, default=-1)\nargs = parser.parse_args()\n"
@@ -96,6 +104,10 @@ class LocalRankFromArgv(Rule):
                      "setup(args.local_rank if args.local_rank >= 0 else int(os.environ['LOCAL_RANK']))\n"),
     ]
     invalid = [
+        # The flag is copied into a config node whose LOCAL_RANK attribute becomes the device.
+        Invalid(HEAD + "from yacs.config import CfgNode\nparser.add_argument('--local_rank', type=int, required=True)\n"
+                       "args = parser.parse_args()\ncfg = CfgNode()\ncfg.LOCAL_RANK = args.local_rank\n"
+                       "torch.cuda.set_device(cfg.LOCAL_RANK)\n", line=6, column=1),
         Invalid(HEAD + "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
                        "torch.cuda.set_device(args.local_rank)\n", line=5, column=1),
         Invalid(HEAD + "parser.add_argument('--local-rank', type=int, default=-1)\nargs = parser.parse_args()\n"
@@ -140,7 +152,8 @@ class LocalRankFromArgv(Rule):
         project = project_of(index)
         if not index.in_ddp_context and not project.in_scope(index.path, lambda m: m.own_ddp_context):
             return
-        if "LOCAL_RANK" in index.source or project.in_scope(index.path, lambda m: m.reads_local_rank_env):
+        if _names_the_variable(index) or any(project.modules[other].reads_local_rank_env
+                                             for other in project.scope(index.path) if other != index.path):
             return
         flags = [site for site in index.method_calls("add_argument")
                  if any(literal_str(a.value) in ("--local_rank", "--local-rank") for a in site.node.args)]
@@ -152,6 +165,13 @@ class LocalRankFromArgv(Rule):
                 or _passed_into_a_device_parameter(project, index.path):
             for site in flags:
                 yield self.report(site.node, _message(site))
+
+
+def _names_the_variable(index: SemanticIndex) -> bool:
+    """A string of the module names the LOCAL_RANK variable (``os.environ["LOCAL_RANK"]``,
+    ``getenv("LOCAL_RANK")``, a version check that mentions it); an attribute
+    ``config.LOCAL_RANK`` filled from the flag does not."""
+    return any(isinstance(value, str) and "LOCAL_RANK" in value for _, value in index.strings)
 
 
 def _message(site) -> str:
@@ -203,7 +223,7 @@ def _mentions_local_rank(index: SemanticIndex, expr: cst.CSTNode, attributes: se
     stack = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Attribute) and node.attr.value in attributes:
+        if isinstance(node, cst.Attribute) and node.attr.value.lower() in attributes:
             return True
         if isinstance(node, cst.Name) and depth < 2:
             values = index.reaching_values(node) or []

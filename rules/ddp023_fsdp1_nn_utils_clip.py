@@ -3,7 +3,8 @@ Flags `torch.nn.utils.clip_grad_norm_(model.parameters(), ...)` when `model` is
 a `FullyShardedDataParallel` (FSDP1) model: a local wrap, an alias of a wrapped
 attribute (`net = self.net`, `net, opt = self.net, self.opt`), or a parameter
 that the project passes an FSDP model to.
-Not flagged: `fsdp_model.clip_grad_norm_(...)`; FSDP2 (`fully_shard`) / DTensor
+Not flagged: a base-class method on `self.model` when every subclass that wraps
+`self.model` in FSDP overrides that method; `fsdp_model.clip_grad_norm_(...)`; FSDP2 (`fully_shard`) / DTensor
 parameters; the arm where `isinstance(model, FSDP)` is false.
 
 ## Why is this bad?
@@ -35,7 +36,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ddplint.analysis.models import wrapped_kind
+from ddplint.analysis.models import overridden_where_wrapped, wrapped_kind
 from ddplint.fixes import UNSAFE, NodeFix, delete_until, node_fix, replace
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
@@ -52,6 +53,12 @@ class Fsdp1NnUtilsClip(Rule):
     uses_project = True
 
     valid = [
+        # The base method clips a plain model: the subclass that shards it clips its own way.
+        Valid(IMPORTS + "class Learner:\n    def __init__(self, net):\n        self.net = net.cuda()\n"
+                        "    def clip(self, limit):\n"
+                        "        return torch.nn.utils.clip_grad_norm_(self.net.parameters(), limit)\n"
+                        "class ShardedLearner(Learner):\n    def __init__(self, net):\n        self.net = FSDP(net)\n"
+                        "    def clip(self, limit):\n        return self.net.clip_grad_norm_(limit)\n"),
         Valid(IMPORTS + "model = FSDP(net)\nmodel.clip_grad_norm_(1.0)\n"),
         Valid(IMPORTS + "from torch.distributed.fsdp import fully_shard\nfully_shard(model)\n"
                         "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n"),
@@ -75,6 +82,15 @@ class Fsdp1NnUtilsClip(Rule):
                         "        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)\n"),
     ]
     invalid = [
+        # The sharding subclass inherits the base method: it clips the FSDP model with nn.utils.
+        Invalid(IMPORTS + "class Learner:\n    def __init__(self, net):\n        self.net = net.cuda()\n"
+                          "    def clip(self, limit):\n"
+                          "        return torch.nn.utils.clip_grad_norm_(self.net.parameters(), limit)\n"
+                          "class ShardedLearner(Learner):\n    def __init__(self, net):\n        self.net = FSDP(net)\n",
+                line=7, column=16,
+                fixed=IMPORTS + "class Learner:\n    def __init__(self, net):\n        self.net = net.cuda()\n"
+                                "    def clip(self, limit):\n        return self.net.clip_grad_norm_(limit)\n"
+                                "class ShardedLearner(Learner):\n    def __init__(self, net):\n        self.net = FSDP(net)\n"),
         Invalid(IMPORTS + "model = FSDP(net)\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)\n",
                 line=4, column=1,
                 fixed=IMPORTS + "model = FSDP(net)\nmodel.clip_grad_norm_(1.0)\n"),
@@ -130,7 +146,7 @@ class Fsdp1NnUtilsClip(Rule):
             params = site.argument("parameters", 0)
             model = _parameters_receiver(params.value) if params is not None else None
             if model is not None and wrapped_kind(index, model, site.order) == "fsdp" \
-                    and not _fsdp_path_elsewhere(index, site, model):
+                    and not _fsdp_path_elsewhere(index, site, model) and not _overridden(index, site, model):
                 yield self.report(site.node, fix=_fix(site.node, params, model))
 
 
@@ -155,6 +171,14 @@ def _fsdp_path_elsewhere(index: SemanticIndex, site, model: cst.BaseExpression) 
     name = dotted_name(model)
     return any(other.scope is site.scope and dotted_name(other.receiver) == name
                for other in index.method_calls("clip_grad_norm_") if other.receiver is not None)
+
+
+def _overridden(index: SemanticIndex, site, model: cst.BaseExpression) -> bool:
+    """``self.policy`` is an FSDP model only in subclasses that override the
+    method holding the clip: the base method clips a plain model."""
+    name = dotted_name(model) or ""
+    return name.startswith("self.") and name.count(".") == 1 \
+        and overridden_where_wrapped(index, site.node, name.split(".")[1])
 
 
 def _parameters_receiver(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:

@@ -26,8 +26,12 @@ save; checkpoints whose loaders strip the `module.` prefix
 (`consume_prefix_in_state_dict_if_present`, `k.replace("module.", "")`,
 `k[7:]`). The strip must rewrite THIS checkpoint, anywhere in the project: a
 load of a file whose name can match, of the key the state dict is saved under,
-or of a path chosen at run time (a parameter); a strip of pretrained or
-teacher weights, of another file, or of parameter names does not count.
+or of a path chosen at run time (a parameter), or the strip of the evaluation
+script in the saving script's folder (`test_x.py` / `eval_x.py` next to
+`train_x.py`, whose weights path is a placeholder); a strip of pretrained or
+teacher weights, of another file, of parameter names, or of a live model's
+`state_dict()` handed to a comparison helper (`sanity_check(model.state_dict(),
+path)`) does not count.
 
 ## Why is this bad?
 The wrapper's state dict prefixes every key with `module.`. Loading the
@@ -51,13 +55,14 @@ from __future__ import annotations
 
 import re
 from fnmatch import fnmatch
+from pathlib import PurePosixPath
 from typing import Iterator, Optional
 
 import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.flow import helper_functions, precedes
-from ddplint.analysis.models import checkpoint_file_name, project_callee, project_of, wrapped_kind
+from ddplint.analysis.models import checkpoint_file_name, linked_modules, project_callee, project_of, wrapped_kind
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 from ddplint.analysis.values import is_ddp_model, literal_str
 from ddplint.fixes import UNSAFE, insert_after, node_fix
@@ -85,6 +90,14 @@ TEACHER_STRIP = (DDP_SCRIPT + "torch.save(model.state_dict(), 'ckpt.pt')\n"
                  "def load_teacher(net):\n    sd = torch.load('teacher.pt', map_location='cpu')\n"
                  "    net.load_state_dict({k[7:]: v for k, v in sd.items()})\n")
 
+# A strip of the live weights' keys, to compare them with a reference file: no loader of the checkpoint.
+COMPARE_STRIP = (DDP_SCRIPT + "def compare(weights, reference_path):\n"
+                 "    ref = torch.load(reference_path, map_location='cpu')\n    for k in list(weights.keys()):\n"
+                 "        name = k[len('module.'):] if k.startswith('module.') else k\n"
+                 "        assert torch.equal(weights[k].cpu(), ref[name])\n"
+                 "torch.save({'state_dict': model.state_dict()}, 'last.pth')\n"
+                 "compare(model.state_dict(), args.reference)\n")
+
 
 def _module(source: str) -> str:
     """The example's source after the fix: ``model.state_dict()`` of the saved
@@ -100,6 +113,11 @@ class DDPWrapperStateDict(Rule):
     needs_ddp_context = True
 
     valid = [
+        # Unwrapped under the same distributed flag the wrap depends on.
+        Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "def save_weights(model, cfg):\n    if cfg.distributed:\n        model = model.module\n"
+              "    torch.save(model.state_dict(), cfg.out)\n"
+              "def main(cfg, net):\n    if cfg.distributed:\n        net = DDP(net)\n    save_weights(net, cfg)\n"),
         Valid(DDP_SCRIPT + "torch.save(model.module.state_dict(), 'ckpt.pt')\n"),
         Valid(DDP_SCRIPT + "torch.save(model, 'whole.pt')\n"),
         Valid(DDP_SCRIPT + "raw = model.module\ntorch.save({'model': raw.state_dict()}, path)\n"),
@@ -228,6 +246,7 @@ class DDPWrapperStateDict(Rule):
         Invalid(PRETRAINED_STRIP, line=6, column=12, fixed=_module(PRETRAINED_STRIP)),
         Invalid(NAMES_STRIP, line=6, column=12, fixed=_module(NAMES_STRIP)),
         Invalid(TEACHER_STRIP, line=4, column=12, fixed=_module(TEACHER_STRIP)),
+        Invalid(COMPARE_STRIP, line=9, column=27, fixed=_module(COMPARE_STRIP)),
     ]
 
     def screen(self, sketch):
@@ -399,7 +418,8 @@ def _loaders_strip(index: SemanticIndex, name: str, path_text: str, key: str) ->
     for path, module in project.modules.items():
         for strip in module.prefix_strips:
             if strip.source in ("param", "unknown"):
-                if path in scope:
+                if path in scope and not (strip.source == "param" and path == index.path
+                                          and _param_strips_see_live_models(index)):
                     return True
                 continue
             if strip.source != "load":
@@ -409,6 +429,8 @@ def _loaders_strip(index: SemanticIndex, name: str, path_text: str, key: str) ->
             hint = strip.path_text.lower()
             if any(word in hint and word not in lowered for word in _OTHER_CHECKPOINT):
                 continue  # pretrained / teacher weights
+            if _evaluation_sibling(index.path, path) and path in linked_modules(index):
+                return True  # the evaluation script next to this one (its path is the user's to set)
             if name and strip.path:
                 if fnmatch(name, strip.path) or fnmatch(strip.path, name):
                     return True  # a loader of this file, anywhere in the project
@@ -417,3 +439,51 @@ def _loaders_strip(index: SemanticIndex, name: str, path_text: str, key: str) ->
             if path in scope or key:
                 return True
     return False
+
+
+_EVALUATION_SCRIPT = re.compile(r"(^|_)(test|eval|evaluate|evaluation|inference|infer|predict|demo)(_|$)", re.IGNORECASE)
+
+
+def _evaluation_sibling(saver: str, loader: str) -> bool:
+    """Is ``loader`` the evaluation script of the folder ``saver`` trains in
+    (``train_x.py`` saves, ``test_x.py`` next to it loads the weights and strips
+    the prefix)? Its file name is a placeholder the user replaces, so the names
+    need not match."""
+    saver_path, loader_path = PurePosixPath(saver), PurePosixPath(loader)
+    return saver_path != loader_path and saver_path.parent == loader_path.parent \
+        and bool(_EVALUATION_SCRIPT.search(loader_path.stem))
+
+
+def _param_strips_see_live_models(index: SemanticIndex) -> bool:
+    """Every function of this module that strips 'module.' from a parameter's
+    keys is handed a live model's ``state_dict()`` by its callers here
+    (``sanity_check(model.state_dict(), args.pretrained)`` comparing the trained
+    weights with pretrained ones): those strips rename keys to compare, they load
+    no checkpoint."""
+    from ddplint.analysis.flow import callers, enclosing_function
+
+    functions = {}
+    for node, value in index.strings:
+        if isinstance(value, str) and value.startswith("module"):
+            function = enclosing_function(index, node)
+            if function is None:
+                return False  # a module-level strip: not this shape
+            if _iterates_a_parameter(index, function):
+                functions[id(function)] = function
+    if not functions:
+        return False
+    for function in functions.values():
+        calls = callers(index, function)
+        if not calls or not all(any(isinstance(a.value, cst.Call) and isinstance(a.value.func, cst.Attribute)
+                                        and a.value.func.attr.value == "state_dict" for a in site.node.args)
+                                for site in calls):
+            return False
+    return True
+
+
+def _iterates_a_parameter(index: SemanticIndex, function: cst.FunctionDef) -> bool:
+    """Does the function walk the keys of one of its parameters (``for k in
+    list(state_dict.keys())``, ``sd.items()``)?"""
+    params = {p.name.value for p in function.params.params}
+    return any(site.scope is function and isinstance(site.receiver, cst.Name) and site.receiver.value in params
+               for site in index.method_calls("keys", "items"))

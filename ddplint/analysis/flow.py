@@ -897,10 +897,26 @@ def _binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) -
             # ``loss, loss_items = compute_loss(pred, y)`` where the project's
             # function returns ``..., torch.cat(parts).detach()``: that item has no history.
             facts = project_function_facts(index, value)
-            if facts is not None and str(unpack_position(node, binding.name)) in facts.returns_detached:
+            position = str(unpack_position(node, binding.name))
+            if facts is not None and position in facts.returns_detached:
+                return False
+            if facts is None and _every_alternative_detaches(index, value, position):
                 return False
         return carries_graph(index, value, binding.order, depth + 1)
     return False
+
+
+def _every_alternative_detaches(index: SemanticIndex, call: cst.Call, position: str) -> bool:
+    """``self.loss_fn(...)`` built from one of several project classes chosen at
+    run time, each of whose ``__call__`` returns that item detached."""
+    from ddplint.analysis.models import alternative_callees, project_of
+
+    callees = alternative_callees(index, call)
+    if not callees:
+        return False
+    project = project_of(index)
+    facts = [project.callee_facts(index.path, callee, index.imports) for callee in callees]
+    return all(f is not None and position in f.returns_detached for f in facts)
 
 
 def names_in(expr: Optional[cst.CSTNode]) -> set[str]:
@@ -1463,7 +1479,7 @@ def is_agreed_value(index: SemanticIndex, name: str, at: cst.CSTNode) -> bool:
     (``Project.returns_agreed``)?"""
     function = enclosing_function(index, at) or index.module
     for site in calls_in_function(index, function):
-        if site.method in AGREEING_COLLECTIVES:
+        if site.method in AGREEING_COLLECTIVES and not _after_in_same_block_flow(index, site.node, at):
             first = site.positional(0) or site.keyword("tensor") or site.keyword("object_list") \
                 or site.keyword("tensor_list") or site.keyword("output_tensor_list")
             if first is not None and name in names_in(first.value):
@@ -1478,6 +1494,16 @@ def is_agreed_value(index: SemanticIndex, name: str, at: cst.CSTNode) -> bool:
                 and returns_agreed_call(index, value):
             return True
     return False
+
+
+def _after_in_same_block_flow(index: SemanticIndex, collective: cst.CSTNode, at: cst.CSTNode) -> bool:
+    """Does the collective come after ``at`` in the same loop body (``if
+    torch.isnan(loss): continue`` ... later ``dist.reduce(losses[k], dst=0)`` for
+    logging): it cannot have made the tested value agreed."""
+    if not precedes(index, at, collective):
+        return False
+    loops_at = enclosing_loops(index, at)
+    return bool(loops_at) and loops_at[0] in enclosing_loops(index, collective)
 
 
 def returns_agreed_call(index: SemanticIndex, call: cst.Call) -> bool:

@@ -47,7 +47,8 @@ def wrapped_kind(index, expr, at_order: int) -> str:
     elif isinstance(expr, cst.Name):
         for binding in index.reaching(expr.value, expr):
             if binding.kind == "param" and isinstance(binding.scope, cst.FunctionDef):
-                kind = project_of(index).wrapped_param(index.path, function_key(index, binding.scope), expr.value)
+                kind = project_of(index).wrapped_param(index.path, function_key(index, binding.scope), expr.value) \
+                    or wrapped_by_local_callers(index, binding)
                 break
         else:
             kind = wrapped_out_of_calls(index, expr)
@@ -182,7 +183,8 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
 
 def _unwrapped_on_the_way(index, expr) -> bool:
     """Does ``name = name.module`` under ``if isinstance(name, DDP):`` (or
-    ``hasattr(name, "module")``) reach the use? Then the other bindings that
+    ``hasattr(name, "module")``, or a test that holds in a distributed run only:
+    ``if args.distributed:``) reach the use? Then the other bindings that
     reach it (the parameter, the wrap) arrive only when the test was false:
     the name never holds the wrapper there."""
     import libcst as cst
@@ -197,9 +199,14 @@ def _unwrapped_on_the_way(index, expr) -> bool:
                 or dotted_name(value.value) != expr.value:
             continue
         branch = index.enclosing(binding.node, cst.If)
-        if branch is not None and _isinstance_facts(index, branch.test, expr.value, False) \
-                and any(a is branch.body for a in index.ancestors(binding.node)):
+        if branch is None or not any(a is branch.body for a in index.ancestors(binding.node)):
+            continue
+        if _isinstance_facts(index, branch.test, expr.value, False):
             return True
+        from ddplint.analysis.roles import flag_polarity
+
+        if flag_polarity(index, branch.test) is True:
+            return True  # ``if args.distributed: model = model.module``: wrapped only in that run
     return False
 
 
@@ -531,3 +538,147 @@ def checkpoint_file_name(index, expr, depth: int = 0) -> str:
         if len(values) == 1:
             return checkpoint_file_name(index, values[0], depth + 1)
     return ""
+
+
+def overridden_where_wrapped(index, node, attribute: str, kind: str = "fsdp") -> bool:
+    """Is ``self.<attribute>`` wrapped (``kind``) only in project subclasses of
+    the class whose method holds ``node``, each of which overrides that method
+    (``BasicTrainer.clip_gradient`` on a plain model, ``FSDPTrainer`` wrapping
+    ``self.policy`` and defining its own ``clip_gradient``)? Then the method
+    never runs on the wrapped model."""
+    from ddplint.analysis.ranks import enclosing_function
+
+    function = enclosing_function(index, node)
+    owner = _owning_class(index, function) if function is not None else ""
+    if not owner:
+        return False
+    project = project_of(index)
+    module = project.modules.get(index.path)
+    subclasses = getattr(project, "_subclasses", None)
+    if module is None or subclasses is None or module.wrapped_attributes.get(owner, {}).get(attribute):
+        return False
+    method = function.name.value
+    found_wrap = False
+    pending, seen = list(subclasses().get((index.path, owner), ())), set()
+    while pending:
+        path, cls = pending.pop()
+        if (path, cls) in seen or path not in project.modules:
+            continue
+        seen.add((path, cls))
+        facts = project.modules[path]
+        if f"{cls}.{method}" in facts.functions:
+            found_wrap = found_wrap or facts.wrapped_attributes.get(cls, {}).get(attribute) == kind
+            continue  # this subtree runs its own method
+        if facts.wrapped_attributes.get(cls, {}).get(attribute) == kind:
+            return False  # a wrapping subclass inherits the method
+        pending.extend(subclasses().get((path, cls), ()))
+    return found_wrap
+
+
+def wraps_through_a_project_module(index) -> bool:
+    """Does this module wrap a model with DDP/FSDP (or start the process group)
+    through a name another module of the project re-exports
+    (``import extend_distributed as ext_dist`` ... ``ext_dist.DDP(net)``, where
+    that module does ``from torch.nn.parallel import DistributedDataParallel as
+    DDP``)? Such a module is in DDP context although it imports nothing of
+    torch.distributed itself."""
+    from ddplint.analysis.semantic import dotted_name
+
+    wanted = (names.DDP, names.FSDP, names.INIT_PROCESS_GROUP)
+    project = project_of(index)
+    for site in index.calls:
+        callee = dotted_name(site.node.func)
+        if callee is None or "." not in callee:
+            continue
+        holder, _, attribute = callee.rpartition(".")
+        target = index.imports.get(holder)
+        path = project.resolve_module(index.path, target) if target else None
+        module = project.modules.get(path) if path else None
+        if module is not None and names.canonical(module.imports.get(attribute, "")) in wanted:
+            return True
+    return False
+
+
+def wrapped_by_local_callers(index, binding) -> str:
+    """"ddp"/"fsdp" when a call of the parameter's function in this module
+    passes a model that is wrapped there in a way the project facts do not tag
+    (``optimizer, scheduler, model = prep_optimizer(...)`` returning the DDP
+    model, then ``train_epoch(epoch, args, model, ...)``)."""
+    import libcst as cst
+
+    from ddplint.analysis.flow import callers
+
+    function = binding.scope
+    key = ("models.local_callers", id(function), binding.name)
+    if key in index.cache:
+        return index.cache[key] or ""
+    index.cache[key] = ""  # a recursion through these callers finds nothing
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    if params and params[0] in ("self", "cls"):
+        params = params[1:]
+    position = params.index(binding.name) if binding.name in params else None
+    kind = ""
+    for site in callers(index, function):
+        arg = site.keyword(binding.name)
+        if arg is None and position is not None:
+            positional = [a for a in site.node.args if a.keyword is None and not a.star]
+            if any(a.star for a in site.node.args[:position + 1]):
+                continue
+            arg = positional[position] if position < len(positional) else None
+        if arg is not None and isinstance(arg.value, (cst.Name, cst.Attribute)):
+            kind = wrapped_kind(index, arg.value, site.order)
+            if kind:
+                break
+    index.cache[key] = kind
+    return kind
+
+
+def alternative_callees(index, call) -> list[str]:
+    """The project callees of ``self.loss_fn(...)`` (or ``fn(...)``) when the
+    instance is built from a class chosen at run time (``Loss = LossA if small
+    else LossB``, or assigned on two branches, ... ``self.loss_fn = Loss(...)``): "LossA.__call__",
+    "LossB.__call__"; [] when any alternative is unknown."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    values = index.reaching_values(call.func) if dotted_name(call.func) is not None else None
+    if not values:
+        return []
+    found: list[str] = []
+    for value in values:
+        if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+            return []
+        classes = index.reaching_values(value.func)
+        if not classes:
+            return []
+        arms = []
+        for cls in classes:  # ``Loss = LossA if small else LossB``: both arms
+            arms.extend((cls.body, cls.orelse) if isinstance(cls, cst.IfExp) else (cls,))
+        for cls in arms:
+            name = dotted_name(cls)
+            if name is None or not name.split(".")[-1][:1].isupper():
+                return []
+            found.append(f"{name}.__call__")
+    return found
+
+
+def linked_modules(index) -> frozenset:
+    """The modules linked to this one by imports or calls, in either direction
+    and transitively (a weakly connected component of the project). A parallel
+    run judges each such component with its own project, so a question that
+    looks beyond ``Project.scope`` (a standalone script, a sibling) must stay
+    inside it to answer the same with one process or several."""
+    key = "models.linked_modules"
+    if key in index.cache:
+        return index.cache[key]
+    project = project_of(index)
+    seen, pending = {index.path}, [index.path]
+    while pending:
+        path = pending.pop()
+        for other in (*project.reaches.get(path, ()), *project.reached_by(path)):
+            if other not in seen and other in project.modules:
+                seen.add(other)
+                pending.append(other)
+    index.cache[key] = frozenset(seen)
+    return index.cache[key]

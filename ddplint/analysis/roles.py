@@ -219,6 +219,8 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
         # opt-out option (never a rank test, which would make the else per-rank).
         operands = (test.left, test.right)
         sides = [flag_polarity(index, operand) for operand in operands]
+        if False in sides:
+            return False  # ``local_rank == -1 and args.evaluate``: a single-process run only
         if True in sides and all(side is True or _plain_option(operand) for side, operand in zip(sides, operands)):
             return True
         return None
@@ -482,3 +484,34 @@ def zero_side(index: SemanticIndex, test: cst.BaseExpression, depth: int = 0) ->
 
 def _is_bool(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value in ("True", "False")
+
+
+# ---------------------------------------------------------------------- callers
+def run_by_single_process_scripts_only(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """Does the function around ``node`` run only from scripts that are no DDP
+    workers? Every known project call of it sits at module level in a module
+    outside the DDP context (an inference or benchmark script that never imports
+    torch.distributed nor a DDP module), or in a function of such a module whose
+    own calls do (followed a few levels). Without any known call: False."""
+    from ddplint.analysis.models import function_key, project_of
+    from ddplint.analysis.ranks import enclosing_function
+
+    function = enclosing_function(index, node)
+    if function is None:
+        return False
+    project = project_of(index)
+    return _single_process_calls(project, project.function_key(index.path, function_key(index, function)), set(), 0)
+
+
+def _single_process_calls(project, key, seen: set, depth: int) -> bool:
+    calls = project.callers.get(key)
+    if not calls or depth > 3 or key in seen:
+        return False
+    seen.add(key)
+    for caller_path, call in calls:
+        if caller_path == key[0] or project.module_in_ddp_context(caller_path):
+            return False
+        if call.caller and not _single_process_calls(project, project.function_key(caller_path, call.caller),
+                                                     seen, depth + 1):
+            return False
+    return True
