@@ -234,8 +234,13 @@ class CheckpointSavedOnEveryRank(Rule):
     ]
 
     def screen(self, sketch):
-        """The screen (torch.save, or a call of a project save helper): True, False, or the project facts that must hold."""
-        return True if sketch.may_call(names.TORCH_SAVE) else ("saves",)  # or a project save helper
+        """The screen: torch.save (or a call of a project save helper), in DDP context (here,
+        project-wide, or through a project module's re-export of DDP): True, False, or the
+        project facts that must hold."""
+        kinds = () if sketch.context is not False else ("context",)
+        if not sketch.may_call(names.TORCH_SAVE):
+            kinds += ("saves",)  # a project save helper
+        return kinds or True
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if not index.in_ddp_context and not wraps_through_a_project_module(index):

@@ -14,6 +14,7 @@ import functools
 import os
 from typing import Callable, Iterable, Optional
 
+from ddplint import names
 from ddplint.screen.facts import (ARGV_LOCAL_RANK, DDP_MODEL, FSDP_MODEL, LOCAL_RANK_ATTRIBUTE, PARAM_PREFIX,
                                   UNKNOWN, CallFact, FunctionFacts, ModuleFacts)
 
@@ -500,7 +501,31 @@ class Project:
             for path_ in self._wrapping_hierarchies():
                 found.setdefault(path_, set()).add("wrapped")
             self._screen_cache = {p: frozenset(k) for p, k in found.items()}
-        return self._screen_cache.get(path, frozenset())
+        kinds = self._screen_cache.get(path, frozenset())
+        if self.module_in_ddp_context(path) or self._wraps_through_project(path):
+            kinds |= {"context"}  # DDP context, project-wide (a DDP011-style screen asks)
+        return kinds
+
+    def _wraps_through_project(self, path: str) -> bool:
+        """``ext_dist.DDP(net)`` where project module ``ext_dist`` imports DDP, FSDP
+        or init_process_group under that name (``models.wraps_through_a_project_module``
+        from the facts; a dotted holder the facts cannot resolve counts)."""
+        module = self.modules.get(path)
+        if module is None:
+            return False
+        wanted = (names.DDP, names.FSDP, names.INIT_PROCESS_GROUP)
+        for call in module.calls:
+            holder, _, attribute = call.callee.rpartition(".")
+            if not holder:
+                continue
+            if "." in holder:
+                return True
+            target = module.imports.get(holder)
+            found = self.resolve_module(path, target) if target else None
+            other = self.modules.get(found) if found else None
+            if other is not None and names.canonical(other.imports.get(attribute, "")) in wanted:
+                return True
+        return False
 
     def _wrapping_hierarchies(self) -> set[str]:
         """Modules with a class in the same inheritance family (bases and
