@@ -237,7 +237,7 @@ class CheckpointSavedOnEveryRank(Rule):
         """The screen: torch.save (or a call of a project save helper), in DDP context (here,
         project-wide, or through a project module's re-export of DDP): True, False, or the
         project facts that must hold."""
-        kinds = () if sketch.context is not False else ("context",)
+        kinds = () if sketch.context else ("context",)  # as the engine reads the verdict: None is not context
         if not sketch.may_call(names.TORCH_SAVE):
             kinds += ("saves",)  # a project save helper
         return kinds or True

@@ -42,9 +42,15 @@ class RuleInfo:
         """``Rule.url`` without importing the rule: its file as a URI."""
         return Path(self.path).resolve().as_uri()
 
-    def screen(self, sketch) -> bool:
+    def screen(self, sketch):
+        """The rule's verdict on a module's sketch: True, False, or the tuple of
+        project facts that must hold (``ddplint.screen.screening.resolve``). A
+        tuple is passed on as is: made a bool, every conditional screen passed."""
         function = _compiled(self.code, self.screen_source)
-        return True if function is None else bool(function(None, sketch))
+        if function is None:
+            return True
+        verdict = function(None, sketch)
+        return verdict if isinstance(verdict, tuple) else bool(verdict)
 
 
 def rules_folders() -> list[Path]:

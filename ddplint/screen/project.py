@@ -176,6 +176,7 @@ class Project:
         return self._unique_method(path, function) or (path, function)
 
     def _link_calls(self) -> None:
+        self._wraps_through: set[str] = set()  # see _wraps_through_project
         for path, module in self.modules.items():
             resolved = []
             for call in module.calls:
@@ -186,6 +187,8 @@ class Project:
                 if key is not None:
                     self.callers.setdefault(key, []).append((path, call))
                     resolved.append(call)
+                elif path not in self._wraps_through and self._wrap_through(path, module, call):
+                    self._wraps_through.add(path)
             # Calls into other libraries are dead weight from here on, and the
             # project is pickled to every worker process.
             module.calls = resolved
@@ -507,25 +510,21 @@ class Project:
         return kinds
 
     def _wraps_through_project(self, path: str) -> bool:
-        """``ext_dist.DDP(net)`` where project module ``ext_dist`` imports DDP, FSDP
-        or init_process_group under that name (``models.wraps_through_a_project_module``
-        from the facts; a dotted holder the facts cannot resolve counts)."""
-        module = self.modules.get(path)
-        if module is None:
+        """Does module ``path`` call ``ext_dist.DDP(net)`` where project module
+        ``ext_dist`` imports DDP, FSDP or init_process_group under that name
+        (``models.wraps_through_a_project_module`` from the facts)? Known from
+        the calls the join drops (they reach no project function)."""
+        return path in self._wraps_through
+
+    def _wrap_through(self, path: str, module: ModuleFacts, call: CallFact) -> bool:
+        holder, _, attribute = call.callee.rpartition(".")
+        if not holder or "." in holder or call.instance:  # as there: a holder an import binds
             return False
-        wanted = (names.DDP, names.FSDP, names.INIT_PROCESS_GROUP)
-        for call in module.calls:
-            holder, _, attribute = call.callee.rpartition(".")
-            if not holder:
-                continue
-            if "." in holder:
-                return True
-            target = module.imports.get(holder)
-            found = self.resolve_module(path, target) if target else None
-            other = self.modules.get(found) if found else None
-            if other is not None and names.canonical(other.imports.get(attribute, "")) in wanted:
-                return True
-        return False
+        target = module.imports.get(holder)
+        found = self.resolve_module(path, target) if target else None
+        other = self.modules.get(found) if found else None
+        return other is not None and names.canonical(other.imports.get(attribute, "")) in (
+            names.DDP, names.FSDP, names.INIT_PROCESS_GROUP)
 
     def _wrapping_hierarchies(self) -> set[str]:
         """Modules with a class in the same inheritance family (bases and
