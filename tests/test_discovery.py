@@ -101,3 +101,16 @@ def test_the_repositorys_fixtures_folder_is_linted_when_named():
             if position_and_code:
                 position, code = position_and_code
                 assert (f"fixtures/{script.name}", position, code) in reported
+
+
+def test_the_project_of_a_walked_root_is_the_named_files(repo):
+    """When the folder named on the command line is the project root, the engine
+    takes the discovered files as the project instead of walking the tree again."""
+    from ddplint.config import Settings
+    from ddplint.discovery import discover
+    from ddplint.engine import _project_pairs
+
+    settings = Settings(root=repo)
+    named = discover([str(repo)], settings).files
+    assert named
+    assert _project_pairs(repo, settings, named, walked=[repo]) == _project_pairs(repo, settings, named)

@@ -126,3 +126,24 @@ def test_a_run_where_no_screen_passes_never_imports_libcst(tmp_path):
     # The judge does import it when a screen passes.
     assert _imports_in_run(tmp_path, "from torch.nn.parallel import DistributedDataParallel as DDP\n"
                                      "model = DDP(net, find_unused_parameters=True)\n") == "LIBCST"
+
+
+def test_a_screen_that_asks_the_project_stays_conditional():
+    """A screen's tuple of project facts reaches ``resolve`` as a condition: a
+    module with no torch.save and no DDP context of its own is judged for DDP011
+    only when the project says it calls a save helper in DDP context."""
+    source = "import helpers\n\ndef run(net):\n    helpers.checkpoint(net, 'last.pt')\n"
+    verdict = screen_source(source, "train.py")
+    conditional = dict(verdict.conditional)
+    assert "DDP011" not in verdict.passed.split()
+    assert set(conditional["DDP011"]) == {"context", "saves"}
+    assert "DDP011" in resolve(verdict, None, "train.py")[0]  # no project: the judge decides
+
+
+def test_unit_test_modules_are_ruled_out_by_path_for_rules_silent_in_tests():
+    source = ("import torch\nimport torch.distributed as dist\nfrom torch.utils.data import DataLoader\n"
+              "loader = DataLoader(ds, batch_size=8, num_workers=4)\nmodel.to(f'cuda:{dist.get_rank()}')\n")
+    in_tests = set(screen_source(source, "tests/test_loader.py").passed.split())
+    in_script = set(screen_source(source, "train.py").passed.split())
+    assert {"DDP006", "DDP017"} <= in_script
+    assert not {"DDP006", "DDP017"} & in_tests
