@@ -63,8 +63,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint.analysis.flow import calls_in_function, helper_functions
-from ddplint.analysis.models import (guard_encloses_wrap, project_callee, project_of, wrap_process_group,
-                                     wrapped_kind, wrapped_slots)
+from ddplint.analysis.models import (guard_encloses_wrap, not_instance_of, project_callee, project_of,
+                                     wrap_process_group, wrapped_kind, wrapped_slots)
 from ddplint.screen.facts import COLLECTIVE_STATE_DICT, COLLECTIVES
 from ddplint import names
 from ddplint.analysis.values import is_ddp_model
@@ -179,6 +179,15 @@ class RankConditionalCollective(Rule):
                      "opt = ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.SGD, lr=0.1)\n"
                      "opt.consolidate_state_dict(to=0)\nif rank == 0:\n"
                      "    torch.save(opt.state_dict(), 'opt.pt')\n"),
+        # A closure that unwraps the DDP model before its forward (``model.module``),
+        # calling ``model(x)`` only when there is no wrapper.
+        Valid(DDP_IMPORT + "def worker(rank, net, loader):\n    def check(batches):\n"
+                           "        out = 0.0\n        for b in batches:\n            if hasattr(model, 'module'):\n"
+                           "                out += float(model.module(b).sum())\n            else:\n"
+                           "                out += float(model(b).sum())\n        return out\n"
+                           "    model = DDP(net.cuda(rank), device_ids=[rank])\n"
+                           "    for b in loader:\n        model(b).mean().backward()\n"
+                           "    if rank == 0:\n        print(check(loader))\n"),
         # A closure over the unwrapped network, run on rank 0 only.
         Valid(DDP_IMPORT + "def run(rank, net, batches):\n    def score(b):\n        return net(b).mean()\n"
                            "    ddp = DDP(net)\n    if rank == 0:\n        print(score(batches[0]))\n"),
@@ -409,11 +418,14 @@ def _closure_forward(index: SemanticIndex, site: CallSite) -> str:
             func = inner.node.func
             if not isinstance(func, cst.Name) or inner.qualified_name or index.bindings.get((id(helper), func.value)):
                 continue
+            # ``if hasattr(model, "module"): model.module(x) else: model(x)``: that
+            # ``model(x)`` runs only for an unwrapped model.
+            unwrapped = not_instance_of(index, func)
             for binding in index.reaching(func.value, site.node):
                 if binding.kind not in ("assign", "annassign") or binding.value is None:
                     continue
                 for kind, wrapper in (("ddp", DDP_NAME), ("fsdp", FSDP_NAME)):
-                    if is_ddp_model(index, binding.value, site.order, (wrapper,)):
+                    if wrapper not in unwrapped and is_ddp_model(index, binding.value, site.order, (wrapper,)):
                         return kind
     return ""
 
