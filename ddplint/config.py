@@ -102,13 +102,24 @@ class Settings:
 def path_matches(relative_path: str, pattern: str) -> bool:
     """Glob match against the relative path, or against any trailing part of it
     when the pattern has no slash (``tests`` matches ``a/tests/x.py``'s folder)."""
-    relative_path = os.path.normcase(relative_path.replace("\\", "/"))
+    path = normalised_path(relative_path)
+    return prepared_path_matches(path, path.split("/"), pattern)
+
+
+def normalised_path(relative_path: str) -> str:
+    """The form ``prepared_path_matches`` expects: slashes, the platform's case."""
+    return os.path.normcase(relative_path.replace("\\", "/"))
+
+
+def prepared_path_matches(path: str, parts: list[str], pattern: str) -> bool:
+    """``path_matches`` for a path already normalised and split (discovery asks
+    every exclude pattern about the same path)."""
     whole, part_or_below = compiled_pattern(pattern)
-    if whole(relative_path):
+    if whole(path):
         return True
     if part_or_below is None:
-        return any(whole(part) for part in relative_path.split("/"))
-    return part_or_below(relative_path) is not None
+        return any(whole(part) for part in parts)
+    return part_or_below(path) is not None
 
 
 @functools.lru_cache(maxsize=256)

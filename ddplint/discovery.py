@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ddplint.config import DEFAULT_EXCLUDE, Settings, compiled_pattern, path_matches
+from ddplint.config import DEFAULT_EXCLUDE, Settings, normalised_path, path_matches, prepared_path_matches
 
 
 class PathError(Exception):
@@ -186,17 +186,10 @@ class _Excludes:
         ``path_matches`` does; the path is prepared once for every pattern)."""
         if not relative:
             return None
-        path = os.path.normcase(relative.replace("\\", "/"))
-        parts = None
+        path = normalised_path(relative)
+        parts = path.split("/")
         for pattern, origin in self.patterns:
-            whole, part_or_below = compiled_pattern(pattern)
-            if whole(path):
-                return origin
-            if part_or_below is None:
-                parts = parts if parts is not None else path.split("/")
-                if any(whole(part) for part in parts):
-                    return origin
-            elif part_or_below(path) is not None:
+            if prepared_path_matches(path, parts, pattern):
                 return origin
         return None
 
