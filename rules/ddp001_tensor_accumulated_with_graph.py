@@ -57,7 +57,11 @@ that `backward()` consumes (`torch.stack(losses).sum().backward()`, graphs
 kept for a deferred `for l in pending: l.backward()`); short loops over the
 parts of one step (`for j in range(len(parts))`, heads, views) whose sum is
 returned into the loss; a list reset for every batch and filled by an inner
-loop over what that batch pulled (`for j in range(images.shape[0])`); `meter.update(loss)` when the meter's class is not in
+loop over what that batch pulled (`for j in range(images.shape[0])`); items
+that the project's model hands back without history (`loss, acc = net(x)`
+where every `forward` of the model's class returns `acc` as `.item()` or a
+constant, the class followed through `DDP(...)`, `amp.initialize` and the
+callers' arguments); `meter.update(loss)` when the meter's class is not in
 the project or does not keep its argument; modules (`replicas.append(
 factory.build_model(cfg))`); loops inside a module's `forward`, a few literal
 iterations (`range(10)`, also `range(n)` with `n` bound to a small literal or
@@ -469,8 +473,94 @@ def evaluate(net, loader):
 
 evaluate(model, val_loader)
 """),
+        # Items the project's forward hands back without history (a constant, an ``.item()``), reached
+        # through the DDP wrap and the caller's argument: nothing to keep.
+        Valid(TRAIN + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(16, 4)
+
+    def forward(self, x, y):
+        aux, extra = 0, 0
+        scores = self.body(x)
+        loss = criterion(scores, y)
+        hits = (scores.argmax(1) == y).float().mean().item()
+        return loss, hits, aux, extra
+
+def fit(cfg, net, loader, opt):
+    net = DDP(net, device_ids=[cfg.gpu])
+    hit_log, aux_log = [], []
+    for x, y in loader:
+        loss, hits, aux, extra = net(x, y)
+        hit_log.append(hits)
+        if aux != 0:
+            aux_log.append(aux)
+        loss.backward()
+        opt.step()
+
+def main(cfg, loader):
+    net = TwoHeads().cuda()
+    fit(cfg, net, loader, torch.optim.SGD(net.parameters(), lr=0.1))
+"""),
     ]
     invalid = [
+        # The project's forward hands back an item with history (``scores``): kept, it holds every graph.
+        Invalid(TRAIN + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(16, 4)
+
+    def forward(self, x, y):
+        aux = 0
+        scores = self.body(x)
+        loss = criterion(scores, y)
+        return loss, scores, aux
+
+def fit(cfg, net, loader, opt):
+    net = DDP(net, device_ids=[cfg.gpu])
+    score_log = []
+    for x, y in loader:
+        loss, scores, aux = net(x, y)
+        score_log.append(scores)
+        loss.backward()
+        opt.step()
+
+def main(cfg, loader):
+    net = TwoHeads().cuda()
+    fit(cfg, net, loader, torch.optim.SGD(net.parameters(), lr=0.1))
+""", line=22, column=9, severity="warning", fixed=TRAIN + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(16, 4)
+
+    def forward(self, x, y):
+        aux = 0
+        scores = self.body(x)
+        loss = criterion(scores, y)
+        return loss, scores, aux
+
+def fit(cfg, net, loader, opt):
+    net = DDP(net, device_ids=[cfg.gpu])
+    score_log = []
+    for x, y in loader:
+        loss, scores, aux = net(x, y)
+        score_log.append(scores.detach())
+        loss.backward()
+        opt.step()
+
+def main(cfg, loader):
+    net = TwoHeads().cuda()
+    fit(cfg, net, loader, torch.optim.SGD(net.parameters(), lr=0.1))
+"""),
         Invalid(TRAIN + """\
 def train(model, loader, optimizer):
     total = 0.0

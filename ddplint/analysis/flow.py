@@ -902,8 +902,139 @@ def _binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) -
                 return False
             if facts is None and _every_alternative_detaches(index, value, position):
                 return False
+            if facts is None and _is_model_call(index, value, binding.order) \
+                    and forward_detached_position(index, value, position):
+                return False  # ``loss, acc = model(x)``: the project's forward returns ``acc`` detached
         return carries_graph(index, value, binding.order, depth + 1)
     return False
+
+
+_MODEL_WRAPS = (names.DDP, names.FSDP, "torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                "torch.nn.parallel.data_parallel.DataParallel")
+_MODEL_MOVES = ("to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval")
+
+
+def model_classes(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> Optional[set[str]]:
+    """The project classes (as written here) a model expression may be an
+    instance of, followed through its reaching bindings, wrap calls
+    (``DDP(model)``, ``DataParallel(model)``), moves (``model.to(device)``)
+    and parameters filled by this module's calls (``train(args, model)`` with
+    ``model = Model(...)``); None when any alternative is unknown."""
+    if depth > 12:
+        return None
+    memo = index.cache.setdefault("flow.model_classes", {})
+    key = id(expr)
+    if key in memo:
+        return memo[key][1]
+    memo[key] = (expr, None)  # a cycle (a recursive caller) is unknown
+    found = _model_classes(index, expr, depth)
+    memo[key] = (expr, found)
+    return found
+
+
+def _model_classes(index: SemanticIndex, expr: cst.BaseExpression, depth: int) -> Optional[set[str]]:
+    if isinstance(expr, cst.Call):
+        qualified = index.qualified_name(expr.func)
+        if qualified in _MODEL_WRAPS:
+            inner = expr.args[0].value if expr.args and not expr.args[0].star else None
+            keyword = next((a.value for a in expr.args if a.keyword is not None and a.keyword.value == "module"),
+                           None)
+            inner = keyword if keyword is not None else inner
+            return model_classes(index, inner, depth + 1) if inner is not None else None
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _MODEL_MOVES:
+            return model_classes(index, expr.func.value, depth + 1)
+        name = dotted_name(expr.func)
+        if name is None or not name.split(".")[-1][:1].isupper() or qualified is not None and \
+                qualified.startswith(("torch.", "transformers.", "timm.", "torchvision.")):
+            return None
+        return {name}
+    if not isinstance(expr, cst.Name):
+        return None
+    reaching = index.reaching(expr.value, expr)
+    if not reaching:
+        return None
+    found: set[str] = set()
+    for binding in reaching:
+        if binding.kind in ("assign", "annassign") and binding.value is not None:
+            classes = model_classes(index, binding.value, depth + 1)
+        elif binding.kind == "param" and isinstance(binding.scope, cst.FunctionDef):
+            classes = _param_model_classes(index, binding, depth)
+        elif binding.kind == "unpack" and isinstance(binding.node, cst.Assign):
+            classes = _prepared_model_classes(index, binding, depth)
+        else:
+            classes = None
+        if classes is None:
+            return None
+        found |= classes
+    return found
+
+
+_PREPARE_CALLS = ("apex.amp.initialize", "amp.initialize")
+
+
+def _prepared_model_classes(index: SemanticIndex, binding: Binding, depth: int) -> Optional[set[str]]:
+    """``model, optimizer = amp.initialize(model, optimizer)`` (apex) or
+    ``model, opt = accelerator.prepare(model, opt)``: item i is argument i, the same model."""
+    value = binding.value if isinstance(binding.value, cst.Call) else binding.node.value
+    if not isinstance(value, cst.Call):
+        return None
+    qualified = index.qualified_name(value.func) or dotted_name(value.func) or ""
+    if qualified not in _PREPARE_CALLS and not (
+            isinstance(value.func, cst.Attribute) and value.func.attr.value == "prepare"
+            and "accelerat" in (dotted_name(value.func.value) or "").lower()):
+        return None
+    position = unpack_position(binding.node, binding.name)
+    positional = [a for a in value.args if a.keyword is None]
+    if position is None or position >= len(positional) or any(a.star for a in positional[:position + 1]):
+        return None
+    return model_classes(index, positional[position].value, depth + 1)
+
+
+def _param_model_classes(index: SemanticIndex, binding: Binding, depth: int) -> Optional[set[str]]:
+    function = binding.scope
+    params = [p.name.value for p in function.params.params]
+    if binding.name not in params:
+        return None
+    position = params.index(binding.name)
+    if position and params[0] in ("self", "cls"):
+        position -= 1
+    sites = callers(index, function)
+    if not sites:
+        return None
+    found: set[str] = set()
+    for site in sites:
+        arg = next((a for a in site.node.args if a.keyword is not None and a.keyword.value == binding.name), None)
+        if arg is None:
+            positional = [a for a in site.node.args if a.keyword is None]
+            if any(a.star for a in positional[:position + 1]) or position >= len(positional):
+                return None
+            arg = positional[position]
+        classes = model_classes(index, arg.value, depth + 1)
+        if classes is None:
+            return None
+        found |= classes
+    return found
+
+
+def forward_detached_position(index: SemanticIndex, call: cst.Call, position: str) -> bool:
+    """``loss, acc = model(x)`` where every class the model may be an instance
+    of is a project class whose ``forward`` returns item ``position`` without
+    autograd history in every return (``acc = logits.argmax(1).eq(y).float().mean().item()``,
+    a constant ``0``)."""
+    from ddplint.analysis.models import project_of
+
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+        func = func.value
+    classes = model_classes(index, func)
+    if not classes:
+        return False
+    project = project_of(index)
+    for cls in classes:
+        facts = project.callee_facts(index.path, f"{cls}.forward")
+        if facts is None or position not in facts.returns_detached:
+            return False
+    return True
 
 
 def _every_alternative_detaches(index: SemanticIndex, call: cst.Call, position: str) -> bool:

@@ -78,7 +78,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "15"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "16"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -536,6 +536,11 @@ class _Extractor:
                     dotted = _dotted(target)
                     if dotted is not None:
                         self.assigned[-1].setdefault(dotted, []).append(node.value)
+                    elif _same_length_tuples(target, node.value):  # ``a, b = 0, 0``: element by element
+                        for element, value in zip(target.elts, node.value.elts):
+                            name = _dotted(element)
+                            if name is not None:
+                                self.assigned[-1].setdefault(name, []).append(value)
                         wrapped = self.wrapper_of(node.value) if self.function is None else ""
                         if wrapped and "." not in dotted:  # ``model = DDP(model)`` in a script
                             self.facts.wrapped_globals[dotted] = wrapped
@@ -1052,6 +1057,13 @@ _SANITISERS = ("item", "detach", "tolist", "numpy", "cpu_numpy")
 
 _HISTORY_KEEPING_METHODS = ("clone", "to", "cuda", "cpu", "float", "double", "half", "view", "reshape",
                             "contiguous", "mean", "sum", "div", "div_", "mul", "mul_", "add", "add_")
+
+
+def _same_length_tuples(target: ast.AST, value: ast.AST) -> bool:
+    """``a, b = x, y``: a tuple (or list) target and value of the same length, no starred item."""
+    kinds = (ast.Tuple, ast.List)
+    return isinstance(target, kinds) and isinstance(value, kinds) and len(target.elts) == len(value.elts) \
+        and not any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts))
 
 
 def _reads_raw(expr: ast.AST, name: str) -> bool:
