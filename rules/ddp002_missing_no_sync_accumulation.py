@@ -13,9 +13,12 @@ Backward and step may be done by a helper: a same-module function, a
 mixed-precision manager of the project (`amp.backward(loss)` then
 `amp.step(model, optimizer)`), or a helper object told when to step
 (MAE/ConvNeXt's `loss_scaler(loss, optimizer, update_grad=(i + 1) % k == 0)`,
-also when its class lives in another module). The report is at the backward
-call of the accumulating iteration (the helper call when a helper runs it),
-once per call: a loop with an AMP arm and a plain arm gets one report each.
+also when it lives in another module). The report is at the backward call of
+the accumulating iteration, once per call: in a step function of this module
+that the loop calls (`self.train_in_steps()`, `optimizer_step(loss, ...,
+is_update=...)`), at that function's backward (an AMP arm and a plain arm get
+one report each); at the loop's call for a helper named for the backward
+(`backward(loss, scaler)`, `amp.backward(loss)`) or one of another module.
 
 The model may be wrapped in the same function, held in `self.model`, passed in
 as a parameter by a caller anywhere in the project that wrapped it, or handed
@@ -308,7 +311,25 @@ for i, (x, y) in enumerate(loader):
 """),
     ]
     invalid = [
-        # The step sits two helpers down (train_step -> maybe_step), under a counter test.
+        # A step function of this module told when to step (``is_update``): reported at its backward.
+        Invalid(DDP + """\
+def apply_update(loss, opt, net, cfg, is_update=True):
+    loss.backward()
+    if is_update:
+        torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.clip)
+        opt.step()
+        opt.zero_grad()
+
+def fit(net, loader, opt, cfg):
+    net = DDP(net)
+    seen = 0
+    for xb in loader:
+        seen += 1
+        is_update = seen % cfg.grad_acc == 0
+        apply_update(net(xb).mean() / cfg.grad_acc, opt, net, cfg, is_update=is_update)
+""", line=5, column=5),
+        # The step sits two helpers down (train_step -> maybe_step), under a counter test:
+        # reported at the step function's backward (RULES.md: the backward() call).
         Invalid(DDP + "class Engine:\n    def __init__(self, net):\n        self.model = DDP(net)\n"
                       "        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)\n"
                       "        self.accumulate = 4\n        self.last_step = 0\n"
@@ -318,7 +339,7 @@ for i, (x, y) in enumerate(loader):
                       "    def maybe_step(self):\n"
                       "        if self.it - self.last_step >= self.accumulate:\n"
                       "            self.opt.step()\n            self.opt.zero_grad()\n            self.last_step = self.it\n",
-                line=12, column=13),
+                line=15, column=9),
         # The DDP model comes back from a helper (unpacked) and is passed on to the epoch function.
         Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
               "def setup(net, rank):\n    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
@@ -485,7 +506,8 @@ for i, (x, y) in enumerate(loader):
     loss = model(x).sum()
     amp_helper(loss, optimizer, do_step=(i + 1) % 4 == 0)
 """, line=7, column=5),
-        # A helper class of this module whose __call__ scales, backwards and steps.
+        # A helper class of this module whose __call__ scales, backwards and steps:
+        # reported at that backward.
         Invalid(DDP + """\
 class ScaledStep:
     def __init__(self):
@@ -501,7 +523,7 @@ model = DDP(net)
 for i, (x, y) in enumerate(loader):
     loss = model(x).sum()
     loss_scaler(loss, optimizer, update_grad=(i + 1) % accum_iter == 0)
-""", line=17, column=5),
+""", line=8, column=9),
         # A per-iteration step function (an Ignite-style `update`): the step is
         # taken on some calls only.
         Invalid(DDP + """\
@@ -684,30 +706,59 @@ def fit(m, loader, opt, k):
             for word in ("step", "update", "sync", "boundary", "is_last", "accum"))))
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
+        # One report per accumulating backward() call, at that call (RULES.md
+        # "Report at"): a step function of this module that the loop calls
+        # (``self.train_in_steps()``, ``optimizer_step(loss, ..., is_update)``)
+        # is reported at its backward (an AMP arm and a plain arm make one
+        # report each); a helper named for the backward (``backward(loss,
+        # scaler)``) and a helper of another module where the loop calls it.
         reported: set[int] = set()
+        handled: set[int] = set()
         for region, backward in _backwards(index):
-            # One report per backward call in the loop: a helper that runs the
-            # backward is reported where the loop calls it (an AMP arm and a
-            # plain arm inside one helper make one report).
             node = backward.anchor
-            if id(node) in reported:
+            site = backward.site.node if backward.inlined and not _names_backward(node) else node
+            if id(site) in reported:
                 continue
             test = _accumulates(index, region, backward)
             if test is not None and _on_wrapped_model(index, region) \
                     and not _sync_handled(index, region, node):
-                reported.add(id(node))
-                yield self.report(node, _message(index, test))
+                reported.add(id(site))
+                handled.add(id(node))
+                yield self.report(site, _message(index, test))
         # Backward and step done by a helper object, told when to step:
         # ``loss_scaler(loss, optimizer, update_grad=(i + 1) % k == 0)``.
         for site, test in flow.helper_step_calls(index):
             loop = flow.enclosing_loops(index, site.node)[0]
-            if id(site.node) in reported or flow.in_framework_code(index, site.node):
+            if id(site.node) in handled or flow.in_framework_code(index, site.node):
                 continue
             if not _is_accumulation_test(test) or not _on_wrapped_model(index, loop) \
                     or _sync_handled(index, loop, site.node):
                 continue
-            reported.add(id(site.node))
-            yield self.report(site.node, _message(index, test))
+            handled.add(id(site.node))
+            for node in _backward_sites(index, site):
+                if id(node) not in reported:
+                    reported.add(id(node))
+                    yield self.report(node, _message(index, test))
+
+
+def _backward_sites(index: SemanticIndex, site) -> list[cst.CSTNode]:
+    """Where a helper call's accumulating backward is reported: the tensor
+    backwards of the helper's body when this module shows it and the helper
+    is not named for the backward, else the call."""
+    if _names_backward(site.node):
+        return [site.node]
+    found = [inner.node for body in flow.visible_bodies(index, site)
+             for inner in flow.calls_in_function(index, body) if flow.is_tensor_backward(index, inner)]
+    return found or [site.node]
+
+
+def _names_backward(call: cst.CSTNode) -> bool:
+    """A call that reads as the iteration's backward: ``backward(loss, scaler)``,
+    ``backward_step(loss)``, ``amp.backward(loss)``."""
+    if not isinstance(call, cst.Call):
+        return False
+    name = dotted_name(call.func) or ""
+    return "backward" in name.rsplit(".", 1)[-1].lower()
 
 
 def _backwards(index: SemanticIndex) -> Iterator[tuple[cst.CSTNode, flow.Event]]:

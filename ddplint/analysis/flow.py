@@ -393,7 +393,7 @@ def helper_step_calls(index: SemanticIndex) -> list[tuple[CallSite, cst.BaseExpr
         return cached
     found = []
     for site in index.calls:
-        if site.qualified_name is not None or site.method in ("backward", "step") or \
+        if site.method in ("backward", "step") or \
                 not enclosing_loops(index, site.node) or is_tensor_backward(index, site):
             continue
         receiver = (dotted_name(site.node.func) or "").lower()
@@ -402,13 +402,15 @@ def helper_step_calls(index: SemanticIndex) -> list[tuple[CallSite, cst.BaseExpr
         flag = _step_flag(site)
         if flag is None:
             continue
+        if site.qualified_name is not None and project_function_facts(index, site.node) is None:
+            continue  # a library's function; a project function imported by name is judged below
         values = [a.value for a in site.node.args]
         if not any(holds_optimizer(index, v) for v in values):
             continue
         if not any(carries_graph(index, v, site.order) or "loss" in (dotted_name(v) or "").lower()
                    for v in values):
             continue
-        visible = _visible_bodies(index, site)
+        visible = visible_bodies(index, site)
         if visible and not any(function_trains(index, body) for body in visible):
             continue
         facts = project_function_facts(index, site.node) if not visible else None
@@ -443,7 +445,7 @@ def _has_modulo(expr: cst.CSTNode) -> bool:
     return False
 
 
-def _visible_bodies(index: SemanticIndex, site: CallSite) -> list[cst.FunctionDef]:
+def visible_bodies(index: SemanticIndex, site: CallSite) -> list[cst.FunctionDef]:
     """Same-module bodies a call runs: a function by name, ``self.m``, or the
     ``__call__`` of a class of this module that the callee is an instance of."""
     bodies = helper_functions(index, site)
