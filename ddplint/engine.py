@@ -652,7 +652,7 @@ def _refs_of(facts) -> tuple[str, ...]:
     """Dotted names through which a module can reach another: its import
     targets, star imports, and the callees and class bases it spells through
     an import (``pkg.mod.f`` with ``import pkg``)."""
-    found = set(facts.imports.values()) | set(facts.star_imports)
+    found = set(facts.imports.values()) | set(facts.star_imports) | set(facts.dynamic_imports or ())
     spelled = [call.callee for call in facts.calls] + [b for bases in facts.classes.values() for b in bases]
     for dotted in spelled:
         head, _, rest = dotted.partition(".")
@@ -686,6 +686,12 @@ def _components(modules: list[str], refs: dict[str, tuple[str, ...]]) -> dict[st
 
     for module, names in refs.items():
         for dotted in names:
+            if "*" in dotted:  # a run-time import's pattern (``import_module(f"pkg.{name}")``)
+                for target in index.modules_matching(dotted):
+                    a, b = find(module), find(target)
+                    if a != b:
+                        parent[a] = b
+                continue
             level = len(dotted) - len(dotted.lstrip("."))
             pieces = dotted[level:].split(".")
             for size in range(len(pieces), -1 if level else 0, -1):

@@ -148,6 +148,9 @@ class ModuleFacts:
     path: str
     imports: dict[str, str] = field(default_factory=dict)  # local name -> target ("..pkg.mod.f")
     star_imports: list[str] = field(default_factory=list)  # modules of ``from M import *``
+    # Modules imported by name at run time: ``import_module(f"pkg.trainers.{name}_trainer")``
+    # as "pkg.trainers.*_trainer" ("*" stands for a formatted part, within one dotted part).
+    dynamic_imports: list[str] = field(default_factory=list)
     own_ddp_context: bool = False
     functions: dict[str, FunctionFacts] = field(default_factory=dict)  # "f" / "Cls.method" -> facts
     classes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # "Cls" / "Outer.Inner" -> bases
@@ -274,6 +277,8 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
             setattr(facts, name, EMPTY_MAP)
     if not facts.star_imports:
         facts.star_imports = ()  # type: ignore[assignment]
+    if not facts.dynamic_imports:
+        facts.dynamic_imports = ()  # type: ignore[assignment]
     if not facts.prefix_strips:
         facts.prefix_strips = ()  # type: ignore[assignment]
     return facts
@@ -724,6 +729,10 @@ class _Extractor:
         facts, function = self.facts, self.function
         qualified = self.qualified(node.func) or ""
         dotted = _dotted(node.func) or ""
+        if qualified == "importlib.import_module" and node.args:
+            pattern = _import_pattern(node.args[0])
+            if pattern is not None:
+                facts.dynamic_imports.append(pattern)
         method = dotted.split(".")[-1] if dotted else (
             node.func.attr if isinstance(node.func, ast.Attribute) else "")
         if qualified in (names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD):
@@ -1058,6 +1067,30 @@ _SANITISERS = ("item", "detach", "tolist", "numpy", "cpu_numpy")
 _HISTORY_KEEPING_METHODS = ("clone", "to", "cuda", "cpu", "float", "double", "half", "view", "reshape",
                             "contiguous", "mean", "sum", "div", "div_", "mul", "mul_", "add", "add_")
 
+
+
+def _import_pattern(expr: ast.AST) -> Optional[str]:
+    """The module name ``import_module`` is given, with "*" for each formatted
+    part (``f"pkg.trainers.{name}_trainer"`` -> "pkg.trainers.*_trainer"); None
+    unless a literal package prefix ("pkg.") comes before the first formatted part."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        text = expr.value
+    elif isinstance(expr, ast.JoinedStr):
+        pieces = []
+        for value in expr.values:
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                pieces.append(value.value.replace("*", ""))
+            else:
+                pieces.append("*")
+        text = "".join(pieces)
+    else:
+        return None
+    head = text.split("*", 1)[0]
+    if not text or text.startswith(".") or ("*" in text and "." not in head):
+        return None
+    if not all(part and all(c.isalnum() or c in "_*" for c in part) for part in text.split(".")):
+        return None
+    return text
 
 def _same_length_tuples(target: ast.AST, value: ast.AST) -> bool:
     """``a, b = x, y``: a tuple (or list) target and value of the same length, no starred item."""

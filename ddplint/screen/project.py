@@ -211,7 +211,24 @@ class Project:
                 resolved = self.resolve_module(path, target)
                 if resolved is not None and resolved != path:
                     found.add(resolved)
+            for pattern in module.dynamic_imports:
+                found.update(m for m in self.modules_matching(pattern) if m != path)
         return imported
+
+    def modules_matching(self, pattern: str) -> list[str]:
+        """The project modules a run-time import may load: ``import_module``'s
+        name with "*" for a formatted part ("pkg.trainers.*_trainer"), matched
+        part by part against the end of each module's dotted path."""
+        import fnmatch
+
+        wanted = pattern.split(".")
+        found = []
+        for path in self.modules:
+            parts = _module_parts(path)
+            if len(parts) >= len(wanted) and all(
+                    fnmatch.fnmatchcase(part, want) for part, want in zip(parts[-len(wanted):], wanted)):
+                found.append(path)
+        return found
 
     def _link_modules(self) -> dict[str, set[str]]:
         reaches = {path: set(targets) for path, targets in self.imported.items()}
