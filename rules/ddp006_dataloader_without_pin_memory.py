@@ -35,7 +35,10 @@ CPU-only code; a module that feeds another accelerator itself (JAX/Flax,
 contain; a loader factory of a module without CUDA use that only the module's
 own `__main__` smoke test calls; a dataset that already holds CUDA tensors (cached latents on the
 GPU: there is nothing to copy, and `pin_memory=True` would raise); unit tests
-(`test_*.py`, `tests/`), whose loaders test behaviour, not throughput.
+(`test_*.py`, `tests/`), whose loaders test behaviour, not throughput; a
+loader in the arm of `if mode == "test":` where `mode` is a parameter that
+every call in the project fills with another string constant (`Loader(cfg,
+"train")`, `Loader(cfg, "online_eval")`): that arm never runs.
 
 ## References
 - https://pytorch.org/docs/stable/data.html#memory-pinning
@@ -47,6 +50,7 @@ import re
 import libcst as cst
 
 from ddplint import names
+from ddplint.analysis import flow
 from ddplint.analysis.models import project_of
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
 from ddplint.analysis.values import (GLOBAL, LOCAL, fstring_prefix, is_literal_zero, is_test_module, literal_int,
@@ -146,8 +150,52 @@ class DataLoaderWithoutPinMemory(Rule):
         Valid("import torch\nimport torch.distributed as dist\n" + LOADER +
               "dist.init_process_group('gloo')\nloader = DataLoader(ds, num_workers=4)\n"
               "for x in loader:\n    x = x.to(torch.float16)\n"),
+        # A "test"-mode loader of a class every call of the project builds in another mode:
+        # that branch never runs (nor would it in a caller passing a mode it cannot tell).
+        Valid(LOADER + """\
+class Batches:
+    def __init__(self, cfg, dataset, mode):
+        if mode == "train":
+            self.loader = DataLoader(dataset, batch_size=cfg.batch, num_workers=8, pin_memory=True)
+        elif mode == "test":
+            self.loader = DataLoader(dataset, batch_size=1, num_workers=2)
+
+def run(cfg, model, train_set, val_set):
+    for x in Batches(cfg, train_set, "train").loader:
+        model(x.cuda(non_blocking=True)).sum().backward()
+    for x in Batches(cfg, val_set, "train").loader:
+        model(x.cuda(non_blocking=True))
+"""),
     ]
     invalid = [
+        # The same class with a caller that builds the "test" loader.
+        Invalid(LOADER + """\
+class Batches:
+    def __init__(self, cfg, dataset, mode):
+        if mode == "train":
+            self.loader = DataLoader(dataset, batch_size=cfg.batch, num_workers=8, pin_memory=True)
+        elif mode == "test":
+            self.loader = DataLoader(dataset, batch_size=1, num_workers=2)
+
+def run(cfg, model, train_set, val_set):
+    for x in Batches(cfg, train_set, "train").loader:
+        model(x.cuda(non_blocking=True)).sum().backward()
+    for x in Batches(cfg, val_set, "test").loader:
+        model(x.cuda(non_blocking=True))
+""", line=7, column=27, fixed=LOADER + """\
+class Batches:
+    def __init__(self, cfg, dataset, mode):
+        if mode == "train":
+            self.loader = DataLoader(dataset, batch_size=cfg.batch, num_workers=8, pin_memory=True)
+        elif mode == "test":
+            self.loader = DataLoader(dataset, batch_size=1, num_workers=2, pin_memory=True)
+
+def run(cfg, model, train_set, val_set):
+    for x in Batches(cfg, train_set, "train").loader:
+        model(x.cuda(non_blocking=True)).sum().backward()
+    for x in Batches(cfg, val_set, "test").loader:
+        model(x.cuda(non_blocking=True))
+"""),
         # A collate_fn that builds tensors: the batches are pinnable.
         Invalid(LOADER + "import torch\ndef stack(examples):\n    return torch.stack(examples)\n"
                          "loader = DataLoader(records, batch_size=16, num_workers=4, collate_fn=stack)\n"
@@ -244,7 +292,8 @@ class DataLoaderWithoutPinMemory(Rule):
         own_cuda = uses_cuda(index)
         for call in calls:
             if _holds_cuda_tensors(index, call) or _identity_collate(index, call) \
-                    or (not own_cuda and _only_self_tested(index, call)):
+                    or (not own_cuda and _only_self_tested(index, call)) \
+                    or flow.in_branch_no_caller_takes(index, call.node):
                 continue
             workers = literal_int(call.argument("num_workers").value)
             message = self.message if workers is None else (

@@ -1697,3 +1697,53 @@ def events_exclusive(index: SemanticIndex, a: Event, b: Event) -> bool:
 def event_under_amp_switch(index: SemanticIndex, event: Event) -> bool:
     return under_amp_switch(index, event.anchor) or (
         event.inlined and under_amp_switch(index, event.site.node))
+
+
+# ---------------------------------------------------------------------- branches no caller takes
+
+
+def in_branch_no_caller_takes(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """Is ``node`` in the arm of ``if mode == "test":`` (or ``mode in ("a", "b")``)
+    where ``mode`` is a parameter of the enclosing function that every call
+    site of the project fills with a string constant, none of them that one
+    (``Loader(cfg, "train")``, ``Loader(cfg, "online_eval")``)? That arm never
+    runs in the project. Unknown callers, or any other argument, say no."""
+    from ddplint.analysis.models import parameter_values
+    from ddplint.screen.facts import STRING_PREFIX
+
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, _FUNCTION_TYPES):
+            return False
+        if isinstance(ancestor, cst.If) and child is ancestor.body:
+            tested = _string_test(ancestor.test)
+            if tested is not None:
+                name, wanted = tested
+                bindings = index.reaching(name.value, name)
+                if bindings and all(b.kind == "param" for b in bindings):
+                    tags = parameter_values(index, bindings[0])
+                    if tags and all(t.startswith(STRING_PREFIX) for t in tags) \
+                            and not any(t[len(STRING_PREFIX):] in wanted for t in tags):
+                        return True
+        child = ancestor
+    return False
+
+
+def _string_test(test: cst.BaseExpression) -> Optional[tuple[cst.Name, set[str]]]:
+    """``name == "x"``, ``"x" == name``, ``name in ("x", "y")``: (name, {"x", "y"})."""
+    from ddplint.analysis.values import literal_str
+
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    left, right = test.left, target.comparator
+    if isinstance(target.operator, cst.Equal):
+        if isinstance(right, cst.Name):
+            left, right = right, left
+        text = literal_str(right)
+        return (left, {text}) if isinstance(left, cst.Name) and text is not None else None
+    if isinstance(target.operator, cst.In) and isinstance(left, cst.Name) \
+            and isinstance(right, (cst.Tuple, cst.List, cst.Set)):
+        texts = {literal_str(e.value) for e in right.elements}
+        return (left, texts) if None not in texts else None
+    return None

@@ -65,6 +65,8 @@ LITERAL = "literal"  # an integer constant
 TRUE = "true"  # the constant True (``data_sampler(ds, shuffle=True)``)
 UNKNOWN = "unknown"  # anything else (in Project.param_values only)
 PARAM_PREFIX = "param:"  # "param:NAME": the caller's own parameter NAME, passed on
+STRING_PREFIX = "str:"  # "str:train": a short word-like string constant (a mode name)
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,39}$")
 LOCAL_RANK_ATTRIBUTE = "attr:local_rank"  # X.local_rank: ARGV_LOCAL_RANK once the join knows
 
 _GLOBAL_RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
@@ -965,6 +967,9 @@ class _Extractor:
         wrapped = self.wrapper_of(expr)
         if wrapped:
             return wrapped
+        if isinstance(expr, ast.Constant) and isinstance(expr.value, str) and expr.value not in ("cuda", "cpu") \
+                and _WORD.match(expr.value):
+            return STRING_PREFIX + expr.value  # ``Loader(cfg, "train")``: which branch the callee takes
         if isinstance(expr, ast.Name):
             for value in self.values_of(expr.id):
                 wrapped = self.wrapper_of(value)
