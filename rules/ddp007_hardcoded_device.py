@@ -34,7 +34,10 @@ not a DDP worker: launcher-parent code before or after `mp.spawn` (also in
 functions only the launcher calls, such as a test pass after the join), the single-process
 branch of a script (`if args.local_rank == -1:`, the `else` of
 `if args.distributed:` or of `if world_size > 1:`, whatever the world-size
-spelling: `worldsize`, `nprocs`, `num_processes`, ...); unit tests (`test_*.py`,
+spelling: `worldsize`, `nprocs`, `num_processes`, ...), and the methods of a
+class whose `__init__` builds a trainer of the module with its single-process
+defaults (`Trainer(name=name)` where `Trainer.__init__` takes `rank=0,
+world_size=1`: an inference helper such as a `ModelLoader`); unit tests (`test_*.py`,
 `tests/`), which pin devices on purpose; modules outside DDP context.
 
 ## References
@@ -120,8 +123,54 @@ class HardcodedDevice(Rule):
               filename="frame_reducer.py"),
         # a round trip through the GPU whose result stays on the CPU
         Valid(DIST + "w = Int8Params(value).to(0).to('cpu')\nscales = w.SCB.cuda(0).cpu()\n"),
+        # An inference helper whose trainer is built with its single-process defaults (rank=0, world_size=1).
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+class Runner:
+    def __init__(self, name, rank=0, world_size=1):
+        self.rank, self.is_ddp = rank, world_size > 1
+        self.net = make_net(name).cuda(rank)
+        if self.is_ddp:
+            self.net = DDP(self.net, device_ids=[rank])
+
+class Sampler:
+    def __init__(self, name):
+        self.runner = Runner(name)
+
+    def draw(self, n):
+        z = torch.randn(n, 64, device=0)
+        return self.runner.net(z)
+
+def worker(rank, world_size):
+    dist.init_process_group("nccl", rank=rank, world_size=world_size)
+    Runner("exp", rank=rank, world_size=world_size)
+"""),
     ]
     invalid = [
+        # The same helper building the trainer for this rank of a distributed run.
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+class Runner:
+    def __init__(self, name, rank=0, world_size=1):
+        self.rank, self.is_ddp = rank, world_size > 1
+        self.net = make_net(name).cuda(rank)
+        if self.is_ddp:
+            self.net = DDP(self.net, device_ids=[rank])
+
+class Sampler:
+    def __init__(self, name, rank, world_size):
+        self.runner = Runner(name, rank, world_size)
+
+    def draw(self, n):
+        z = torch.randn(n, 64, device=0)
+        return self.runner.net(z)
+
+def worker(rank, world_size):
+    dist.init_process_group("nccl", rank=rank, world_size=world_size)
+    Runner("exp", rank=rank, world_size=world_size)
+""", line=17, column=39),
         Invalid(DIST + "model = model.to('cuda:0')\n", line=3, column=18),
         Invalid(DIST + "device = torch.device('cuda', 0)\n", line=3, column=31),
         Invalid(DIST + "model = model.cuda(0)\n", line=3, column=20),
@@ -166,7 +215,7 @@ class HardcodedDevice(Rule):
             return
         for node in _hardcoded_device_literals(index):
             if is_worker_code(index, node) and not in_device_list(index, node) and not _left_at_once(index, node) \
-                    and not runs_on_rank_zero_only(index, node):
+                    and not runs_on_rank_zero_only(index, node) and not _holds_single_process_trainer(index, node):
                 yield self.report(node, _message(index, node))
 
 
@@ -183,6 +232,61 @@ def _message(index: SemanticIndex, node: cst.CSTNode) -> str:
     else:
         return HardcodedDevice.message
     return f"hard-coded device index: every rank puts its tensors on {device}; derive the index from LOCAL_RANK"
+
+
+# Parameters that make a trainer distributed: a world size whose default is 1,
+# or a switch whose default is False.
+_WORLD_SIZE_PARAMS = ("world_size", "worldsize", "nprocs", "num_processes", "num_gpus", "ngpus", "n_gpus")
+_DDP_SWITCH_PARAMS = ("is_ddp", "ddp", "use_ddp", "distributed", "is_distributed", "multiprocessing_distributed")
+
+
+def _holds_single_process_trainer(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """``node`` is in a method of a class whose ``__init__`` builds a class of
+    this module with its single-process defaults: ``self.model =
+    Trainer(name=name)`` where ``Trainer.__init__(..., is_ddp=False, rank=0,
+    world_size=1)`` and the call passes none of them (an inference helper such
+    as a ``ModelLoader``: one process, one GPU). A process role question
+    (``roles.process_role``), kept here while only this rule asks it."""
+    method = next((a for a in index.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+    owner = index.parent(index.parent(method)) if method is not None else None
+    if not isinstance(owner, cst.ClassDef):
+        return False
+    init = next((f for f in index.functions_named("__init__") if index.parent(index.parent(f)) is owner), None)
+    if init is None:
+        return False
+    classes = {c.name.value: c for c in index.classes}
+    for site in index.calls:
+        func = site.node.func
+        if site.scope is not init or not isinstance(func, cst.Name) or func.value not in classes \
+                or classes[func.value] is owner:
+            continue
+        built = next((f for f in index.functions_named("__init__")
+                      if index.parent(index.parent(f)) is classes[func.value]), None)
+        if built is not None and _left_single_process(built, site.node):
+            return True
+    return False
+
+
+def _left_single_process(init: cst.FunctionDef, call: cst.Call) -> bool:
+    """Does ``call`` of the class whose constructor is ``init`` leave every
+    distributed parameter at a single-process default (at least one)?"""
+    if any(arg.star for arg in call.args):
+        return False
+    params = [p for p in init.params.params][1:]  # after ``self``
+    positional = sum(1 for arg in call.args if arg.keyword is None)
+    passed = {arg.keyword.value for arg in call.args if arg.keyword is not None}
+    switches = []
+    for position, param in enumerate([*params, *init.params.kwonly_params]):
+        name = param.name.value.lower()
+        if name not in _WORLD_SIZE_PARAMS and name not in _DDP_SWITCH_PARAMS:
+            continue
+        default = param.default
+        single = (name in _WORLD_SIZE_PARAMS and literal_int(default) == 1) or (
+            name in _DDP_SWITCH_PARAMS and isinstance(default, cst.Name) and default.value == "False")
+        if not single or param.name.value in passed or (position < len(params) and position < positional):
+            return False
+        switches.append(name)
+    return bool(switches)
 
 
 def _left_at_once(index: SemanticIndex, node: cst.CSTNode) -> bool:
