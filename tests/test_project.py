@@ -524,3 +524,21 @@ def test_a_save_reached_through_self_calls_needs_a_guard_above(tmp_path):
     assert unguarded == {("loop.py", 10, "DDP011")}
     guarded = main.format(call="if dist.get_rank() == 0:\n        Loop(model).run()")
     assert _lint_tree(tmp_path / "b", {"loop.py": loop, "main.py": guarded}, ("DDP011",)) == set()
+
+
+# ---------------------------------------------------------------------- run-time imports
+def test_run_time_imports_link_the_modules_their_pattern_names():
+    source = ("import importlib\nfrom importlib import import_module\n"
+              "def pick(cfg, name):\n"
+              "    a = import_module(f'pkg.trainers.{cfg.trainer}_trainer')\n"
+              "    b = importlib.import_module('pkg.hooks')\n"
+              "    c = import_module(name)\n"
+              "    d = import_module(f'{name}')\n"
+              "    return a, b, c, d\n")
+    facts = summarize(source, "pkg/builder.py")
+    assert list(facts.dynamic_imports) == ["pkg.trainers.*_trainer", "pkg.hooks"]
+    modules = [facts] + [summarize("x = 1\n", path) for path in (
+        "pkg/trainers/depth_trainer.py", "pkg/trainers/base.py", "pkg/hooks.py", "other/depth_trainer.py")]
+    project = Project(modules)
+    assert project.modules_matching("pkg.trainers.*_trainer") == ["pkg/trainers/depth_trainer.py"]
+    assert project.imported["pkg/builder.py"] == {"pkg/trainers/depth_trainer.py", "pkg/hooks.py"}
