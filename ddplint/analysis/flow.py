@@ -1001,7 +1001,7 @@ def _param_model_classes(index: SemanticIndex, binding: Binding, depth: int) -> 
     if position and params[0] in ("self", "cls"):
         position -= 1
     sites = callers(index, function)
-    if not sites:
+    if not sites or _called_from_other_modules(index, function):
         return None
     found: set[str] = set()
     for site in sites:
@@ -1016,6 +1016,16 @@ def _param_model_classes(index: SemanticIndex, binding: Binding, depth: int) -> 
             return None
         found |= classes
     return found
+
+
+def _called_from_other_modules(index: SemanticIndex, function: cst.FunctionDef) -> bool:
+    """Does a module of the project other than this one call ``function``
+    (its arguments are not this module's to read)?"""
+    from ddplint.analysis.models import function_key, project_of
+
+    project = project_of(index)
+    calls = project.callers.get(project.function_key(index.path, function_key(index, function))) or []
+    return any(path != index.path for path, _ in calls)
 
 
 def forward_detached_position(index: SemanticIndex, call: cst.Call, position: str) -> bool:
