@@ -1,8 +1,9 @@
 """## What it does
 Flags a shuffling `DistributedSampler` used for training when nothing calls
 `set_epoch` (on the sampler, on the loader's `.sampler`, or in a helper) in this
-module or anywhere its entry script reaches (its imports and calls), while an
-epoch loop runs (`for epoch in ...`, or a `while` loop that iterates a loader
+module or anywhere its entry script reaches (its imports and calls, also the
+modules it loads at run time with `importlib.import_module(f"pkg.trainers.{name}")`),
+while an epoch loop runs (`for epoch in ...`, or a `while` loop that iterates a loader
 again and again). A one-file project is complete; independent scripts of one
 folder (an examples repository) never satisfy each other.
 
