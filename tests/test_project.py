@@ -534,7 +534,8 @@ def test_run_time_imports_link_the_modules_their_pattern_names():
               "    b = importlib.import_module('pkg.hooks')\n"
               "    c = import_module(name)\n"
               "    d = import_module(f'{name}')\n"
-              "    return a, b, c, d\n")
+              "    e = import_module(f'pkg.{name}')\n"
+              "    return a, b, c, d, e\n")
     facts = summarize(source, "pkg/builder.py")
     assert list(facts.dynamic_imports) == ["pkg.trainers.*_trainer", "pkg.hooks"]
     modules = [facts] + [summarize("x = 1\n", path) for path in (

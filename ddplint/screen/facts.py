@@ -1077,7 +1077,9 @@ _HISTORY_KEEPING_METHODS = ("clone", "to", "cuda", "cpu", "float", "double", "ha
 def _import_pattern(expr: ast.AST) -> Optional[str]:
     """The module name ``import_module`` is given, with "*" for each formatted
     part (``f"pkg.trainers.{name}_trainer"`` -> "pkg.trainers.*_trainer"); None
-    unless a literal package prefix ("pkg.") comes before the first formatted part."""
+    unless it names a family of modules: a literal affix in the formatted part
+    ("*_trainer") or a package two parts deep ("pkg.tokenizers.*"), not any
+    module of a top-level package (``f"diffusers.{name}"``: an introspection helper)."""
     if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
         text = expr.value
     elif isinstance(expr, ast.JoinedStr):
@@ -1093,7 +1095,11 @@ def _import_pattern(expr: ast.AST) -> Optional[str]:
     head = text.split("*", 1)[0]
     if not text or text.startswith(".") or ("*" in text and "." not in head):
         return None
-    if not all(part and all(c.isalnum() or c in "_*" for c in part) for part in text.split(".")):
+    parts = text.split(".")
+    if not all(part and all(c.isalnum() or c in "_*" for c in part) for part in parts):
+        return None
+    starred = [i for i, part in enumerate(parts) if "*" in part]
+    if starred and parts[starred[0]] == "*" and starred[0] < 2:
         return None
     return text
 
