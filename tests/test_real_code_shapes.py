@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from helpers import run_cli, write
+from tests.helpers import run_cli, write
 
 DDP_HEADER = """\
 import os
