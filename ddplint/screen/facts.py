@@ -78,7 +78,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "15"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "18"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -296,6 +296,9 @@ def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
         return True
     if call.instance:
         return ".".join(parts[:-1]) in facts.classes
+    if len(parts) > 1 and any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith(PARAM_PREFIX)
+                              for tag in call.args.values()):
+        return True  # ``trainer.train(model)`` on an instance of unknown class: Project._by_method_name
     return len(parts) == 1 and (head in facts.functions or head in facts.classes)
 
 

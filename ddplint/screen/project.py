@@ -38,6 +38,11 @@ class Project:
                 self._by_suffix.setdefault(tuple(parts[start:]), []).append(path)
         self._nearest: dict[tuple[str, tuple[str, ...]], str] = {}
         self.callers: dict[FunctionKey, list[tuple[str, CallFact]]] = {}
+        # Calls through an instance whose class the facts cannot name (``trainer =
+        # REGISTRY[kind](args)``; ``self.task.train_epoch(model=...)``) that pass
+        # a model on: linked by method name when one method of the project has it.
+        # They only carry wrapped models into parameters (see _by_method_name).
+        self.weak_callers: dict[FunctionKey, list[tuple[str, CallFact]]] = {}
         self._link_calls()
         self.ddp_params: dict[FunctionKey, dict[str, str]] = {}  # param -> "ddp"/"fsdp"
         self._propagate_wrapped_params()
@@ -187,11 +192,43 @@ class Project:
                 if key is not None:
                     self.callers.setdefault(key, []).append((path, call))
                     resolved.append(call)
-                elif path not in self._wraps_through and self._wrap_through(path, module, call):
-                    self._wraps_through.add(path)
+                else:
+                    if path not in self._wraps_through and self._wrap_through(path, module, call):
+                        self._wraps_through.add(path)
+                    weak = self._by_method_name(call)
+                    if weak is not None:
+                        self.weak_callers.setdefault(weak, []).append((path, call))
             # Calls into other libraries are dead weight from here on, and the
             # project is pickled to every worker process.
             module.calls = resolved
+
+    def _by_method_name(self, call: CallFact) -> Optional[FunctionKey]:
+        """The one method of the project named like the unresolved instance call
+        ``obj.m(...)`` whose parameters take the call's arguments, when the call
+        passes a wrapped model (or a parameter that may hold one) on."""
+        holder, _, method = call.callee.rpartition(".")
+        if not holder or holder.split(".")[0] in ("self", "cls") and "." not in holder \
+                or holder.split(".")[-1][:1].isupper() or method.startswith("__"):
+            return None  # ``self.m`` / ``Cls.m`` / dunders: the ordinary resolution's
+        if not any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith(PARAM_PREFIX) for tag in call.args.values()):
+            return None
+        if not hasattr(self, "_methods_by_name"):
+            self._methods_by_name: dict[str, list[FunctionKey]] = {}
+            for path, module in self.modules.items():
+                for key in module.functions:
+                    owner, _, name = key.rpartition(".")
+                    if owner in module.classes:
+                        self._methods_by_name.setdefault(name, []).append((path, key))
+        found = self._methods_by_name.get(method, [])
+        if len(found) != 1:
+            return None
+        function = self.function(found[0])
+        params = _argument_params(function, call)
+        positional = [int(slot) for slot in call.args if slot.isdigit()]
+        keywords = [slot for slot in call.args if not slot.isdigit()]
+        if any(p >= len(params) for p in positional) or any(k not in function.params for k in keywords):
+            return None
+        return found[0]
 
     def function(self, key: FunctionKey) -> Optional[FunctionFacts]:
         module = self.modules.get(key[0])
@@ -233,10 +270,11 @@ class Project:
         return params[position] if position < len(params) else None
 
     def _propagate_wrapped_params(self) -> None:
+        links = [(key, calls) for links in (self.callers, self.weak_callers) for key, calls in links.items()]
         changed = True
         while changed:
             changed = False
-            for key, calls in self.callers.items():
+            for key, calls in links:
                 for caller_path, call in calls:
                     for slot, tag in call.args.items():
                         if tag.startswith(PARAM_PREFIX):
