@@ -598,7 +598,9 @@ class _Extractor:
         return {name: refs.pop() for name, refs in found.items() if len(refs) == 1 and "" not in refs}
 
     def wrapped_attributes(self, node: ast.ClassDef) -> dict[str, str]:
-        """``self.NAME = DDP(...)`` / ``FSDP(...)`` in the class's methods."""
+        """``self.NAME = DDP(...)`` / ``FSDP(...)`` in the class's methods, and
+        properties that return a wrap or such an attribute (a runner's lazily
+        wrapped ``model``)."""
         found: dict[str, str] = {}
         for child in self.subtrees.of_kind(node, ast.Assign):
             kind = self.wrapper_of(child.value)
@@ -606,6 +608,18 @@ class _Extractor:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                         and target.value.id == "self":
                     found.setdefault(target.attr, kind)
+        for method in node.body:
+            if not isinstance(method, ast.FunctionDef) or not any(
+                    (_dotted(d) or "").split(".")[-1] in ("property", "cached_property") for d in method.decorator_list):
+                continue
+            for returned in (n for n in ast.walk(method) if isinstance(n, ast.Return)):  # properties are few
+                value = returned.value
+                kind = self.wrapper_of(value) if value is not None else ""
+                if not kind and isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) \
+                        and value.value.id == "self":
+                    kind = found.get(value.attr, "")
+                if kind:
+                    found.setdefault(method.name, kind)
         return found
 
     def loop_facts(self, node: ast.AST, facts: "FunctionFacts") -> None:
@@ -947,11 +961,16 @@ class _Extractor:
         self.facts.calls.append(CallFact(dotted, self.caller(), strict, lenient, slots,
                                          tuple(self.maybe_guards), instance))
 
+    def wrapped_attribute(self, expr: ast.AST) -> str:
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+            return self.facts.wrapped_attributes.get(self.self_class, {}).get(expr.attr, "")
+        return ""
+
     def arg_tag(self, expr: ast.AST) -> str:
         """What an argument passes (the vocabulary at the top of this module):
         a wrapped model, a rank, a device, the caller's parameter ("param:NAME"),
         or "" when the screen cannot tell."""
-        wrapped = self.wrapper_of(expr)
+        wrapped = self.wrapper_of(expr) or self.wrapped_attribute(expr)
         if wrapped:
             return wrapped
         if isinstance(expr, ast.Name):

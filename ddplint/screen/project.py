@@ -204,7 +204,7 @@ class Project:
 
     def _by_method_name(self, call: CallFact) -> Optional[FunctionKey]:
         """The one method of the project named like the unresolved instance call
-        ``obj.m(...)`` whose parameters take the call's arguments, when the call
+        ``obj.m(...)`` whose parameters take the call's tagged arguments, when the call
         passes a wrapped model (or a parameter that may hold one) on."""
         holder, _, method = call.callee.rpartition(".")
         if not holder or holder.split(".")[0] in ("self", "cls") and "." not in holder \
@@ -219,16 +219,13 @@ class Project:
                     owner, _, name = key.rpartition(".")
                     if owner in module.classes:
                         self._methods_by_name.setdefault(name, []).append((path, key))
-        found = self._methods_by_name.get(method, [])
-        if len(found) != 1:
-            return None
-        function = self.function(found[0])
+        fitting = [key for key in self._methods_by_name.get(method, []) if self._takes_arguments(key, call)]
+        return fitting[0] if len(fitting) == 1 else None
+
+    def _takes_arguments(self, key: FunctionKey, call: CallFact) -> bool:
+        function = self.function(key)
         params = _argument_params(function, call)
-        positional = [int(slot) for slot in call.args if slot.isdigit()]
-        keywords = [slot for slot in call.args if not slot.isdigit()]
-        if any(p >= len(params) for p in positional) or any(k not in function.params for k in keywords):
-            return None
-        return found[0]
+        return all(int(slot) < len(params) if slot.isdigit() else slot in function.params for slot in call.args)
 
     def function(self, key: FunctionKey) -> Optional[FunctionFacts]:
         module = self.modules.get(key[0])
