@@ -306,6 +306,37 @@ for i, (x, y) in enumerate(loader):
         scaler.step(optimizer)
         scaler.update()
 """),
+        # The per-step method's micro-steps skip the sync on all but the last.
+        Valid(DDP + """\
+import contextlib
+
+class GanWorker:
+    def __init__(self, dis, d_opt, micro_steps):
+        self.dis = DDP(dis)
+        self.d_opt = d_opt
+        self.micro_steps = micro_steps
+    def train_discriminator(self, chunks):
+        self.d_opt.zero_grad()
+        for m in range(self.micro_steps):
+            last = m == self.micro_steps - 1
+            with contextlib.nullcontext() if last else self.dis.no_sync():
+                loss = self.dis(chunks[m]).mean() / self.micro_steps
+                loss.backward()
+        self.d_opt.step()
+"""),
+        # One backward per call, one step after it: no micro-step loop.
+        Valid(DDP + """\
+class GanWorker:
+    def __init__(self, dis, d_opt):
+        self.dis = DDP(dis)
+        self.d_opt = d_opt
+    def train_discriminator(self, chunks):
+        self.d_opt.zero_grad()
+        for chunk in chunks:
+            self.log(chunk.shape)
+        self.dis(chunks[0]).mean().backward()
+        self.d_opt.step()
+"""),
     ]
     invalid = [
         # The step sits two helpers down (train_step -> maybe_step), under a counter test.
@@ -675,6 +706,21 @@ def fit(m, loader, opt, k):
         if (i + 1) % k == 0:
             opt.step()
 """, line=12, column=9),
+        # A per-step method (a loop elsewhere calls it once per step) runs k
+        # micro-step backwards, then steps once after its loop.
+        Invalid(DDP + """\
+class GanWorker:
+    def __init__(self, dis, d_opt, micro_steps):
+        self.dis = DDP(dis)
+        self.d_opt = d_opt
+        self.micro_steps = micro_steps
+    def train_discriminator(self, chunks):
+        self.d_opt.zero_grad()
+        for m in range(self.micro_steps):
+            loss = self.dis(chunks[m]).mean() / self.micro_steps
+            loss.backward()
+        self.d_opt.step()
+""", line=13, column=13),
     ]
 
     def screen(self, sketch):
@@ -802,6 +848,14 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
         return None
     outer = flow.enclosing_loops(index, loop)
     if not outer:
+        # A per-step method (``train_discriminator()``, called once per step by a
+        # loop elsewhere) runs the micro-step loop, then steps once after it.
+        function = flow.enclosing_function(index, loop)
+        if function is not None and any(
+                flow.any_step(index, site) and flow.precedes(index, loop, site.node)
+                and flow.enclosing_function(index, site.node) is function
+                for site in flow.calls_in_function(index, function)):
+            return loop.iter
         return None
     if any(flow.any_step(index, e.site) and flow.precedes(index, loop, e.anchor)
            and not flow.is_inside(index, e.anchor, loop)

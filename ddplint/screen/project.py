@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Optional
 
 from ddplint import names
 from ddplint.screen.facts import (ARGV_LOCAL_RANK, DDP_MODEL, FSDP_MODEL, LOCAL_RANK_ATTRIBUTE, PARAM_PREFIX,
+                                  RETURN_PREFIX,
                                   UNKNOWN, CallFact, FunctionFacts, ModuleFacts)
 
 # ---------------------------------------------------------------------- the join
@@ -210,7 +211,8 @@ class Project:
         if not holder or holder.split(".")[0] in ("self", "cls") and "." not in holder \
                 or holder.split(".")[-1][:1].isupper() or method.startswith("__"):
             return None  # ``self.m`` / ``Cls.m`` / dunders: the ordinary resolution's
-        if not any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith(PARAM_PREFIX) for tag in call.args.values()):
+        if not any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith((PARAM_PREFIX, RETURN_PREFIX))
+                   for tag in call.args.values()):
             return None
         if not hasattr(self, "_methods_by_name"):
             self._methods_by_name: dict[str, list[FunctionKey]] = {}
@@ -276,12 +278,25 @@ class Project:
                     for slot, tag in call.args.items():
                         if tag.startswith(PARAM_PREFIX):
                             tag = self.ddp_params.get((caller_path, call.caller), {}).get(tag[6:], "")
+                        elif tag.startswith(RETURN_PREFIX):
+                            tag = self.returned_tag(caller_path, tag)
                         if tag not in (DDP_MODEL, FSDP_MODEL):
                             continue
                         param = self._param_for_slot(key, call, slot)
                         if param is not None and param not in self.ddp_params.setdefault(key, {}):
                             self.ddp_params[key][param] = tag
                             changed = True
+
+    def returned_tag(self, path: str, tag: str) -> str:
+        """"ddp"/"fsdp" when the RETURN_PREFIX ``tag`` (written in module ``path``)
+        names a project function whose returns hand back a wrapped model there."""
+        for one in tag.split("|"):
+            callee, _, item = one[len(RETURN_PREFIX):].rpartition(":")
+            key = self.resolve_function(path, callee)
+            function = self.function(key) if key is not None else None
+            if function is not None and function.returns_wrapped.get(item):
+                return function.returns_wrapped[item]
+        return ""
 
     def _propagate_collectives(self) -> None:
         # Sparse (only the functions that do): a project has tens of thousands of functions.
@@ -433,6 +448,8 @@ class Project:
             tag = self._slot_tag(key, call, param)
             if tag.startswith(PARAM_PREFIX) and call.caller:
                 feeding.append(((caller_path, call.caller), tag[len(PARAM_PREFIX):]))
+            elif tag.startswith(RETURN_PREFIX):
+                tags.add(self.returned_tag(caller_path, tag) or UNKNOWN)
             elif tag == LOCAL_RANK_ATTRIBUTE:  # ``args.local_rank``: parsed from argv?
                 tags.add(ARGV_LOCAL_RANK if self.in_scope(caller_path, lambda m: m.adds_local_rank_flag)
                          else UNKNOWN)
@@ -480,6 +497,9 @@ class Project:
             seen.add(owner)
             module = self.modules[owner[0]]
             kind = module.wrapped_attributes.get(owner[1], {}).get(attribute, "")
+            stored = module.attribute_params.get(owner[1], {}).get(attribute)
+            if not kind and stored is not None:  # ``self.dis = dis`` with a wrapped ``dis`` passed in
+                kind = self.ddp_params.get((owner[0], f"{owner[1]}.{stored[0]}"), {}).get(stored[1], "")
             if kind:
                 return kind
             for base in module.classes.get(owner[1], ()):
