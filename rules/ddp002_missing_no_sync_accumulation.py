@@ -81,7 +81,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 """
 
 ACCUMULATION_WORDS = ("accum", "update", "sync", "should_step", "do_step", "is_last",
-                      "last_step", "micro", "boundary", "optimizer_step", "take_step")
+                      "last_step", "micro", "boundary", "optimizer_step", "take_step",
+                      "grad_interval", "gradient_interval")
 
 
 class MissingNoSyncAccumulation(Rule):
@@ -706,6 +707,19 @@ def fit(m, loader, opt, k):
         if (i + 1) % k == 0:
             opt.step()
 """, line=12, column=9),
+        # The step every ``gradient_interval`` batches, counted from the last step.
+        Invalid(DDP + """\
+def fit(m, loader, opt, gradient_interval):
+    net = DDP(m)
+    start = 0
+    for batch_id, xb in enumerate(loader):
+        loss = net(xb).mean() / gradient_interval
+        loss.backward()
+        if batch_id - start + 1 == gradient_interval:
+            opt.step()
+            opt.zero_grad()
+            start = batch_id + 1
+""", line=9, column=9),
         # A per-step method (a loop elsewhere calls it once per step) runs k
         # micro-step backwards, then steps once after its loop.
         Invalid(DDP + """\
