@@ -707,6 +707,26 @@ def fit(m, loader, opt, k):
         if (i + 1) % k == 0:
             opt.step()
 """, line=12, column=9),
+        # Two arms: k == 1 steps every batch (silent); the other caches k batches
+        # behind a ``continue`` gate, then replays them with a backward each.
+        Invalid(DDP + """\
+def fit(m, loader, opt, k):
+    net = DDP(m)
+    cached = []
+    for i, xb in enumerate(loader):
+        if k == 1:
+            net(xb).mean().backward()
+            opt.step()
+        else:
+            cached.append(xb)
+            if (i + 1) % k > 0:
+                continue
+            for chunk in cached:
+                loss = net(chunk).mean() / k
+                loss.backward()
+            opt.step()
+            cached = []
+""", line=17, column=17),
         # The step every ``gradient_interval`` batches, counted from the last step.
         Invalid(DDP + """\
 def fit(m, loader, opt, gradient_interval):
@@ -852,7 +872,8 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
             return test
         gate = _accumulation_gate(index, step.anchor, loop)
         if gate is not None and flow.precedes(index, backward.anchor, gate) \
-                and not flow.is_inside(index, backward.anchor, gate):
+                and not flow.is_inside(index, backward.anchor, gate) \
+                and not flow.events_exclusive(index, backward, step):
             return gate
     if not steps:
         deeper = _step_test_in_a_helper(index, loop, backward)
