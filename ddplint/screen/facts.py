@@ -304,7 +304,7 @@ def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
         return True
     if call.instance:
         return ".".join(parts[:-1]) in facts.classes
-    if len(parts) > 1 and any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith((PARAM_PREFIX, RETURN_PREFIX))
+    if len(parts) > 1 and any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith(PARAM_PREFIX)
                               for tag in call.args.values()):
         return True  # ``trainer.train(model)`` on an instance of unknown class: Project._by_method_name
     return len(parts) == 1 and (head in facts.functions or head in facts.classes)
@@ -904,9 +904,12 @@ class _Extractor:
         candidates += [k.value for k in node.keywords if k.arg in ("fn", "target", "entrypoint")]
         for candidate in candidates:
             bound = self.bound_callee(candidate, called=False)
+            dotted = _dotted(candidate) or ""
             if isinstance(candidate, ast.Name) or bound:
                 self.facts.calls.append(CallFact(bound or candidate.id, self.caller(), False, False,
                                                  self.spawned_arguments(node), instance=bool(bound)))
+            elif "." in dotted and dotted.split(".")[0] in self.facts.imports:  # ``mp.spawn(loader.worker, ...)``
+                self.facts.calls.append(CallFact(dotted, self.caller(), False, False, self.spawned_arguments(node)))
 
     def spawned_arguments(self, node: ast.Call) -> dict[str, str]:
         """What the worker's parameters receive: ``mp.spawn(fn, args=(a, b))`` calls
@@ -999,6 +1002,11 @@ class _Extractor:
                     return wrapped
         return _one_tag(self.value_tags(expr)) or self.return_tag(expr)
 
+    def may_be_project_callee(self, callee: str) -> bool:
+        """An imported name, or a function or class this module defined so far."""
+        head = callee.split(".")[0]
+        return head in self.facts.imports or head in self.facts.functions or head in self.facts.classes
+
     def return_tag(self, expr: ast.AST) -> str:
         """RETURN_PREFIX tag for a name bound only to what one call of a possible
         project function returns (``dis = setup(dis)``, ``g, d = setup(g, d)``)."""
@@ -1012,7 +1020,8 @@ class _Extractor:
         tags = set()  # as for wraps, one binding that may hand back a wrapped model decides
         for value, item in found:
             callee = _dotted(value.func) if isinstance(value, ast.Call) else None
-            if callee is not None and not (self.qualified(value.func) or "").startswith(_LIBRARY_PREFIXES):
+            if callee is not None and self.may_be_project_callee(callee) \
+                    and not (self.qualified(value.func) or "").startswith(_LIBRARY_PREFIXES):
                 tags.add(f"{RETURN_PREFIX}{callee}:{item}")
         return "|".join(sorted(tags))  # ``m = build(cfg); m = wrap(m)``: the join tries each
 

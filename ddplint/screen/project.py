@@ -211,8 +211,7 @@ class Project:
         if not holder or holder.split(".")[0] in ("self", "cls") and "." not in holder \
                 or holder.split(".")[-1][:1].isupper() or method.startswith("__"):
             return None  # ``self.m`` / ``Cls.m`` / dunders: the ordinary resolution's
-        if not any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith((PARAM_PREFIX, RETURN_PREFIX))
-                   for tag in call.args.values()):
+        if not any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith(PARAM_PREFIX) for tag in call.args.values()):
             return None
         if not hasattr(self, "_methods_by_name"):
             self._methods_by_name: dict[str, list[FunctionKey]] = {}
