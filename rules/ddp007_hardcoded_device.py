@@ -37,7 +37,8 @@ branch of a script (`if args.local_rank == -1:`, the `else` of
 spelling: `worldsize`, `nprocs`, `num_processes`, ...), and the methods of a
 class whose `__init__` builds a trainer of the module with its single-process
 defaults (`Trainer(name=name)` where `Trainer.__init__` takes `rank=0,
-world_size=1`: an inference helper such as a `ModelLoader`); unit tests (`test_*.py`,
+world_size=1`: an inference helper such as a `ModelLoader`); the arm of
+`if torch.cuda.device_count() == 1:` (one visible GPU per process); unit tests (`test_*.py`,
 `tests/`), which pin devices on purpose; modules outside DDP context.
 
 ## References
@@ -146,8 +147,15 @@ def worker(rank, world_size):
     dist.init_process_group("nccl", rank=rank, world_size=world_size)
     Runner("exp", rank=rank, world_size=world_size)
 """),
+        # One GPU visible to the process (one GPU per task): index 0 is its own.
+        Valid(DIST + "import os\ndef pin_gpu():\n    if torch.cuda.device_count() == 1:\n"
+                     "        torch.cuda.set_device(0)\n        return\n"
+                     "    torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n"),
     ]
     invalid = [
+        # Several GPUs may be visible in this arm.
+        Invalid(DIST + "def pin_gpu():\n    if torch.cuda.device_count() >= 1:\n"
+                       "        torch.cuda.set_device(0)\n", line=5, column=31),
         # The same helper building the trainer for this rank of a distributed run.
         Invalid(DIST + """\
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -215,7 +223,8 @@ def worker(rank, world_size):
             return
         for node in _hardcoded_device_literals(index):
             if is_worker_code(index, node) and not in_device_list(index, node) and not _left_at_once(index, node) \
-                    and not runs_on_rank_zero_only(index, node) and not _holds_single_process_trainer(index, node):
+                    and not runs_on_rank_zero_only(index, node) and not _holds_single_process_trainer(index, node) \
+                    and not _one_gpu_visible(index, node):
                 yield self.report(node, _message(index, node))
 
 
@@ -287,6 +296,25 @@ def _left_single_process(init: cst.FunctionDef, call: cst.Call) -> bool:
             return False
         switches.append(name)
     return bool(switches)
+
+
+def _one_gpu_visible(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """``node`` is in the arm of ``if torch.cuda.device_count() == 1:`` (or
+    ``<= 1``, ``< 2``): the process sees one GPU (one per task), so index 0 is its own."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.If) and child is ancestor.body:
+            test = ancestor.test
+            if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
+                    and isinstance(test.left, cst.Call) \
+                    and index.qualified_name(test.left.func) == "torch.cuda.device_count":
+                target = test.comparisons[0]
+                bound = literal_int(target.comparator)
+                if (isinstance(target.operator, (cst.Equal, cst.LessThanEqual)) and bound == 1) or (
+                        isinstance(target.operator, cst.LessThan) and bound == 2):
+                    return True
+        child = ancestor
+    return False
 
 
 def _left_at_once(index: SemanticIndex, node: cst.CSTNode) -> bool:
