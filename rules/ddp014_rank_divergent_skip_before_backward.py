@@ -50,7 +50,9 @@ non-finite loss (the process ends and the launcher tears the job down); loops
 that only some ranks enter (under a rank guard, or in a function every call of
 which is rank-guarded: there are no peers to leave); a
 `continue` after the last backward and collective of the iteration; exits of
-inner loops that do not skip the backward.
+inner loops that do not skip the backward; tests that read only the graph's
+set-up (`if not loss.requires_grad: raise ...`, `if out.grad_fn is None:`),
+which is the same on every rank.
 
 ## References
 - https://pytorch.org/docs/stable/notes/ddp.html#internal-design
@@ -317,8 +319,28 @@ for epoch in range(start, epochs):
     if epoch + 1 >= stop_epoch:
         break
 """),
+        # A set-up check of the graph (the task defines no loss): the same on every rank.
+        Valid(DIST + """\
+for x, y in loader:
+    loss = criterion(model(x), y)
+    if not loss.requires_grad:
+        raise RuntimeError("the task defines no loss")
+    if loss.grad_fn is None:
+        continue
+    loss.backward()
+    opt.step()
+"""),
     ]
     invalid = [
+        # A structural check joined with a per-rank value check is per rank.
+        Invalid(DIST + """\
+for x, y in loader:
+    loss = criterion(model(x), y)
+    if loss.requires_grad and not torch.isfinite(loss):
+        continue
+    loss.backward()
+    opt.step()
+""", line=8, column=9, severity="error"),
         # The loss parts are reduced to rank 0 for logging only after the test: the test is per rank.
         Invalid(DIST + """\
 for x, y in loader:
@@ -680,6 +702,8 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
     the loss) rather than on agreed values or counters?"""
     read = flow.names_in(test)
     order = flow.order_near(index, test)
+    if _reads_only_structure(test):
+        return False  # ``if not loss.requires_grad: raise``: the same graph set-up on every rank
     if any(flow.is_agreed_value(index, name, test) for name in read if "." not in name):
         return False
     if any(isinstance(node, cst.Call) and flow.returns_agreed_call(index, node) for node in _calls_in(test)):
@@ -707,6 +731,28 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
                         or (value is not None and flow.forward_sites(index, value, binding.order))):
                     return True  # this rank's loss or model output (``kl = (...).mean().item()``)
     return False
+
+
+# Tensor attributes set by the code's structure, not by the values of this rank's batch.
+STRUCTURAL_ATTRIBUTES = ("requires_grad", "is_leaf", "grad_fn", "dtype", "device", "is_cuda")
+
+
+def _reads_only_structure(test: cst.BaseExpression) -> bool:
+    """Every name the test reads is read through a structural attribute
+    (``not loss.requires_grad``, ``out.grad_fn is None``)."""
+    names = []
+    stack: list[cst.CSTNode] = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Attribute) and node.attr.value in STRUCTURAL_ATTRIBUTES:
+            names.append(node)
+            continue
+        if isinstance(node, cst.Name) and node.value in ("None", "True", "False"):
+            continue
+        if isinstance(node, (cst.Name, cst.Call, cst.Subscript)):
+            return False
+        stack.extend(node.children)
+    return bool(names)
 
 
 def _reads_data(expr: cst.BaseExpression, data: set[str]) -> bool:
