@@ -118,6 +118,8 @@ RANK_PREDICATES = frozenset({
     "is_main_process", "is_local_main_process", "is_master", "is_local_master", "is_master_process",
     "is_rank_zero", "is_rank_0", "is_global_zero", "is_local_zero", "is_main_rank", "is_primary",
     "is_main_worker", "is_chief", "is_leader", "main_process", "is_main",
+    # Hugging Face Trainer / TrainingArguments, torch_xla
+    "is_world_process_zero", "is_local_process_zero", "is_master_ordinal",
 })
 # Predicates named like ``is_first_worker()``, ``is_master_node()``, ``is_chief_process()``
 # (imported helpers whose body ddplint may not see): ``is_`` + a "main" word + process words.

@@ -1,6 +1,8 @@
 """## What it does
 Flags `torch.load(...)` (and `torch.hub.load_state_dict_from_url(...)`) without
-`map_location` in a DDP worker that uses CUDA.
+`map_location` in a DDP worker that uses CUDA (also through a project helper it
+calls that sets the process's device: `set_dist(args)` with
+`torch.cuda.set_device(args.local_rank)` inside).
 
 ## Why is this bad?
 `torch.load` restores each tensor onto the device it was saved from. A
@@ -59,7 +61,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.models import linked_modules, project_of
+from ddplint.analysis.models import linked_modules, project_callee, project_of
 from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
 from ddplint.analysis.flow import precedes
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name, iter_literal_strings
@@ -83,6 +85,9 @@ class LoadWithoutMapLocation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # The single-process arm of a dict option (``opt['dist']``).
+        Valid(DIST + "model.cuda()\nif opt['dist']:\n    dist.init_process_group('nccl')\nelse:\n"
+                     "    model.load_state_dict(torch.load(opt['pretrained']))\n"),
         Valid(DIST + "model.cuda()\nstate = torch.load(path, map_location='cpu')\n"),
         Valid(DIST + "model.cuda()\nstate = torch.load(path, map_location=f'cuda:{local_rank}')\n"),
         Valid(DIST + "model.cuda()\nstate = torch.load(path, {'cuda:0': f'cuda:{rank}'})\n"),
@@ -314,7 +319,22 @@ def _uses_cuda(index: SemanticIndex) -> bool:
     if any(isinstance(part, cst.FormattedStringText) and "cuda" in part.value
            for fstring in index.fstrings for part in fstring.parts):
         return True
-    return _given_a_device_by_cuda_code(index)
+    return _given_a_device_by_cuda_code(index) or _calls_device_setup(index)
+
+
+def _calls_device_setup(index: SemanticIndex) -> bool:
+    """Does the module call a project function that sets this process's CUDA
+    device (``set_dist(args)`` / ``init_distributed_mode(args)`` with
+    ``torch.cuda.set_device(args.local_rank)`` inside)? Then it runs on a GPU."""
+    project = project_of(index)
+    for site in index.calls:
+        if site.qualified_name is not None and site.qualified_name.startswith("torch."):
+            continue
+        callee = project_callee(index, site.node)
+        facts = project.callee_facts(index.path, callee, index.imports) if callee else None
+        if facts is not None and facts.sets_device:
+            return True
+    return False
 
 
 def _given_a_device_by_cuda_code(index: SemanticIndex) -> bool:

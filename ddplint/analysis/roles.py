@@ -227,9 +227,24 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
     name = dotted_name(test)
     if name is not None:
         last = name.split(".")[-1].lower()
+        if "." in name and last == "dist":
+            return True  # ``args.dist`` (a bare ``dist`` is torch.distributed)
         return True if any(word in last for word in _DISTRIBUTED_WORDS) else None
+    key = _option_key(test)
+    if key is not None:  # ``opt['dist']``, ``cfg["distributed"]``: an option of a dict
+        return True if key == "dist" or any(word in key for word in _DISTRIBUTED_WORDS) else None
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         return _comparison_polarity(test)
+    return None
+
+
+def _option_key(test: cst.BaseExpression) -> Optional[str]:
+    """The literal key of ``opt['dist']`` (lower case), else None."""
+    if isinstance(test, cst.Subscript) and len(test.slice) == 1 and dotted_name(test.value) is not None:
+        element = test.slice[0].slice
+        if isinstance(element, cst.Index):
+            key = literal_str(element.value)
+            return key.lower() if key is not None else None
     return None
 
 
@@ -315,7 +330,8 @@ def _own_ddp_context(index: SemanticIndex) -> bool:
         canonical = names.canonical(target)
         if canonical.startswith("torch.distributed") or canonical in (names.DDP, names.FSDP):
             return True
-    return bool(index.calls_to(names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD))
+    return bool(index.calls_to(names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD,
+                               names.DISTRIBUTED_SAMPLER))
 
 
 # ---------------------------------------------------------------------- unit tests

@@ -78,7 +78,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "15"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "17"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -118,6 +118,7 @@ class FunctionFacts:
     rank_zero_only: bool = False  # decorated with @rank_zero_only / @master_only
     calls_set_epoch: bool = False
     device_params: set[str] = field(default_factory=set)  # params used as a CUDA device / device index
+    sets_device: bool = False  # calls torch.cuda.set_device (a worker's set-up helper: ``set_dist(args)``)
     # Every return hands back a value that a collective made the same on every
     # rank (``t = x.clone(); dist.all_reduce(t); return t``).
     returns_agreed: bool = False
@@ -379,8 +380,9 @@ class _Extractor:
             if isinstance(expr.func, ast.Name) and expr.func.id in ("int", "str") and expr.args:
                 return self.rank_value(expr.args[0], lenient, depth + 1)
             dotted = _dotted(expr.func) or ""
-            return dotted.split(".")[-1] in ("get_rank", "get_local_rank", "get_global_rank",
-                                             "get_node_local_rank", "get_world_rank")
+            last = dotted.split(".")[-1]
+            return last in ("get_rank", "get_local_rank", "get_global_rank", "get_node_local_rank",
+                            "get_world_rank") or RANK_NAME.match(last) is not None  # ``smp.dp_rank()``
         if isinstance(expr, ast.Subscript):
             key = expr.slice
             return self.env_key(expr) in _RANK_VARIABLES or (
@@ -721,8 +723,9 @@ class _Extractor:
         dotted = _dotted(node.func) or ""
         method = dotted.split(".")[-1] if dotted else (
             node.func.attr if isinstance(node.func, ast.Attribute) else "")
-        if qualified in (names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD):
-            facts.own_ddp_context = True
+        if qualified in (names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD,
+                         names.DISTRIBUTED_SAMPLER):
+            facts.own_ddp_context = True  # (a DistributedSampler too: RULES.md, Clarifications)
         if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT or qualified == names.DDP:
             # (Building a DDP model is collective: it checks parameter shapes across
             # ranks and broadcasts rank 0's parameters.)
@@ -761,6 +764,8 @@ class _Extractor:
             facts.destroys_process_group = True
         if qualified == names.SET_DEVICE or method == "set_device":
             facts.calls_set_device = True
+            if function is not None:
+                function.sets_device = True
         if function is not None and function.params:
             for used in _device_operands(node, qualified, method):
                 if isinstance(used, ast.Name) and used.id in function.params:
