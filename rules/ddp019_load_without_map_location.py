@@ -34,8 +34,8 @@ or none (written in this module from `.cpu()` values, tensors allocated with
 `device="cpu"` or made by a project module that never uses CUDA, files another
 module in reach, or a standalone preprocessing script, that never uses CUDA
 writes, a class's `load_x(path)` whose mirror `save_x` writes only `.cpu()`
-entries), LR scheduler states, full state
-dicts saved with CPU offload, `GradScaler.state_dict()`, metadata-only files
+entries), LR scheduler states, random generator states (`torch.cuda.get_rng_state()` is
+a CPU tensor), full state dicts saved with CPU offload, `GradScaler.state_dict()`, metadata-only files
 such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer);
 in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
 or bytes another machine serialised); a file saved and loaded under the same rank
@@ -85,6 +85,13 @@ class LoadWithoutMapLocation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # RNG states: torch.cuda.get_rng_state() returns a CPU ByteTensor.
+        Valid(DIST + "import random\nimport numpy as np\nmodel.cuda()\ndef keep_rng(folder):\n"
+                     "    blob = {'cpu': torch.get_rng_state(), 'gpu': torch.cuda.get_rng_state(),\n"
+                     "            'np': np.random.get_state(), 'py': random.getstate()}\n"
+                     "    torch.save(blob, folder / f'rng_{dist.get_rank()}.pt')\n"
+                     "def restore_rng(folder):\n    blob = torch.load(folder / f'rng_{dist.get_rank()}.pt')\n"
+                     "    torch.cuda.set_rng_state(blob['gpu'])\n"),
         # The single-process arm of a dict option (``opt['dist']``).
         Valid(DIST + "model.cuda()\nif opt['dist']:\n    dist.init_process_group('nccl')\nelse:\n"
                      "    model.load_state_dict(torch.load(opt['pretrained']))\n"),
@@ -654,8 +661,9 @@ def _saves_of(index: SemanticIndex, path: cst.BaseExpression, load: CallSite) ->
 def _is_cpu_value(index: SemanticIndex, expr: cst.BaseExpression, scope: cst.CSTNode, depth: int = 0) -> bool:
     """A value known to live on the CPU: ``x.cpu()``, ``x.to("cpu")``, a tensor
     allocated with ``device="cpu"``, ``{k: v.cpu() ...}``, a dict or list of such
-    values, a GradScaler's ``state_dict()``, a full state dict gathered with CPU
-    offload (``offload_to_cpu=True`` / ``cpu_offload=True`` in the same function)."""
+    values, a GradScaler's ``state_dict()``, random generator states
+    (``torch.cuda.get_rng_state()`` is a CPU ByteTensor; numpy's and Python's
+    hold no tensors), a full state dict gathered with CPU offload (``offload_to_cpu=True`` / ``cpu_offload=True`` in the same function)."""
     if depth > 4:
         return False
     if isinstance(expr, cst.Call):
@@ -666,6 +674,10 @@ def _is_cpu_value(index: SemanticIndex, expr: cst.BaseExpression, scope: cst.CST
                 return True
             if method == "state_dict" and "scaler" in (dotted_name(func.value) or "").split(".")[-1].lower():
                 return True
+            if method in ("get_rng_state", "get_rng_state_all"):
+                return True  # ``torch.cuda.get_rng_state()`` too: a CPU ByteTensor
+        if index.qualified_name(func) in ("random.getstate", "numpy.random.get_state"):
+            return True  # Python and numpy generator states: no tensors
         device = next((a for a in expr.args if a.keyword is not None and a.keyword.value == "device"), None)
         if device is not None and literal_str(device.value) == "cpu":
             return True

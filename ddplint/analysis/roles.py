@@ -449,6 +449,17 @@ def runs_on_rank_zero_only(index: SemanticIndex, node: cst.CSTNode) -> bool:
     return project_of(index).callers_guarded(index.path, function_key(index, function)) is True
 
 
+def _subgroup_rank_call(expr: cst.BaseExpression) -> bool:
+    """``grp.rank()``, ``smp.dp_rank()``: a rank inside some group, a rank
+    condition but not the process that owns device 0."""
+    if not isinstance(expr, cst.Call):
+        return False
+    from ddplint.analysis.ranks import _RANK_GETTERS
+
+    last = (dotted_name(expr.func) or "").split(".")[-1]
+    return last not in _RANK_GETTERS and names.RANK_NAME.match(last) is not None
+
+
 def zero_side(index: SemanticIndex, test: cst.BaseExpression, depth: int = 0) -> Optional[bool]:
     """True when ``test`` holds on rank 0 only, False when it holds on every
     rank but 0, None when it says neither."""
@@ -472,7 +483,7 @@ def zero_side(index: SemanticIndex, test: cst.BaseExpression, depth: int = 0) ->
         if literal_int(left) == 0:
             left, right = right, left
             operator = _MIRRORED.get(operator, operator)
-        if not ranks.is_rank_value(index, left, lenient=True):
+        if not ranks.is_rank_value(index, left, lenient=True) or _subgroup_rank_call(left):
             return None
         if literal_int(right) == 0:
             if operator is cst.Equal or operator is cst.LessThanEqual:
