@@ -108,6 +108,10 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
 # Shared by the screen (ast) and the judge (libcst): see ddplint.analysis.ranks.
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                   "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK", "GROUP_RANK")
+# The LOCAL_RANK variable named in a string (``os.environ["LOCAL_RANK"]``, a message about
+# it), not a longer variable that ends in it (``OMPI_COMM_WORLD_LOCAL_RANK``: torchrun does not
+# set it) nor an attribute (``config.LOCAL_RANK``: no string).
+LOCAL_RANK_VARIABLE = re.compile(r"(?<![A-Za-z0-9_])LOCAL_RANK(?![A-Za-z0-9_])")
 # Last component of a name or attribute holding a rank: rank, local_rank, ddp_rank, ...
 # (not ``num_tokens_per_dp_rank``: a config quantity that merely ends in "rank").
 RANK_NAME = re.compile(

@@ -192,7 +192,7 @@ def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFac
     except RecursionError:
         return None
     facts.calls = [call for call in facts.calls if _may_reach_project_function(call, facts)]
-    facts.reads_local_rank_env = "LOCAL_RANK" in source
+    facts.reads_local_rank_env = "LOCAL_RANK" in source and _names_local_rank_variable(tree)
     facts.moves_to_cuda = _CUDA_USE.search(source) is not None
     if any(marker in source for marker in _STRIP_MARKERS):
         facts.prefix_strips = prefix_strips(tree, facts, subtrees)
@@ -283,6 +283,14 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
 # Text of CUDA use (DDP006 asks whether the batches of a loader built in one
 # module go to a GPU in another): a cheap necessary sign, read from the text.
 _CUDA_USE = re.compile(r"""\.cuda\(|['"](?:cuda(?::\d+)?|nccl)['"]|['"]cuda:\{|cuda\.set_device\(|device_ids\s*=""")
+
+
+def _names_local_rank_variable(tree: ast.AST) -> bool:
+    """A string of the module names the LOCAL_RANK variable (``os.environ["LOCAL_RANK"]``,
+    ``getenv("LOCAL_RANK")``, ``f"...{os.environ['LOCAL_RANK']}"``); not ``config.LOCAL_RANK``
+    (an attribute) nor ``OMPI_COMM_WORLD_LOCAL_RANK`` (torchrun does not set it)."""
+    return any(isinstance(node, ast.Constant) and isinstance(node.value, str)
+               and names.LOCAL_RANK_VARIABLE.search(node.value) is not None for node in ast.walk(tree))
 
 
 def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
@@ -1308,7 +1316,8 @@ def prefix_strips(tree: ast.AST, facts: ModuleFacts, subtrees: Optional[Subtrees
                 elif last in _STRIP_CALLS and any(_is_module_literal(a) for a in node.args):
                     sites.append((node, None))
             elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) \
-                    and _int(node.slice.lower) == 7 and node.slice.upper is None:
+                    and (_int(node.slice.lower) == 7 or _module_prefix_length(node.slice.lower)) \
+                    and node.slice.upper is None:
                 sites.append((node, None))
             elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _is_module_literal(node.left) \
                     and isinstance(node.right, ast.Name):
@@ -1339,6 +1348,14 @@ def _own_nodes(body: list[ast.stmt]):
 def _is_module_literal(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Constant) and isinstance(expr.value, str) and expr.value.strip("^\\") in (
         "module.", "module\\.", "module")
+
+
+def _module_prefix_length(expr: Optional[ast.AST]) -> bool:
+    """``len("module.encoder_q.")``: the length of the wrapper's prefix and a
+    submodule path after it (the loader keeps one submodule of a DDP checkpoint)."""
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "len" \
+        and len(expr.args) == 1 and isinstance(expr.args[0], ast.Constant) \
+        and isinstance(expr.args[0].value, str) and expr.args[0].value.startswith("module.")
 
 
 def _slices_a_loop_key(node: ast.Subscript, loops, subtrees: Subtrees) -> bool:
