@@ -142,6 +142,9 @@ class FunctionFacts:
     # object as above, or the file: ``torch.save(state, checkpoint_path)``).
     saves_unguarded: set[str] = field(default_factory=set)
     saves_state: bool = False  # an unguarded torch.save writes model state built here
+    # Params handed to a method of an object of unknown class whose name says it
+    # evaluates or runs (``pipeline.run(dir, model=model)``): where they go is not visible.
+    hands_on: set[str] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -191,6 +194,7 @@ def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFac
             facts.screen = screen_tree(tree, source, subtrees.order, path)
     except RecursionError:
         return None
+    _record_hand_ons(facts)
     facts.calls = [call for call in facts.calls if _may_reach_project_function(call, facts)]
     facts.reads_local_rank_env = "LOCAL_RANK" in source and _names_local_rank_variable(tree)
     facts.moves_to_cuda = _CUDA_USE.search(source) is not None
@@ -229,7 +233,7 @@ class _EmptyMap(dict):
 EMPTY_SET = _EmptySet()
 EMPTY_MAP = _EmptyMap()
 _FUNCTION_SETS = ("forwards", "forwards_globals", "loads", "device_params", "keeps", "saves", "saves_unguarded",
-                  "returns_detached")
+                  "returns_detached", "hands_on")
 _MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes")
 
 
@@ -283,6 +287,27 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
 # Text of CUDA use (DDP006 asks whether the batches of a loader built in one
 # module go to a GPU in another): a cheap necessary sign, read from the text.
 _CUDA_USE = re.compile(r"""\.cuda\(|['"](?:cuda(?::\d+)?|nccl)['"]|['"]cuda:\{|cuda\.set_device\(|device_ids\s*=""")
+
+
+_HAND_ON_METHOD = re.compile(r"(^|_)(run|eval|evaluate|evaluation|validate|validation|test|infer|inference|"
+                             r"predict|benchmark)(_|$)", re.IGNORECASE)
+
+
+def _record_hand_ons(facts: "ModuleFacts") -> None:
+    """``FunctionFacts.hands_on``: a function's params passed to ``obj.run(...)``
+    / ``obj.evaluate(...)`` where ``obj`` is a local object (not an import, not
+    ``self``, not an instance of a class of the module): a call the project
+    cannot follow."""
+    for call in facts.calls:
+        function = facts.functions.get(call.caller) if call.caller else None
+        parts = call.callee.split(".")
+        if function is None or call.instance or len(parts) != 2 or parts[0] in ("self", "cls") \
+                or parts[0] in facts.imports or parts[0] in facts.classes \
+                or not _HAND_ON_METHOD.search(parts[1]):
+            continue
+        for tag in call.args.values():
+            if tag.startswith(PARAM_PREFIX):
+                function.hands_on.add(tag[len(PARAM_PREFIX):])
 
 
 def _names_local_rank_variable(tree: ast.AST) -> bool:
