@@ -71,7 +71,7 @@ from ddplint.analysis.models import (guard_encloses_wrap, not_instance_of, proje
 from ddplint.screen.facts import COLLECTIVE_STATE_DICT, COLLECTIVES
 from ddplint import names
 from ddplint.analysis.values import is_ddp_model
-from ddplint.analysis.roles import in_single_process_branch, zero_side
+from ddplint.analysis.roles import in_single_process_branch, tests_subgroup_rank, zero_side
 from ddplint.analysis.ranks import Guard, guard_restricts, rank_guards, selects_group_members
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
@@ -91,6 +91,10 @@ class RankConditionalCollective(Rule):
     uses_project = True
 
     valid = [
+        # A rank inside a group (``grp.rank()``, ``mp.dp_rank()``): which ranks of the job pass is
+        # not known here.
+        Valid(DIST + "def sync_stats(t):\n    dist.all_reduce(t)\ndef checkpoint(t):\n"
+                     "    if mp.dp_rank() != 0:\n        return\n    sync_stats(t)\n"),
         Valid(DIST + "dist.all_reduce(t)\nif dist.get_rank() == 0:\n    print(t)\n"),
         Valid(DIST + "if rank == 0:\n    dist.send(t, dst=1)\nelse:\n    dist.recv(t, src=0)\n"),
         Valid(DIST + "if rank == 0:\n    dist.broadcast(t, src=0)\nelse:\n    dist.broadcast(t, src=0)\n"),
@@ -309,7 +313,8 @@ class RankConditionalCollective(Rule):
             if what is None:
                 continue
             description, consequence = what
-            guards = [g for g in rank_guards(index, site.node) if guard_restricts(index, g)]
+            guards = [g for g in rank_guards(index, site.node) if guard_restricts(index, g)
+                      and not tests_subgroup_rank(g.node.test)]  # a group's rank: which ranks is not known
             if not guards or _issued_on_every_branch(index, site, guards):
                 continue
             if _group_scoped(index, site) and all(selects_group_members(index, g.node.test) for g in guards):

@@ -460,6 +460,18 @@ def _subgroup_rank_call(expr: cst.BaseExpression) -> bool:
     return last not in _RANK_GETTERS and names.RANK_NAME.match(last) is not None
 
 
+def tests_subgroup_rank(test: cst.CSTNode) -> bool:
+    """Does the rank test read a rank inside some group (``smp.dp_rank() != 0``,
+    ``grp.rank() == 0``)? Its ranks are not singled out of the whole job."""
+    stack = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BaseExpression) and _subgroup_rank_call(node):
+            return True
+        stack.extend(node.children)
+    return False
+
+
 def zero_side(index: SemanticIndex, test: cst.BaseExpression, depth: int = 0) -> Optional[bool]:
     """True when ``test`` holds on rank 0 only, False when it holds on every
     rank but 0, None when it says neither."""
