@@ -35,9 +35,11 @@ or none (written in this module from `.cpu()` values, tensors allocated with
 module in reach, or a standalone preprocessing script, that never uses CUDA
 writes, a class's `load_x(path)` whose mirror `save_x` writes only `.cpu()`
 entries), LR scheduler states, random generator states (`torch.cuda.get_rng_state()` is
-a CPU tensor), full state dicts saved with CPU offload, `GradScaler.state_dict()`, metadata-only files
+a CPU tensor), full state dicts saved with CPU offload (also by another function of the module that writes
+the same file-name template after `cfg.offload_to_cpu = ...`), `GradScaler.state_dict()`, metadata-only files
 such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer);
-in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
+per-rank files (a name built from this process's rank: `f"model_rank{rank}.bin"`,
+each rank reads the shard it wrote); in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
 or bytes another machine serialised); a file saved and loaded under the same rank
 test (`if grp.rank() == 0:` around both: the writer reads its own file back);
 a CPU-only module (`gloo`, no CUDA use); `if gpu is None: torch.load(p) else:
@@ -64,6 +66,7 @@ from ddplint import names
 from ddplint.analysis.models import linked_modules, project_callee, project_of
 from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
 from ddplint.analysis.flow import precedes
+from ddplint.analysis.ranks import is_rank_value
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name, iter_literal_strings
 from ddplint.analysis.values import literal_str
 from ddplint.fixes import UNSAFE, add_keyword, node_fix, replace, string_literal
@@ -85,6 +88,15 @@ class LoadWithoutMapLocation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # The same file name template is written by a function that gathers with CPU offload.
+        Valid(DIST + "import os\nmodel.cuda()\nNAME = 'weights'\ndef store(cfg, net, out):\n"
+                     "    cfg.full_config.offload_to_cpu = cfg.world > 1\n    fname = f'{NAME}.bin'\n"
+                     "    torch.save(net.state_dict(), os.path.join(out, fname))\ndef restore(cfg, src):\n"
+                     "    fname = f'{NAME}.bin'\n    return torch.load(os.path.join(src, fname))\n"),
+        # A per-rank shard, read back by the rank that wrote it.
+        Valid(DIST + "import os\nmodel.cuda()\ndef restore_shard(folder, acc):\n"
+                     "    name = f'shard_rank{acc.process_index}.bin'\n"
+                     "    return torch.load(os.path.join(folder, name), weights_only=True)\n"),
         # RNG states: torch.cuda.get_rng_state() returns a CPU ByteTensor.
         Valid(DIST + "import random\nimport numpy as np\nmodel.cuda()\ndef keep_rng(folder):\n"
                      "    blob = {'cpu': torch.get_rng_state(), 'gpu': torch.cuda.get_rng_state(),\n"
@@ -413,6 +425,8 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
     path = site.argument("f", 0)
     if path is None:
         return False
+    if _per_rank_file(index, path.value):
+        return True
     if _in_memory(index, path.value) or _read_back_by_its_writer(index, site, path.value) \
             or _written_by_cpu_only_module(index, path.value):
         return True
@@ -432,7 +446,65 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
                 return True
         elif _framework_save_offloads(index, save):
             return True
+    if _saved_with_offload_elsewhere(index, path.value):
+        return True
     return _class_checkpoints_on_cpu(index, site, path.value)
+
+
+def _saved_with_offload_elsewhere(index: SemanticIndex, path: cst.BaseExpression) -> bool:
+    """A ``torch.save`` of this module writes a file of the same name template
+    (``weights_name = f"{MODEL_NAME}.bin"`` in both functions) in a function that
+    gathers the state with CPU offload (``cfg.offload_to_cpu = ...``,
+    ``offload_to_cpu=True``): the file holds CPU tensors."""
+    wanted = {text for text in _name_templates(index, path) if "{" in text or len(text) > 8}
+    if not wanted:
+        return False
+    for save in index.calls_to(names.TORCH_SAVE):
+        target = save.argument("f", 1)
+        if target is not None and _offloads_to_cpu(index, save.scope) \
+                and wanted & _name_templates(index, target.value):
+            return True
+    return False
+
+
+def _name_templates(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> set[str]:
+    """The source text of the string literals / f-strings a path is built from,
+    through the names it reads (two bindings deep)."""
+    found: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FormattedString, cst.SimpleString)):
+            found.add(index.module.code_for_node(node))
+            continue
+        if isinstance(node, cst.Name) and depth < 2:
+            for value in index.reaching_values(node) or ():
+                found |= _name_templates(index, value, depth + 1)
+            continue
+        stack.extend(node.children)
+    return found
+
+
+def _per_rank_file(index: SemanticIndex, path: cst.BaseExpression, depth: int = 0) -> bool:
+    """A file name built from this process's rank (``f"model_rank{acc.process_index}.bin"``,
+    ``ckpt_dir / f"worker_{rank}.pt"``, also through names bound to such parts):
+    each rank reads the shard it wrote itself, onto the device it wrote it from."""
+    if depth > 2:
+        return False
+    stack = [path]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.FormattedStringExpression) and is_rank_value(index, node.expression, lenient=True):
+            return True
+        if isinstance(node, cst.Call) and (dotted_name(node.func) or "") == "str" and node.args \
+                and is_rank_value(index, node.args[0].value, lenient=True):
+            return True
+        if isinstance(node, cst.Name) and depth < 2:
+            if any(_per_rank_file(index, value, depth + 1) for value in index.reaching_values(node) or ()):
+                return True
+            continue
+        stack.extend(node.children)
+    return False
 
 
 def _class_checkpoints_on_cpu(index: SemanticIndex, site: CallSite, path: cst.BaseExpression) -> bool:
@@ -729,6 +801,12 @@ def _offloads_to_cpu(index: SemanticIndex, scope: cst.CSTNode) -> bool:
             arg = site.keyword(keyword)
             if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True":
                 return True
+    # ``plugin.state_dict_config.offload_to_cpu = is_multi_process`` (on whenever several processes run)
+    for (_, name), bindings in index.bindings.items():
+        if name.split(".")[-1] in ("offload_to_cpu", "cpu_offload") and "." in name \
+                and any(b.kind == "assign" and not (isinstance(b.value, cst.Name) and b.value.value == "False")
+                        and any(a is scope for a in index.ancestors(b.node)) for b in bindings):
+            return True
     return False
 
 
