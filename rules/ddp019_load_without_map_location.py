@@ -88,6 +88,10 @@ class LoadWithoutMapLocation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # The single-process arm of ``if cfg.use_ddp is True:``.
+        Valid(DIST + "import os\ndef evaluate(net, folder, cfg):\n    net.cuda()\n    if cfg.use_ddp is True:\n"
+                     "        net.module.load_state_dict(torch.load(os.path.join(folder, 'w.pth'), map_location='cpu'))\n"
+                     "    else:\n        net.load_state_dict(torch.load(os.path.join(folder, 'w.pth')))\n"),
         # The same file name template is written by a function that gathers with CPU offload.
         Valid(DIST + "import os\nmodel.cuda()\nNAME = 'weights'\ndef store(cfg, net, out):\n"
                      "    cfg.full_config.offload_to_cpu = cfg.world > 1\n    fname = f'{NAME}.bin'\n"

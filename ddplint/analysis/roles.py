@@ -234,6 +234,13 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
     if key is not None:  # ``opt['dist']``, ``cfg["distributed"]``: an option of a dict
         return True if key == "dist" or any(word in key for word in _DISTRIBUTED_WORDS) else None
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if isinstance(target.operator, (cst.Is, cst.Equal, cst.IsNot, cst.NotEqual)) \
+                and isinstance(target.comparator, cst.Name) and target.comparator.value in ("True", "False"):
+            # ``args.use_ddp is True`` / ``== False``: the flag itself, or its negation
+            inner = flag_polarity(index, test.left)
+            negated = (target.comparator.value == "False") != isinstance(target.operator, (cst.IsNot, cst.NotEqual))
+            return None if inner is None else (not inner if negated else inner)
         return _comparison_polarity(test)
     return None
 
