@@ -152,6 +152,10 @@ class LocalRankFromArgv(Rule):
                        "def build(cfg, gpu):\n    return DDP(Net().cuda(gpu), device_ids=[gpu])\n"
                        "parser.add_argument('--local-rank', type=int, default=0)\nopts = parser.parse_args()\n"
                        "model = build(opts, opts.local_rank)\n", line=8, column=1),
+        # Testing for LOCAL_RANK and writing it from the flag reads nothing torchrun set.
+        Invalid(HEAD + "import os\nparser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                       "if 'LOCAL_RANK' not in os.environ:\n    os.environ['LOCAL_RANK'] = str(args.local_rank)\n"
+                       "torch.cuda.set_device(args.local_rank)\n", line=6, column=1),
         # An MPI launcher's variable that ends in LOCAL_RANK is not the one torchrun sets.
         Invalid(HEAD + "import os\nparser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
                        "if args.launcher == 'mpi':\n    args.local_rank = int(os.environ['OMPI_COMM_WORLD_LOCAL_RANK'])\n"
@@ -201,7 +205,21 @@ def _names_the_variable(index: SemanticIndex) -> bool:
     ``getenv("LOCAL_RANK")``, a version check that mentions it); an attribute
     ``config.LOCAL_RANK`` filled from the flag does not."""
     return any(isinstance(value, str) and names.LOCAL_RANK_VARIABLE.search(value) is not None
-               for _, value in index.strings)
+               and not _tested_or_written(index, node) for node, value in index.strings)
+
+
+def _tested_or_written(index: SemanticIndex, string: cst.CSTNode) -> bool:
+    """``"LOCAL_RANK" in os.environ`` (a test) or ``os.environ["LOCAL_RANK"] = ...``
+    (a write): neither reads the value torchrun set."""
+    parent = index.parent(string)
+    if isinstance(parent, cst.Comparison) and parent.left is string \
+            and all(isinstance(c.operator, (cst.In, cst.NotIn)) for c in parent.comparisons):
+        return True
+    if isinstance(parent, cst.Index):
+        subscript = index.parent(index.parent(parent))
+        holder = index.parent(subscript) if isinstance(subscript, cst.Subscript) else None
+        return isinstance(holder, cst.AssignTarget)
+    return False
 
 
 def _message(site) -> str:

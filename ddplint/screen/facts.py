@@ -313,8 +313,21 @@ def _record_hand_ons(facts: "ModuleFacts") -> None:
 def _names_local_rank_variable(tree: ast.AST) -> bool:
     """A string of the module names the LOCAL_RANK variable (``os.environ["LOCAL_RANK"]``,
     ``getenv("LOCAL_RANK")``, ``f"...{os.environ['LOCAL_RANK']}"``); not ``config.LOCAL_RANK``
-    (an attribute) nor ``OMPI_COMM_WORLD_LOCAL_RANK`` (torchrun does not set it)."""
-    return any(isinstance(node, ast.Constant) and isinstance(node.value, str)
+    (an attribute), ``OMPI_COMM_WORLD_LOCAL_RANK`` (torchrun does not set it), a membership
+    test (``"LOCAL_RANK" in os.environ``) nor a write (``os.environ["LOCAL_RANK"] = ...``)."""
+    not_reads: set[int] = set()  # ``"LOCAL_RANK" in os.environ``, ``os.environ["LOCAL_RANK"] = ...``
+    found = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and all(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+            not_reads.add(id(node.left))
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            not_reads.add(id(node.slice))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and names.LOCAL_RANK_VARIABLE.search(node.value) is not None:
+            found = True
+    if not found:
+        return False
+    return any(isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in not_reads
                and names.LOCAL_RANK_VARIABLE.search(node.value) is not None for node in ast.walk(tree))
 
 
