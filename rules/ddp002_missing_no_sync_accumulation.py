@@ -81,7 +81,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 """
 
 ACCUMULATION_WORDS = ("accum", "update", "sync", "should_step", "do_step", "is_last",
-                      "last_step", "micro", "boundary", "optimizer_step", "take_step")
+                      "last_step", "micro", "boundary", "optimizer_step", "take_step",
+                      "grad_interval", "gradient_interval")
 
 
 class MissingNoSyncAccumulation(Rule):
@@ -305,6 +306,37 @@ for i, (x, y) in enumerate(loader):
         scaler.scale(model(x).sum()).backward()
         scaler.step(optimizer)
         scaler.update()
+"""),
+        # The per-step method's micro-steps skip the sync on all but the last.
+        Valid(DDP + """\
+import contextlib
+
+class GanWorker:
+    def __init__(self, dis, d_opt, micro_steps):
+        self.dis = DDP(dis)
+        self.d_opt = d_opt
+        self.micro_steps = micro_steps
+    def train_discriminator(self, chunks):
+        self.d_opt.zero_grad()
+        for m in range(self.micro_steps):
+            last = m == self.micro_steps - 1
+            with contextlib.nullcontext() if last else self.dis.no_sync():
+                loss = self.dis(chunks[m]).mean() / self.micro_steps
+                loss.backward()
+        self.d_opt.step()
+"""),
+        # One backward per call, one step after it: no micro-step loop.
+        Valid(DDP + """\
+class GanWorker:
+    def __init__(self, dis, d_opt):
+        self.dis = DDP(dis)
+        self.d_opt = d_opt
+    def train_discriminator(self, chunks):
+        self.d_opt.zero_grad()
+        for chunk in chunks:
+            self.log(chunk.shape)
+        self.dis(chunks[0]).mean().backward()
+        self.d_opt.step()
 """),
     ]
     invalid = [
@@ -675,6 +707,54 @@ def fit(m, loader, opt, k):
         if (i + 1) % k == 0:
             opt.step()
 """, line=12, column=9),
+        # Two arms: k == 1 steps every batch (silent); the other caches k batches
+        # behind a ``continue`` gate, then replays them with a backward each.
+        Invalid(DDP + """\
+def fit(m, loader, opt, k):
+    net = DDP(m)
+    cached = []
+    for i, xb in enumerate(loader):
+        if k == 1:
+            net(xb).mean().backward()
+            opt.step()
+        else:
+            cached.append(xb)
+            if (i + 1) % k > 0:
+                continue
+            for chunk in cached:
+                loss = net(chunk).mean() / k
+                loss.backward()
+            opt.step()
+            cached = []
+""", line=17, column=17),
+        # The step every ``gradient_interval`` batches, counted from the last step.
+        Invalid(DDP + """\
+def fit(m, loader, opt, gradient_interval):
+    net = DDP(m)
+    start = 0
+    for batch_id, xb in enumerate(loader):
+        loss = net(xb).mean() / gradient_interval
+        loss.backward()
+        if batch_id - start + 1 == gradient_interval:
+            opt.step()
+            opt.zero_grad()
+            start = batch_id + 1
+""", line=9, column=9),
+        # A per-step method (a loop elsewhere calls it once per step) runs k
+        # micro-step backwards, then steps once after its loop.
+        Invalid(DDP + """\
+class GanWorker:
+    def __init__(self, dis, d_opt, micro_steps):
+        self.dis = DDP(dis)
+        self.d_opt = d_opt
+        self.micro_steps = micro_steps
+    def train_discriminator(self, chunks):
+        self.d_opt.zero_grad()
+        for m in range(self.micro_steps):
+            loss = self.dis(chunks[m]).mean() / self.micro_steps
+            loss.backward()
+        self.d_opt.step()
+""", line=13, column=13),
     ]
 
     def screen(self, sketch):
@@ -792,7 +872,8 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
             return test
         gate = _accumulation_gate(index, step.anchor, loop)
         if gate is not None and flow.precedes(index, backward.anchor, gate) \
-                and not flow.is_inside(index, backward.anchor, gate):
+                and not flow.is_inside(index, backward.anchor, gate) \
+                and not flow.events_exclusive(index, backward, step):
             return gate
     if not steps:
         deeper = _step_test_in_a_helper(index, loop, backward)
@@ -802,6 +883,14 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
         return None
     outer = flow.enclosing_loops(index, loop)
     if not outer:
+        # A per-step method (``train_discriminator()``, called once per step by a
+        # loop elsewhere) runs the micro-step loop, then steps once after it.
+        function = flow.enclosing_function(index, loop)
+        if function is not None and any(
+                flow.any_step(index, site) and flow.precedes(index, loop, site.node)
+                and flow.enclosing_function(index, site.node) is function
+                for site in flow.calls_in_function(index, function)):
+            return loop.iter
         return None
     if any(flow.any_step(index, e.site) and flow.precedes(index, loop, e.anchor)
            and not flow.is_inside(index, e.anchor, loop)

@@ -7,9 +7,10 @@ Silent mistakes (error):
   loss scale, and steps with inf/NaN gradients are not skipped;
 - an unscaled `loss.backward()` on some iterations of a loop whose step goes
   through the scaler: `scaler.step` then divides those gradients by the scale;
-- a new `GradScaler()` created inside the epoch or step loop: the scale resets
-  to 65536 every time and the first steps of each epoch overflow and are
-  skipped.
+- a new `GradScaler()` created inside the epoch or step loop, or at the top of
+  a per-epoch function (`train_one_epoch`) that a loop of the same module
+  calls: the scale resets to 65536 every time and the first steps of each
+  epoch overflow and are skipped.
 
 Info: `scaler.step(optimizer)` in a loop without `scaler.update()`: the scale
 never adapts (PyTorch raises only when a second `scaler.step` comes before an
@@ -42,7 +43,8 @@ Not flagged: a scaler wrapped by a helper class that does step and update;
 `GradScaler(enabled=False)`; AMP and fp32 paths in separate branches
 (`if scaler is not None: ... else: optimizer.step()`); a warm-up loop that
 runs plain `backward()` and never steps before the scaled loop (backwards are
-compared with the `scaler.step` of their own loop only).
+compared with the `scaler.step` of their own loop only); a plain backward whose
+next step is a plain `optimizer.step()` (a regulariser pass with its own step).
 
 ## References
 - https://pytorch.org/docs/stable/amp.html#gradient-scaling
@@ -79,6 +81,9 @@ class GradScalerMisuse(Rule):
                     "too small; use scaler.scale(loss).backward()",
         "new": "GradScaler created inside the training loop: the scale resets to 65536 each time and "
                "the first steps after every reset overflow and are skipped; create it once before the loop",
+        "new_per_call": "GradScaler created at each call of a function that a training loop calls (once "
+                        "per epoch): the scale resets to 65536 each time and the first steps after every "
+                        "reset overflow and are skipped; create it once and pass it in",
         "update": "scaler.step() without scaler.update(): the loss scale never adapts, and a second "
                   "scaler.step() before update() raises; call scaler.update() after each step",
     }
@@ -208,6 +213,31 @@ def train(model, loader, optimizer, warmup_batches):
         scaler.update()
         optimizer.zero_grad()
 """),
+        # The per-epoch function builds its scaler, but nothing calls it in a loop.
+        Valid(AMP + """\
+def train(model, loader, optimizer, epochs):
+    scaler = GradScaler()
+    for epoch in range(epochs):
+        for x in loader:
+            scaler.scale(model(x).sum()).backward()
+            scaler.step(optimizer)
+            scaler.update()
+
+def main():
+    train(build(), loader(), optim(), 10)
+"""),
+        # A regulariser pass: plain backward, then its own plain step (no scaler in that step).
+        Valid(AMP + """\
+scaler = GradScaler()
+for i, x in enumerate(loader):
+    scaler.scale(disc(x).mean()).backward()
+    scaler.step(opt_d)
+    scaler.update()
+    if i % 16 == 0:
+        opt_d.zero_grad()
+        penalty(disc, x).backward()
+        opt_d.step()
+"""),
     ]
     invalid = [
         Invalid(AMP + """\
@@ -273,6 +303,19 @@ for x in loader:
     scaler.step(opt_d)
     scaler.update()
 """, line=9, column=5, severity="error"),
+        # Built at the top of a per-epoch function that the epoch loop calls.
+        Invalid(AMP + """\
+def train_one_epoch(model, loader, optimizer):
+    scaler = GradScaler()
+    for x in loader:
+        scaler.scale(model(x).sum()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+def train(model, loader, optimizer, epochs):
+    for epoch in range(epochs):
+        train_one_epoch(model, loader, optimizer)
+""", line=4, column=14, severity="error"),
         Invalid(AMP + """\
 scaler = torch.amp.GradScaler("cuda")
 def train_step(x):
@@ -307,7 +350,8 @@ for x in loader:
                 yield from once(node, "update", "info")
         for site in flow.scaler_constructions(index):
             if _built_in_training_loop(index, site):
-                yield from once(site.node, "new", "error")
+                kind = "new" if flow.enclosing_loops(index, site.node) else "new_per_call"
+                yield from once(site.node, kind, "error")
 
 
 def _real_scaler(index: SemanticIndex, expr: Optional[cst.BaseExpression]) -> bool:
@@ -337,12 +381,14 @@ def _unscaled_backwards(index: SemanticIndex, evs: list[flow.Event]) -> Iterator
     scaler_steps = [e for e in evs if flow.is_scaler_step(e.site) and _real_scaler(index, e.site.receiver)]
     if not scaled or not scaler_steps:
         return
-    for event in evs:
+    for position, event in enumerate(evs):
         site = event.site
         if not flow.is_tensor_backward(index, site) or flow.scaler_of_backward(site) is not None:
             continue
         if site.qualified_name == "torch.autograd.backward":
             continue
+        if _next_step_is_plain(index, event, evs[position + 1:]):
+            continue  # a plain backward with its own plain ``opt.step()`` (a regulariser pass)
         if any(flow.events_exclusive(index, s, event) for s in scaled):
             continue
         if flow.event_under_amp_switch(index, event):
@@ -350,6 +396,19 @@ def _unscaled_backwards(index: SemanticIndex, evs: list[flow.Event]) -> Iterator
         if not any(_same_loop(index, event, step) for step in scaler_steps):
             continue  # a warm-up loop that never steps, before the scaled loop
         yield site.node
+
+
+def _next_step_is_plain(index: SemanticIndex, backward: flow.Event, later: list[flow.Event]) -> bool:
+    """Is the first step that follows ``backward`` (on its path) a plain
+    ``optimizer.step()`` rather than ``scaler.step(optimizer)``?"""
+    for event in later:
+        if flow.events_exclusive(index, backward, event):
+            continue
+        if flow.is_scaler_step(event.site):
+            return False
+        if flow.is_optimizer_step(index, event.site):
+            return True
+    return False
 
 
 def _same_loop(index: SemanticIndex, a: flow.Event, b: flow.Event) -> bool:
@@ -395,4 +454,13 @@ def _built_in_training_loop(index: SemanticIndex, site: CallSite) -> bool:
     enabled = site.keyword("enabled")
     if enabled is not None and flow.literal_bool(enabled.value) is False:
         return False
-    return any(flow.is_training_loop(index, loop) for loop in flow.enclosing_loops(index, site.node))
+    loops = flow.enclosing_loops(index, site.node)
+    if loops:
+        return any(flow.is_training_loop(index, loop) for loop in loops)
+    # ``def train_one_epoch(...): scaler = GradScaler(); for batch in loader: ...``
+    # called from the epoch loop: a new scaler every epoch.
+    function = flow.enclosing_function(index, site.node)
+    if function is None or not any(flow.is_training_loop(index, loop) and flow.precedes(index, site.node, loop)
+                                   and flow.enclosing_function(index, loop) is function for loop in index.loops):
+        return False
+    return any(flow.enclosing_loops(index, call.node) for call in flow.callers(index, function))

@@ -352,7 +352,23 @@ def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.
             if site.scope is scope and module is not None and dotted_name(module.value) == prefix \
                     and not exclusive_branches(index, site.node, expr):
                 return prefix
+        if size == 1 and _returned_wrapped(index, expr, wrappers):
+            return prefix
     return None
+
+
+def _returned_wrapped(index, expr, wrappers: tuple[str, ...]) -> bool:
+    """The name at the root of ``expr`` holds a model that a project function
+    returned wrapped (``gen, dis = setup.prepare_parallel(gen, dis)``)."""
+    import libcst as cst
+
+    base = expr
+    while isinstance(base, cst.Attribute):
+        base = base.value
+    if not isinstance(base, cst.Name):
+        return False
+    kind = wrapped_out_of_calls(index, base)
+    return bool(kind) and {"ddp": names.DDP, "fsdp": names.FSDP}[kind] in wrappers
 
 
 def function_key(index, function) -> str:

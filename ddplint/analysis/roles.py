@@ -42,6 +42,7 @@ import libcst as cst
 from ddplint import names
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 from ddplint.analysis.values import is_test_module, literal_int, literal_str
+from ddplint.screen.facts import SPAWN_INDEX
 
 LAUNCHER, WORKER, SINGLE_PROCESS = "launcher", "worker", "single-process"
 
@@ -557,6 +558,8 @@ def _single_process_calls(project, key, seen: set, depth: int) -> bool:
     for caller_path, call in calls:
         if caller_path == key[0] or project.module_in_ddp_context(caller_path):
             return False
+        if call.args.get("0") == SPAWN_INDEX:
+            return False  # ``mp.spawn(loader.worker, ...)``: it runs in every worker process
         if call.caller and not _single_process_calls(project, project.function_key(caller_path, call.caller),
                                                      seen, depth + 1):
             return False

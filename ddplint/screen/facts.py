@@ -66,6 +66,11 @@ TRUE = "true"  # the constant True (``data_sampler(ds, shuffle=True)``)
 UNKNOWN = "unknown"  # anything else (in Project.param_values only)
 PARAM_PREFIX = "param:"  # "param:NAME": the caller's own parameter NAME, passed on
 LOCAL_RANK_ATTRIBUTE = "attr:local_rank"  # X.local_rank: ARGV_LOCAL_RANK once the join knows
+# "ret:CALLEE:ITEM": what a project function returns (ITEM "" for the value, "0",
+# "1", ... for a tuple's items: ``g, d = setup(g, d)``); the join reads the
+# callee's returns_wrapped (a model wrapped by a setup helper, passed on).
+# Several bindings give several such tags joined by "|".
+RETURN_PREFIX = "ret:"
 
 _GLOBAL_RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 _LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
@@ -78,7 +83,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "17"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "19"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -168,6 +173,9 @@ class ModuleFacts:
     wrapped_globals: dict[str, str] = field(default_factory=dict)  # module-level name -> "ddp"/"fsdp"
     # "Cls" -> {"model": "ddp"} for ``self.model = DDP(...)`` in the class's methods
     wrapped_attributes: dict[str, dict[str, str]] = field(default_factory=dict)
+    # "Cls" -> {"dis": ("__init__", "Dis")} for ``self.dis = Dis`` with ``Dis`` a
+    # parameter of the method: the attribute holds what callers pass there.
+    attribute_params: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
     # Code that strips the 'module.' prefix of a loaded state dict (see ``prefix_strips``).
     prefix_strips: list["PrefixStrip"] = field(default_factory=list)
     # The literal text of ``torch.save`` paths ("./cache/{}_{}.pt": "{}" for a placeholder).
@@ -234,7 +242,7 @@ EMPTY_SET = _EmptySet()
 EMPTY_MAP = _EmptyMap()
 _FUNCTION_SETS = ("forwards", "forwards_globals", "loads", "device_params", "keeps", "saves", "saves_unguarded",
                   "returns_detached", "hands_on")
-_MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes")
+_MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes", "attribute_params")
 
 
 def intern_strings(facts: "ModuleFacts") -> None:
@@ -343,6 +351,9 @@ def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
         return True
     if call.instance:
         return ".".join(parts[:-1]) in facts.classes
+    if len(parts) > 1 and any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith(PARAM_PREFIX)
+                              for tag in call.args.values()):
+        return True  # ``trainer.train(model)`` on an instance of unknown class: Project._by_method_name
     return len(parts) == 1 and (head in facts.functions or head in facts.classes)
 
 
@@ -378,6 +389,8 @@ class _Extractor:
         # not" (``if use_fsdp_eval:``): a collective there may never run.
         self.opaque = 0
         self.assigned: list[dict[str, list[ast.AST]]] = [{}]  # per scope: name -> values
+        # per scope: name -> (call, item) for ``a, b = f(...)`` (item "0", "1", ...)
+        self.unpacked: list[dict[str, list[tuple[ast.Call, str]]]] = [{}]
         self.returns: list[list[ast.AST]] = [[]]  # per function: returned values
         self.agreed: list[set[str]] = [set()]  # per function: names a collective agreed on
         # Classes: the class whose body directly holds the statement being read
@@ -581,6 +594,10 @@ class _Extractor:
             if node.value is not None:
                 self.expressions([node.value])  # before the binding: ``m = DDP(prep(m))``
                 for target in targets:
+                    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(node.value, ast.Call):
+                        for item, element in enumerate(target.elts):
+                            if isinstance(element, ast.Name):
+                                self.unpacked[-1].setdefault(element.id, []).append((node.value, str(item)))
                     dotted = _dotted(target)
                     if dotted is not None:
                         self.assigned[-1].setdefault(dotted, []).append(node.value)
@@ -621,6 +638,9 @@ class _Extractor:
         wrapped = self.wrapped_attributes(node)
         if wrapped:
             self.facts.wrapped_attributes.setdefault(key, wrapped)
+        stored = _attribute_params(node, self.subtrees)
+        if stored:
+            self.facts.attribute_params.setdefault(key, stored)
         outer = self.owner
         for statement in node.body:
             direct = isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
@@ -643,7 +663,9 @@ class _Extractor:
         return {name: refs.pop() for name, refs in found.items() if len(refs) == 1 and "" not in refs}
 
     def wrapped_attributes(self, node: ast.ClassDef) -> dict[str, str]:
-        """``self.NAME = DDP(...)`` / ``FSDP(...)`` in the class's methods."""
+        """``self.NAME = DDP(...)`` / ``FSDP(...)`` in the class's methods, and
+        properties that return a wrap or such an attribute (a runner's lazily
+        wrapped ``model``)."""
         found: dict[str, str] = {}
         for child in self.subtrees.of_kind(node, ast.Assign):
             kind = self.wrapper_of(child.value)
@@ -651,6 +673,18 @@ class _Extractor:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                         and target.value.id == "self":
                     found.setdefault(target.attr, kind)
+        for method in node.body:
+            if not isinstance(method, ast.FunctionDef) or not any(
+                    (_dotted(d) or "").split(".")[-1] in ("property", "cached_property") for d in method.decorator_list):
+                continue
+            for returned in (n for n in ast.walk(method) if isinstance(n, ast.Return)):  # properties are few
+                value = returned.value
+                kind = self.wrapper_of(value) if value is not None else ""
+                if not kind and isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) \
+                        and value.value.id == "self":
+                    kind = found.get(value.attr, "")
+                if kind:
+                    found.setdefault(method.name, kind)
         return found
 
     def loop_facts(self, node: ast.AST, facts: "FunctionFacts") -> None:
@@ -726,6 +760,7 @@ class _Extractor:
         outer_main = self.main_guards
         self.function, self.guards, self.maybe_guards, self.opaque, self.main_guards = facts, [], [], 0, []
         self.assigned.append({})
+        self.unpacked.append({})
         self.returns.append([])
         self.agreed.append(set())
         self.block(node.body)
@@ -738,6 +773,7 @@ class _Extractor:
         self.agreed.pop()
         self.returns.pop()
         self.assigned.pop()
+        self.unpacked.pop()
         self.function, self.guards, self.maybe_guards, self.opaque = outer, outer_guards, outer_maybe, outer_opaque
         self.main_guards = outer_main
         self.owner, self.self_class = outer_owner, outer_self
@@ -919,9 +955,12 @@ class _Extractor:
         candidates += [k.value for k in node.keywords if k.arg in ("fn", "target", "entrypoint")]
         for candidate in candidates:
             bound = self.bound_callee(candidate, called=False)
+            dotted = _dotted(candidate) or ""
             if isinstance(candidate, ast.Name) or bound:
                 self.facts.calls.append(CallFact(bound or candidate.id, self.caller(), False, False,
                                                  self.spawned_arguments(node), instance=bool(bound)))
+            elif "." in dotted and dotted.split(".")[0] in self.facts.imports:  # ``mp.spawn(loader.worker, ...)``
+                self.facts.calls.append(CallFact(dotted, self.caller(), False, False, self.spawned_arguments(node)))
 
     def spawned_arguments(self, node: ast.Call) -> dict[str, str]:
         """What the worker's parameters receive: ``mp.spawn(fn, args=(a, b))`` calls
@@ -995,11 +1034,16 @@ class _Extractor:
         self.facts.calls.append(CallFact(dotted, self.caller(), strict, lenient, slots,
                                          tuple(self.maybe_guards), instance))
 
+    def wrapped_attribute(self, expr: ast.AST) -> str:
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+            return self.facts.wrapped_attributes.get(self.self_class, {}).get(expr.attr, "")
+        return ""
+
     def arg_tag(self, expr: ast.AST) -> str:
         """What an argument passes (the vocabulary at the top of this module):
         a wrapped model, a rank, a device, the caller's parameter ("param:NAME"),
         or "" when the screen cannot tell."""
-        wrapped = self.wrapper_of(expr)
+        wrapped = self.wrapper_of(expr) or self.wrapped_attribute(expr)
         if wrapped:
             return wrapped
         if isinstance(expr, ast.Name):
@@ -1007,7 +1051,30 @@ class _Extractor:
                 wrapped = self.wrapper_of(value)
                 if wrapped:
                     return wrapped
-        return _one_tag(self.value_tags(expr))
+        return _one_tag(self.value_tags(expr)) or self.return_tag(expr)
+
+    def may_be_project_callee(self, callee: str) -> bool:
+        """An imported name, or a function or class this module defined so far."""
+        head = callee.split(".")[0]
+        return head in self.facts.imports or head in self.facts.functions or head in self.facts.classes
+
+    def return_tag(self, expr: ast.AST) -> str:
+        """RETURN_PREFIX tag for a name bound only to what one call of a possible
+        project function returns (``dis = setup(dis)``, ``g, d = setup(g, d)``)."""
+        if not isinstance(expr, ast.Name):
+            return ""
+        found = [(value, "") for value in self.values_of(expr.id)]
+        for scope in reversed(self.unpacked):
+            if expr.id in scope:
+                found += scope[expr.id]
+                break
+        tags = set()  # as for wraps, one binding that may hand back a wrapped model decides
+        for value, item in found:
+            callee = _dotted(value.func) if isinstance(value, ast.Call) else None
+            if callee is not None and self.may_be_project_callee(callee) \
+                    and not (self.qualified(value.func) or "").startswith(_LIBRARY_PREFIXES):
+                tags.add(f"{RETURN_PREFIX}{callee}:{item}")
+        return "|".join(sorted(tags))  # ``m = build(cfg); m = wrap(m)``: the join tries each
 
     # ------------------------------------------------------------------ values
     def value_tags(self, expr: ast.AST, depth: int = 0) -> set[str]:
@@ -1488,6 +1555,27 @@ def _text(expr: ast.AST) -> str:
         return ast.unparse(expr)[:80]
     except Exception:  # pragma: no cover - unparse handles every expression
         return ""
+
+
+def _attribute_params(node: ast.ClassDef, subtrees) -> dict[str, tuple[str, str]]:
+    """``self.NAME = PARAM`` in the class's methods, PARAM a parameter of the
+    method: NAME -> (method, PARAM); a name stored from two places is left out."""
+    found: dict[str, tuple[str, str]] = {}
+    twice: set[str] = set()
+    for method in node.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        params = {a.arg for a in [*method.args.posonlyargs, *method.args.args, *method.args.kwonlyargs]}
+        for child in subtrees.of_kind(method, ast.Assign):
+            if not (isinstance(child.value, ast.Name) and child.value.id in params):
+                continue
+            for target in child.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self":
+                    if target.attr in found and found[target.attr] != (method.name, child.value.id):
+                        twice.add(target.attr)
+                    found.setdefault(target.attr, (method.name, child.value.id))
+    return {name: where for name, where in found.items() if name not in twice}
 
 
 def _one_tag(tags: set[str]) -> str:

@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Optional
 
 from ddplint import names
 from ddplint.screen.facts import (ARGV_LOCAL_RANK, DDP_MODEL, FSDP_MODEL, LOCAL_RANK_ATTRIBUTE, PARAM_PREFIX,
+                                  RETURN_PREFIX,
                                   UNKNOWN, CallFact, FunctionFacts, ModuleFacts)
 
 # ---------------------------------------------------------------------- the join
@@ -38,6 +39,11 @@ class Project:
                 self._by_suffix.setdefault(tuple(parts[start:]), []).append(path)
         self._nearest: dict[tuple[str, tuple[str, ...]], str] = {}
         self.callers: dict[FunctionKey, list[tuple[str, CallFact]]] = {}
+        # Calls through an instance whose class the facts cannot name (``trainer =
+        # REGISTRY[kind](args)``; ``self.task.train_epoch(model=...)``) that pass
+        # a model on: linked by method name when one method of the project has it.
+        # They only carry wrapped models into parameters (see _by_method_name).
+        self.weak_callers: dict[FunctionKey, list[tuple[str, CallFact]]] = {}
         self._link_calls()
         self.ddp_params: dict[FunctionKey, dict[str, str]] = {}  # param -> "ddp"/"fsdp"
         self._propagate_wrapped_params()
@@ -187,11 +193,40 @@ class Project:
                 if key is not None:
                     self.callers.setdefault(key, []).append((path, call))
                     resolved.append(call)
-                elif path not in self._wraps_through and self._wrap_through(path, module, call):
-                    self._wraps_through.add(path)
+                else:
+                    if path not in self._wraps_through and self._wrap_through(path, module, call):
+                        self._wraps_through.add(path)
+                    weak = self._by_method_name(call)
+                    if weak is not None:
+                        self.weak_callers.setdefault(weak, []).append((path, call))
             # Calls into other libraries are dead weight from here on, and the
             # project is pickled to every worker process.
             module.calls = resolved
+
+    def _by_method_name(self, call: CallFact) -> Optional[FunctionKey]:
+        """The one method of the project named like the unresolved instance call
+        ``obj.m(...)`` whose parameters take the call's tagged arguments, when the call
+        passes a wrapped model (or a parameter that may hold one) on."""
+        holder, _, method = call.callee.rpartition(".")
+        if not holder or holder.split(".")[0] in ("self", "cls") and "." not in holder \
+                or holder.split(".")[-1][:1].isupper() or method.startswith("__"):
+            return None  # ``self.m`` / ``Cls.m`` / dunders: the ordinary resolution's
+        if not any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith(PARAM_PREFIX) for tag in call.args.values()):
+            return None
+        if not hasattr(self, "_methods_by_name"):
+            self._methods_by_name: dict[str, list[FunctionKey]] = {}
+            for path, module in self.modules.items():
+                for key in module.functions:
+                    owner, _, name = key.rpartition(".")
+                    if owner in module.classes:
+                        self._methods_by_name.setdefault(name, []).append((path, key))
+        fitting = [key for key in self._methods_by_name.get(method, []) if self._takes_arguments(key, call)]
+        return fitting[0] if len(fitting) == 1 else None
+
+    def _takes_arguments(self, key: FunctionKey, call: CallFact) -> bool:
+        function = self.function(key)
+        params = _argument_params(function, call)
+        return all(int(slot) < len(params) if slot.isdigit() else slot in function.params for slot in call.args)
 
     def function(self, key: FunctionKey) -> Optional[FunctionFacts]:
         module = self.modules.get(key[0])
@@ -233,20 +268,34 @@ class Project:
         return params[position] if position < len(params) else None
 
     def _propagate_wrapped_params(self) -> None:
+        links = [(key, calls) for links in (self.callers, self.weak_callers) for key, calls in links.items()]
         changed = True
         while changed:
             changed = False
-            for key, calls in self.callers.items():
+            for key, calls in links:
                 for caller_path, call in calls:
                     for slot, tag in call.args.items():
                         if tag.startswith(PARAM_PREFIX):
                             tag = self.ddp_params.get((caller_path, call.caller), {}).get(tag[6:], "")
+                        elif tag.startswith(RETURN_PREFIX):
+                            tag = self.returned_tag(caller_path, tag)
                         if tag not in (DDP_MODEL, FSDP_MODEL):
                             continue
                         param = self._param_for_slot(key, call, slot)
                         if param is not None and param not in self.ddp_params.setdefault(key, {}):
                             self.ddp_params[key][param] = tag
                             changed = True
+
+    def returned_tag(self, path: str, tag: str) -> str:
+        """"ddp"/"fsdp" when the RETURN_PREFIX ``tag`` (written in module ``path``)
+        names a project function whose returns hand back a wrapped model there."""
+        for one in tag.split("|"):
+            callee, _, item = one[len(RETURN_PREFIX):].rpartition(":")
+            key = self.resolve_function(path, callee)
+            function = self.function(key) if key is not None else None
+            if function is not None and function.returns_wrapped.get(item):
+                return function.returns_wrapped[item]
+        return ""
 
     def _propagate_collectives(self) -> None:
         # Sparse (only the functions that do): a project has tens of thousands of functions.
@@ -398,6 +447,8 @@ class Project:
             tag = self._slot_tag(key, call, param)
             if tag.startswith(PARAM_PREFIX) and call.caller:
                 feeding.append(((caller_path, call.caller), tag[len(PARAM_PREFIX):]))
+            elif tag.startswith(RETURN_PREFIX):
+                tags.add(self.returned_tag(caller_path, tag) or UNKNOWN)
             elif tag == LOCAL_RANK_ATTRIBUTE:  # ``args.local_rank``: parsed from argv?
                 tags.add(ARGV_LOCAL_RANK if self.in_scope(caller_path, lambda m: m.adds_local_rank_flag)
                          else UNKNOWN)
@@ -445,6 +496,9 @@ class Project:
             seen.add(owner)
             module = self.modules[owner[0]]
             kind = module.wrapped_attributes.get(owner[1], {}).get(attribute, "")
+            stored = module.attribute_params.get(owner[1], {}).get(attribute)
+            if not kind and stored is not None:  # ``self.dis = dis`` with a wrapped ``dis`` passed in
+                kind = self.ddp_params.get((owner[0], f"{owner[1]}.{stored[0]}"), {}).get(stored[1], "")
             if kind:
                 return kind
             for base in module.classes.get(owner[1], ()):
