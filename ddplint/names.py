@@ -108,6 +108,10 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
 # Shared by the screen (ast) and the judge (libcst): see ddplint.analysis.ranks.
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                   "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK", "GROUP_RANK")
+# The LOCAL_RANK variable named in a string (``os.environ["LOCAL_RANK"]``, a message about
+# it), not a longer variable that ends in it (``OMPI_COMM_WORLD_LOCAL_RANK``: torchrun does not
+# set it) nor an attribute (``config.LOCAL_RANK``: no string).
+LOCAL_RANK_VARIABLE = re.compile(r"(?<![A-Za-z0-9_])LOCAL_RANK(?![A-Za-z0-9_])")
 # Last component of a name or attribute holding a rank: rank, local_rank, ddp_rank, ...
 # (not ``num_tokens_per_dp_rank``: a config quantity that merely ends in "rank").
 RANK_NAME = re.compile(
@@ -118,6 +122,8 @@ RANK_PREDICATES = frozenset({
     "is_main_process", "is_local_main_process", "is_master", "is_local_master", "is_master_process",
     "is_rank_zero", "is_rank_0", "is_global_zero", "is_local_zero", "is_main_rank", "is_primary",
     "is_main_worker", "is_chief", "is_leader", "main_process", "is_main",
+    # Hugging Face Trainer / TrainingArguments, torch_xla
+    "is_world_process_zero", "is_local_process_zero", "is_master_ordinal",
 })
 # Predicates named like ``is_first_worker()``, ``is_master_node()``, ``is_chief_process()``
 # (imported helpers whose body ddplint may not see): ``is_`` + a "main" word + process words.

@@ -49,7 +49,7 @@ import libcst as cst
 from ddplint import names
 from ddplint.analysis.values import literal_bool
 from ddplint.analysis.models import parameter_values, project_of
-from ddplint.screen.facts import TRUE
+from ddplint.screen.facts import TRUE, ModuleFacts, summarize
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
@@ -169,10 +169,13 @@ class SamplerSetEpochMissing(Rule):
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
-        if any(project.modules[other].calls_set_epoch for other in project.scope(index.path) if other != index.path):
+        if any(project.modules[other].calls_set_epoch for other in project.scope(index.path)
+               if other != index.path and other in project.modules):
             return
         own = [site for site in index.method_calls("set_epoch")]
-        here = project.modules[index.path].has_epoch_loop or _epoch_loop_through_a_name(index)
+        # (a module judged without its own facts in the project: a one-module summary of its text)
+        mine = project.modules.get(index.path) or summarize(index.source, index.path) or ModuleFacts(index.path)
+        here = mine.has_epoch_loop or _epoch_loop_through_a_name(index)
         if not here and (not project.complete or not project.in_scope(index.path, lambda m: m.has_epoch_loop)):
             return
         for site in index.calls_to(names.DISTRIBUTED_SAMPLER):
@@ -182,7 +185,7 @@ class SamplerSetEpochMissing(Rule):
                 continue  # shuffle=False, or a value we cannot read
             if site.has_star_kwargs or _is_eval_sampler(index, site.node):
                 continue
-            if (own or project.modules[index.path].calls_set_epoch) and not _others_only(index, site, own):
+            if (own or mine.calls_set_epoch) and not _others_only(index, site, own):
                 continue  # set_epoch is called here, maybe on this sampler
             yield self.report(site.node, None if not own else
                               "DistributedSampler shuffles but set_epoch is called only on the other samplers, "

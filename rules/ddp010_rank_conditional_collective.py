@@ -13,7 +13,10 @@ which checks parameter shapes across ranks and broadcasts rank 0's weights). Whe
 the two arms of a rank test issue different collectives, the first arm is
 reported once. A wrapped model handed under a
 rank condition to an evaluation function whose body is not visible
-(`run_validation(ddp_model, loader)` from another library) is flagged too. A DDP
+(`run_validation(ddp_model, loader)` from another library), or that hands it on
+to `obj.run(model=...)` of an object whose class is not visible
+(`run_benchmark(name, conf, ddp_model)` building its pipeline by name), is
+flagged too. A DDP
 forward is reported as "may hang or desynchronise" (DDP broadcasts buffers in
 forward); collectives and FSDP forwards hang.
 
@@ -68,7 +71,7 @@ from ddplint.analysis.models import (guard_encloses_wrap, not_instance_of, proje
 from ddplint.screen.facts import COLLECTIVE_STATE_DICT, COLLECTIVES
 from ddplint import names
 from ddplint.analysis.values import is_ddp_model
-from ddplint.analysis.roles import in_single_process_branch, zero_side
+from ddplint.analysis.roles import in_single_process_branch, tests_subgroup_rank, zero_side
 from ddplint.analysis.ranks import Guard, guard_restricts, rank_guards, selects_group_members
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
@@ -88,6 +91,10 @@ class RankConditionalCollective(Rule):
     uses_project = True
 
     valid = [
+        # A rank inside a group (``grp.rank()``, ``mp.dp_rank()``): which ranks of the job pass is
+        # not known here.
+        Valid(DIST + "def sync_stats(t):\n    dist.all_reduce(t)\ndef checkpoint(t):\n"
+                     "    if mp.dp_rank() != 0:\n        return\n    sync_stats(t)\n"),
         Valid(DIST + "dist.all_reduce(t)\nif dist.get_rank() == 0:\n    print(t)\n"),
         Valid(DIST + "if rank == 0:\n    dist.send(t, dst=1)\nelse:\n    dist.recv(t, src=0)\n"),
         Valid(DIST + "if rank == 0:\n    dist.broadcast(t, src=0)\nelse:\n    dist.broadcast(t, src=0)\n"),
@@ -191,6 +198,9 @@ class RankConditionalCollective(Rule):
         # A closure over the unwrapped network, run on rank 0 only.
         Valid(DDP_IMPORT + "def run(rank, net, batches):\n    def score(b):\n        return net(b).mean()\n"
                            "    ddp = DDP(net)\n    if rank == 0:\n        print(score(batches[0]))\n"),
+        # An evaluation-named project function that hands the model only to a counter (not a run).
+        Valid(DDP_IMPORT + "def evaluate_size(model):\n    tally = Tally()\n    return tally.count(model)\n"
+                           "model = DDP(net)\nif rank == 0:\n    print(evaluate_size(model))\n"),
         # The rank test also encloses the wrap: the ranks that own the model run it.
         Valid(DDP_IMPORT + "if rank in trainers:\n    model = DDP(net, process_group=pg)\n    out = model(x)\n"),
     ]
@@ -226,6 +236,11 @@ class RankConditionalCollective(Rule):
         # An evaluation function whose body is not visible, handed the DDP model.
         Invalid(DDP_IMPORT + "from engine import run_validation\nmodel = DDP(net)\nif rank == 0:\n"
                              "    acc = run_validation(model, val_loader)\n", line=7, column=11),
+        # An evaluation function of the project that hands the model to a pipeline whose class
+        # is chosen by name (not visible): as for a library's evaluation function.
+        Invalid(DDP_IMPORT + "def benchmark_on(name, model):\n    suite = registry[name]()\n"
+                             "    return suite.run(model=model)\nmodel = DDP(net)\nfor epoch in range(3):\n"
+                             "    if rank == 0:\n        benchmark_on('val', model.eval())\n", line=10, column=9),
         # A function of the project that ends in a barrier, called on the main rank only.
         Invalid(DIST + "def save_all(model, path):\n    torch.save(model.module.state_dict(), path)\n"
                        "    dist.barrier()\nif dist.get_rank() == 0:\n    save_all(model, path)\n",
@@ -298,7 +313,8 @@ class RankConditionalCollective(Rule):
             if what is None:
                 continue
             description, consequence = what
-            guards = [g for g in rank_guards(index, site.node) if guard_restricts(index, g)]
+            guards = [g for g in rank_guards(index, site.node) if guard_restricts(index, g)
+                      and not tests_subgroup_rank(g.node.test)]  # a group's rank: which ranks is not known
             if not guards or _issued_on_every_branch(index, site, guards):
                 continue
             if _group_scoped(index, site) and all(selects_group_members(index, g.node.test) for g in guards):
@@ -342,6 +358,11 @@ class RankConditionalCollective(Rule):
             return f"call of {callee}(), which issues a collective,", HANGS
         if reached == "forward":
             return f"call of {callee}(), which runs a forward of a wrapped model,", DESYNC
+        if slots and _evaluation_name(callee) \
+                and project.hands_on_wrapped(index.path, project_callee(index, site.node) or callee, index.imports, slots):
+            # A project function that hands the model on to ``pipeline.run(model=model)`` of an
+            # object whose class is not visible: as for an evaluation function of another library.
+            return f"call of {callee}() with a wrapped model (evaluation runs its forward)", DESYNC
         if slots and _evaluation_name(callee) and not qualified.startswith(_NOT_EVALUATION) \
                 and project.resolve_function(index.path, project_callee(index, site.node) or callee, index.imports) is None \
                 and not helper_functions(index, site):

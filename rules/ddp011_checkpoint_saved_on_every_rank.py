@@ -5,10 +5,13 @@ guard (`if rank == 0:`, `if is_main_process():`, `if is_first_worker():`,
 function nor in all of the project's calls of that function (`main()` run by
 every process). A save helper (a function of the project, here or imported, that
 `torch.save`s what it is given: `write_ckpt({"net": model.state_dict()}, d)`) is
-reported at the call that runs on every rank, not inside the helper. When the
+reported at the call that runs on every rank, not inside the helper; so is a
+method that saves the instance's state (`self._dump()`) when another call of it
+in the module is rank-guarded. When the
 file name is a literal the message names it ("every rank writes 'last.pt'").
 A module that wraps its model through a project module's re-export
-(`ext_dist.DDP(net)`) is DDP code even without importing torch.distributed.
+(`ext_dist.DDP(net)`), or builds a `DistributedSampler`, is DDP code even
+without importing torch.distributed.
 
 Not flagged: rank-guarded saves (also by a property of the class that returns a
 rank test: `if self.saves_on_this_rank:`); helpers that guard themselves
@@ -150,6 +153,19 @@ class CheckpointSavedOnEveryRank(Rule):
         Valid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
                      "def save(state):\n    write_ckpt(state, 'm.pt')\nif dist.get_rank() == 0:\n"
                      "    save(model.state_dict())\n"),
+        # A rank read from a group or a library's getter (``grp.rank()``, ``smp.dp_rank()``), and
+        # the Hugging Face Trainer's predicate.
+        Valid(DIST + "class Keeper:\n    def write(self, out):\n        if self.group.rank() != 0:\n"
+                     "            return\n        torch.save(self.net.state_dict(), out)\n"
+                     "    def finish(self, out):\n        if self.sharded:\n            self.write(out)\n"
+                     "Keeper().finish('w.pt')\n"),
+        Valid(DIST + "def finish(trainer, out):\n    if trainer.is_world_process_zero():\n"
+                     "        torch.save(trainer.model.state_dict(), out)\nfinish(trainer, 'w.pt')\n"),
+        Valid("import torch\nfrom torch.utils.data.distributed import DistributedSampler\n"
+              "def fit(cfg, net, data):\n    sampler = DistributedSampler(data) if cfg.local_rank != -1 else None\n"
+              "    for ep in range(cfg.epochs):\n        run_epoch(net, data, sampler)\n"
+              "        if cfg.local_rank in (-1, 0):\n            torch.save(net.state_dict(), 'tuned.bin')\n"
+              "fit(cfg, net, data)\n"),
     ]
     invalid = [
         # A local save helper (it saves its parameter's state, unwrapped first), guarded at one call
@@ -228,9 +244,25 @@ class CheckpointSavedOnEveryRank(Rule):
                        "    def on_epoch_end(self):\n        torch.save(self.model.module.state_dict(), 'last.pt')\n"
                        "    def run(self):\n        for epoch in range(3):\n            self.on_epoch_end()\n"
                        "Loop(model).run()\n", line=7, column=9),
+        # A method without parameters that saves the instance's state, guarded in the epoch loop
+        # and called unguarded on the export path: reported at the unguarded call.
+        Invalid(DIST + "class Fitter:\n    def _dump(self):\n"
+                       "        blob = {'net': self.net.state_dict(), 'opt': self.opt.state_dict()}\n"
+                       "        torch.save(blob, self.snapshot_path)\n    def fit(self):\n"
+                       "        if self.cfg.export_only:\n            self._dump()\n            return\n"
+                       "        for ep in range(self.cfg.epochs):\n            self.step_epoch()\n"
+                       "            if dist.get_rank() == 0:\n                self._dump()\n"
+                       "Fitter().fit()\n", line=9, column=13),
         # ``torch`` reached only through a star import.
         Invalid("from common import *\ndist.init_process_group('nccl')\n"
                 "torch.save(model.state_dict(), 'last.pt')\n", line=3, column=1),
+        # A module that builds a DistributedSampler is DDP code (RULES.md, Clarifications), also
+        # beside a DataParallel arm for one process with several GPUs.
+        Invalid("import torch\nfrom torch.utils.data.distributed import DistributedSampler\n"
+                "def fit(cfg, net, data):\n    if cfg.n_gpu > 1:\n        net = torch.nn.DataParallel(net)\n"
+                "    sampler = DistributedSampler(data) if cfg.local_rank != -1 else None\n"
+                "    for ep in range(cfg.epochs):\n        run_epoch(net, data, sampler)\n"
+                "        torch.save(net.state_dict(), 'tuned.bin')\nfit(cfg, net, data)\n", line=9, column=9),
     ]
 
     def screen(self, sketch):
@@ -261,6 +293,9 @@ class CheckpointSavedOnEveryRank(Rule):
             if function is not None and _some_call_guarded(index, function) and any(
                     _saved_parameters(index, obj.value, function, only=p.name.value) for p in function.params.params):
                 continue  # a helper saving its parameter's state, called guarded here and unguarded there
+            if function is not None and _some_call_guarded(index, function) and any(
+                    _runs_on_every_rank(index, call) for call in callers(index, function)):
+                continue  # a helper called guarded here and unguarded there: reported at the unguarded call
 
             name = checkpoint_file_name(index, target.value)
             yield self.report(site.node, _message(name))
@@ -270,7 +305,8 @@ class CheckpointSavedOnEveryRank(Rule):
             if site.qualified_name == names.TORCH_SAVE:
                 continue
             if key is None:
-                if _local_helper_saves_an_argument(index, site) and _runs_on_every_rank(index, site):
+                if (_local_helper_saves_an_argument(index, site) or _local_helper_saves_state(index, site)) \
+                        and _runs_on_every_rank(index, site):
                     yield self.report(site.node, f"save helper {dotted_name(site.node.func)}() called on every rank: "
                                                  "N processes write the same file")
                 continue
@@ -318,6 +354,26 @@ def _local_helper_saves_an_argument(index: SemanticIndex, site) -> bool:
                 if obj is not None and isinstance(obj.value, cst.Call) and _is_model_state(index, obj.value) \
                         and _saved_parameters(index, obj.value, helper, only=param):
                     return True
+    return False
+
+
+def _local_helper_saves_state(index: SemanticIndex, site) -> bool:
+    """A function of this module (``self._serialize()``) that ``torch.save``s
+    model state with no rank guard inside and no file or state chosen by its
+    callers, called under a rank guard elsewhere in this module: the call made
+    on every rank is the mistake (the guarded one shows the intent)."""
+    for helper in helper_functions(index, site):
+        if not _some_call_guarded(index, helper):
+            continue  # every call unguarded: the save inside the helper is reported
+        for save in calls_in_function(index, helper):
+            obj, target = save.argument("obj"), save.argument("f")
+            if save.qualified_name != names.TORCH_SAVE or obj is None or target is None:
+                continue
+            if _is_model_state(index, obj.value) and not _per_rank_or_in_memory(index, target.value) \
+                    and not runs_on_rank_subset(index, save.node, lenient=True) \
+                    and not _saved_parameters(index, obj.value, helper) \
+                    and not _path_from_parameters(index, target.value, helper):
+                return True
     return False
 
 

@@ -1,6 +1,8 @@
 """## What it does
 Flags `torch.load(...)` (and `torch.hub.load_state_dict_from_url(...)`) without
-`map_location` in a DDP worker that uses CUDA.
+`map_location` in a DDP worker that uses CUDA (also through a project helper it
+calls that sets the process's device: `set_dist(args)` with
+`torch.cuda.set_device(args.local_rank)` inside).
 
 ## Why is this bad?
 `torch.load` restores each tensor onto the device it was saved from. A
@@ -32,10 +34,12 @@ or none (written in this module from `.cpu()` values, tensors allocated with
 `device="cpu"` or made by a project module that never uses CUDA, files another
 module in reach, or a standalone preprocessing script, that never uses CUDA
 writes, a class's `load_x(path)` whose mirror `save_x` writes only `.cpu()`
-entries), LR scheduler states, full state
-dicts saved with CPU offload, `GradScaler.state_dict()`, metadata-only files
+entries), LR scheduler states, random generator states (`torch.cuda.get_rng_state()` is
+a CPU tensor), full state dicts saved with CPU offload (also by another function of the module that writes
+the same file-name template after `cfg.offload_to_cpu = ...`), `GradScaler.state_dict()`, metadata-only files
 such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer);
-in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
+per-rank files (a name built from this process's rank: `f"model_rank{rank}.bin"`,
+each rank reads the shard it wrote); in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
 or bytes another machine serialised); a file saved and loaded under the same rank
 test (`if grp.rank() == 0:` around both: the writer reads its own file back);
 a CPU-only module (`gloo`, no CUDA use); `if gpu is None: torch.load(p) else:
@@ -59,9 +63,10 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.models import linked_modules, project_of
+from ddplint.analysis.models import linked_modules, project_callee, project_of
 from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
 from ddplint.analysis.flow import precedes
+from ddplint.analysis.ranks import is_rank_value
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name, iter_literal_strings
 from ddplint.analysis.values import literal_str
 from ddplint.fixes import UNSAFE, add_keyword, node_fix, replace, string_literal
@@ -83,6 +88,29 @@ class LoadWithoutMapLocation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # The single-process arm of ``if cfg.use_ddp is True:``.
+        Valid(DIST + "import os\ndef evaluate(net, folder, cfg):\n    net.cuda()\n    if cfg.use_ddp is True:\n"
+                     "        net.module.load_state_dict(torch.load(os.path.join(folder, 'w.pth'), map_location='cpu'))\n"
+                     "    else:\n        net.load_state_dict(torch.load(os.path.join(folder, 'w.pth')))\n"),
+        # The same file name template is written by a function that gathers with CPU offload.
+        Valid(DIST + "import os\nmodel.cuda()\nNAME = 'weights'\ndef store(cfg, net, out):\n"
+                     "    cfg.full_config.offload_to_cpu = cfg.world > 1\n    fname = f'{NAME}.bin'\n"
+                     "    torch.save(net.state_dict(), os.path.join(out, fname))\ndef restore(cfg, src):\n"
+                     "    fname = f'{NAME}.bin'\n    return torch.load(os.path.join(src, fname))\n"),
+        # A per-rank shard, read back by the rank that wrote it.
+        Valid(DIST + "import os\nmodel.cuda()\ndef restore_shard(folder, acc):\n"
+                     "    name = f'shard_rank{acc.process_index}.bin'\n"
+                     "    return torch.load(os.path.join(folder, name), weights_only=True)\n"),
+        # RNG states: torch.cuda.get_rng_state() returns a CPU ByteTensor.
+        Valid(DIST + "import random\nimport numpy as np\nmodel.cuda()\ndef keep_rng(folder):\n"
+                     "    blob = {'cpu': torch.get_rng_state(), 'gpu': torch.cuda.get_rng_state(),\n"
+                     "            'np': np.random.get_state(), 'py': random.getstate()}\n"
+                     "    torch.save(blob, folder / f'rng_{dist.get_rank()}.pt')\n"
+                     "def restore_rng(folder):\n    blob = torch.load(folder / f'rng_{dist.get_rank()}.pt')\n"
+                     "    torch.cuda.set_rng_state(blob['gpu'])\n"),
+        # The single-process arm of a dict option (``opt['dist']``).
+        Valid(DIST + "model.cuda()\nif opt['dist']:\n    dist.init_process_group('nccl')\nelse:\n"
+                     "    model.load_state_dict(torch.load(opt['pretrained']))\n"),
         Valid(DIST + "model.cuda()\nstate = torch.load(path, map_location='cpu')\n"),
         Valid(DIST + "model.cuda()\nstate = torch.load(path, map_location=f'cuda:{local_rank}')\n"),
         Valid(DIST + "model.cuda()\nstate = torch.load(path, {'cuda:0': f'cuda:{rank}'})\n"),
@@ -314,7 +342,22 @@ def _uses_cuda(index: SemanticIndex) -> bool:
     if any(isinstance(part, cst.FormattedStringText) and "cuda" in part.value
            for fstring in index.fstrings for part in fstring.parts):
         return True
-    return _given_a_device_by_cuda_code(index)
+    return _given_a_device_by_cuda_code(index) or _calls_device_setup(index)
+
+
+def _calls_device_setup(index: SemanticIndex) -> bool:
+    """Does the module call a project function that sets this process's CUDA
+    device (``set_dist(args)`` / ``init_distributed_mode(args)`` with
+    ``torch.cuda.set_device(args.local_rank)`` inside)? Then it runs on a GPU."""
+    project = project_of(index)
+    for site in index.calls:
+        if site.qualified_name is not None and site.qualified_name.startswith("torch."):
+            continue
+        callee = project_callee(index, site.node)
+        facts = project.callee_facts(index.path, callee, index.imports) if callee else None
+        if facts is not None and facts.sets_device:
+            return True
+    return False
 
 
 def _given_a_device_by_cuda_code(index: SemanticIndex) -> bool:
@@ -386,6 +429,8 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
     path = site.argument("f", 0)
     if path is None:
         return False
+    if _per_rank_file(index, path.value):
+        return True
     if _in_memory(index, path.value) or _read_back_by_its_writer(index, site, path.value) \
             or _written_by_cpu_only_module(index, path.value):
         return True
@@ -405,7 +450,65 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
                 return True
         elif _framework_save_offloads(index, save):
             return True
+    if _saved_with_offload_elsewhere(index, path.value):
+        return True
     return _class_checkpoints_on_cpu(index, site, path.value)
+
+
+def _saved_with_offload_elsewhere(index: SemanticIndex, path: cst.BaseExpression) -> bool:
+    """A ``torch.save`` of this module writes a file of the same name template
+    (``weights_name = f"{MODEL_NAME}.bin"`` in both functions) in a function that
+    gathers the state with CPU offload (``cfg.offload_to_cpu = ...``,
+    ``offload_to_cpu=True``): the file holds CPU tensors."""
+    wanted = {text for text in _name_templates(index, path) if "{" in text or len(text) > 8}
+    if not wanted:
+        return False
+    for save in index.calls_to(names.TORCH_SAVE):
+        target = save.argument("f", 1)
+        if target is not None and _offloads_to_cpu(index, save.scope) \
+                and wanted & _name_templates(index, target.value):
+            return True
+    return False
+
+
+def _name_templates(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> set[str]:
+    """The source text of the string literals / f-strings a path is built from,
+    through the names it reads (two bindings deep)."""
+    found: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FormattedString, cst.SimpleString)):
+            found.add(index.module.code_for_node(node))
+            continue
+        if isinstance(node, cst.Name) and depth < 2:
+            for value in index.reaching_values(node) or ():
+                found |= _name_templates(index, value, depth + 1)
+            continue
+        stack.extend(node.children)
+    return found
+
+
+def _per_rank_file(index: SemanticIndex, path: cst.BaseExpression, depth: int = 0) -> bool:
+    """A file name built from this process's rank (``f"model_rank{acc.process_index}.bin"``,
+    ``ckpt_dir / f"worker_{rank}.pt"``, also through names bound to such parts):
+    each rank reads the shard it wrote itself, onto the device it wrote it from."""
+    if depth > 2:
+        return False
+    stack = [path]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.FormattedStringExpression) and is_rank_value(index, node.expression, lenient=True):
+            return True
+        if isinstance(node, cst.Call) and (dotted_name(node.func) or "") == "str" and node.args \
+                and is_rank_value(index, node.args[0].value, lenient=True):
+            return True
+        if isinstance(node, cst.Name) and depth < 2:
+            if any(_per_rank_file(index, value, depth + 1) for value in index.reaching_values(node) or ()):
+                return True
+            continue
+        stack.extend(node.children)
+    return False
 
 
 def _class_checkpoints_on_cpu(index: SemanticIndex, site: CallSite, path: cst.BaseExpression) -> bool:
@@ -634,8 +737,9 @@ def _saves_of(index: SemanticIndex, path: cst.BaseExpression, load: CallSite) ->
 def _is_cpu_value(index: SemanticIndex, expr: cst.BaseExpression, scope: cst.CSTNode, depth: int = 0) -> bool:
     """A value known to live on the CPU: ``x.cpu()``, ``x.to("cpu")``, a tensor
     allocated with ``device="cpu"``, ``{k: v.cpu() ...}``, a dict or list of such
-    values, a GradScaler's ``state_dict()``, a full state dict gathered with CPU
-    offload (``offload_to_cpu=True`` / ``cpu_offload=True`` in the same function)."""
+    values, a GradScaler's ``state_dict()``, random generator states
+    (``torch.cuda.get_rng_state()`` is a CPU ByteTensor; numpy's and Python's
+    hold no tensors), a full state dict gathered with CPU offload (``offload_to_cpu=True`` / ``cpu_offload=True`` in the same function)."""
     if depth > 4:
         return False
     if isinstance(expr, cst.Call):
@@ -646,6 +750,10 @@ def _is_cpu_value(index: SemanticIndex, expr: cst.BaseExpression, scope: cst.CST
                 return True
             if method == "state_dict" and "scaler" in (dotted_name(func.value) or "").split(".")[-1].lower():
                 return True
+            if method in ("get_rng_state", "get_rng_state_all"):
+                return True  # ``torch.cuda.get_rng_state()`` too: a CPU ByteTensor
+        if index.qualified_name(func) in ("random.getstate", "numpy.random.get_state"):
+            return True  # Python and numpy generator states: no tensors
         device = next((a for a in expr.args if a.keyword is not None and a.keyword.value == "device"), None)
         if device is not None and literal_str(device.value) == "cpu":
             return True
@@ -697,6 +805,12 @@ def _offloads_to_cpu(index: SemanticIndex, scope: cst.CSTNode) -> bool:
             arg = site.keyword(keyword)
             if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True":
                 return True
+    # ``plugin.state_dict_config.offload_to_cpu = is_multi_process`` (on whenever several processes run)
+    for (_, name), bindings in index.bindings.items():
+        if name.split(".")[-1] in ("offload_to_cpu", "cpu_offload") and "." in name \
+                and any(b.kind == "assign" and not (isinstance(b.value, cst.Name) and b.value.value == "False")
+                        and any(a is scope for a in index.ancestors(b.node)) for b in bindings):
+            return True
     return False
 
 

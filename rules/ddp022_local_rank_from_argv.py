@@ -14,7 +14,10 @@ LOCAL_RANK is no read of the environment variable.
 
 Not flagged: scripts that read `LOCAL_RANK` from the environment (as a fallback,
 a default, or behind a version check); a parsed `--local_rank` that is never
-used as a device.
+used as a device; scripts that are their own launcher (the parent sets
+`args.local_rank = i` before `Process(target=...)` / `mp.spawn`). A longer
+variable that ends in LOCAL_RANK (`OMPI_COMM_WORLD_LOCAL_RANK`) is not the one
+torchrun sets.
 
 ## Why is this bad?
 `torch.distributed.launch` passed `--local_rank=N` on the command line;
@@ -47,6 +50,7 @@ import libcst as cst
 from ddplint import names
 from ddplint.analysis.values import literal_str
 from ddplint.analysis.models import project_of
+from ddplint.analysis.roles import LAUNCHER, process_role
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.screen.facts import ARGV_LOCAL_RANK
 from ddplint.analysis.semantic import SemanticIndex
@@ -68,6 +72,12 @@ class LocalRankFromArgv(Rule):
     uses_project = True
 
     valid = [
+        # Its own launcher: the parent gives each worker its index before starting it.
+        Valid(HEAD + "from multiprocessing import Process\ndef run(args):\n    torch.cuda.set_device(args.local_rank)\n"
+                     "    dist.init_process_group('nccl')\nparser.add_argument('--local_rank', type=int, default=0)\n"
+                     "if __name__ == '__main__':\n    args = parser.parse_args()\n    workers = []\n"
+                     "    for i in range(args.gpus):\n        args.local_rank = i\n"
+                     "        w = Process(target=run, args=(args,))\n        w.start()\n        workers.append(w)\n"),
         # The config's LOCAL_RANK comes from the environment variable.
         Valid(HEAD + "import os\nparser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
                      "cfg.LOCAL_RANK = int(os.environ.get('LOCAL_RANK', args.local_rank))\n"
@@ -142,6 +152,14 @@ class LocalRankFromArgv(Rule):
                        "def build(cfg, gpu):\n    return DDP(Net().cuda(gpu), device_ids=[gpu])\n"
                        "parser.add_argument('--local-rank', type=int, default=0)\nopts = parser.parse_args()\n"
                        "model = build(opts, opts.local_rank)\n", line=8, column=1),
+        # Testing for LOCAL_RANK and writing it from the flag reads nothing torchrun set.
+        Invalid(HEAD + "import os\nparser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                       "if 'LOCAL_RANK' not in os.environ:\n    os.environ['LOCAL_RANK'] = str(args.local_rank)\n"
+                       "torch.cuda.set_device(args.local_rank)\n", line=6, column=1),
+        # An MPI launcher's variable that ends in LOCAL_RANK is not the one torchrun sets.
+        Invalid(HEAD + "import os\nparser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                       "if args.launcher == 'mpi':\n    args.local_rank = int(os.environ['OMPI_COMM_WORLD_LOCAL_RANK'])\n"
+                       "torch.cuda.set_device(args.local_rank)\n", line=6, column=1),
     ]
 
     def screen(self, sketch):
@@ -160,6 +178,8 @@ class LocalRankFromArgv(Rule):
         if not flags:
             return
         attributes = {"local_rank"} | {_destination(site) for site in flags}
+        if _filled_by_own_launcher(index, attributes):
+            return  # the script starts its workers itself and hands each its index
         if _used_as_device(index, attributes) or (
                 project.complete and project.in_scope(index.path, lambda m: m.local_rank_attr_as_device)) \
                 or _passed_into_a_device_parameter(project, index.path):
@@ -167,14 +187,46 @@ class LocalRankFromArgv(Rule):
                 yield self.report(site.node, _message(site))
 
 
+def _filled_by_own_launcher(index: SemanticIndex, attributes: set[str]) -> bool:
+    """``args.local_rank = i`` in launcher-parent code (``for i in range(n):
+    args.local_rank = i; Process(target=init_processes, args=(..., args)).start()``):
+    the script is its own launcher, not run under torchrun, and every worker
+    gets its own index."""
+    for (_, name), bindings in index.bindings.items():
+        if "." not in name or name.split(".")[-1].lower() not in attributes:
+            continue
+        if any(b.kind == "assign" and process_role(index, b.node) == LAUNCHER for b in bindings):
+            return True
+    return False
+
+
 def _names_the_variable(index: SemanticIndex) -> bool:
     """A string of the module names the LOCAL_RANK variable (``os.environ["LOCAL_RANK"]``,
     ``getenv("LOCAL_RANK")``, a version check that mentions it); an attribute
     ``config.LOCAL_RANK`` filled from the flag does not."""
-    return any(isinstance(value, str) and "LOCAL_RANK" in value for _, value in index.strings)
+    return any(isinstance(value, str) and names.LOCAL_RANK_VARIABLE.search(value) is not None
+               and not _tested_or_written(index, node) for node, value in index.strings)
+
+
+def _tested_or_written(index: SemanticIndex, string: cst.CSTNode) -> bool:
+    """``"LOCAL_RANK" in os.environ`` (a test) or ``os.environ["LOCAL_RANK"] = ...``
+    (a write): neither reads the value torchrun set."""
+    parent = index.parent(string)
+    if isinstance(parent, cst.Comparison) and parent.left is string \
+            and all(isinstance(c.operator, (cst.In, cst.NotIn)) for c in parent.comparisons):
+        return True
+    if isinstance(parent, cst.Index):
+        subscript = index.parent(index.parent(parent))
+        holder = index.parent(subscript) if isinstance(subscript, cst.Subscript) else None
+        return isinstance(holder, cst.AssignTarget)
+    return False
 
 
 def _message(site) -> str:
+    required = site.keyword("required")
+    if required is not None and isinstance(required.value, cst.Name) and required.value.value == "True":
+        return ("--local_rank is required and used as the device but LOCAL_RANK is never read: torchrun passes "
+                "no --local_rank, so the script stops at argument parsing")
     default = site.keyword("default")
     value = default.value if default is not None else None
     if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus) \

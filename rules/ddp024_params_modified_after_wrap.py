@@ -4,7 +4,10 @@ Flags changes to a model's parameters after it was wrapped in
 `p.requires_grad = False` in a loop over its parameters, a new submodule assigned
 to it (`model.module.head = nn.Linear(...)`), or `.to(dtype)` / `.half()` of it;
 also in a function (of any module) that receives a DDP model from a call site of
-the project (`freeze_head(ddp_model)`).
+the project (`freeze_head(ddp_model)`), and a function of the module handed the
+DDP model's parameters collected after the wrap that sets `requires_grad =
+False` on some of them (`filter_parameters(list(model.named_parameters()), rx)`,
+reported at that call).
 Not flagged: changes before the wrap, a re-wrap after the change, EMA/teacher
 copies (modules that never run backward).
 
@@ -57,6 +60,12 @@ class ParamsModifiedAfterWrap(Rule):
     uses_project = True
 
     valid = [
+        # The same selection before the wrap.
+        Valid(IMPORTS + "def keep_matching(pairs, pattern):\n    def keep(item):\n        name, w = item\n"
+                        "        if pattern not in name:\n            w.requires_grad = False\n"
+                        "        return pattern in name\n    return list(filter(keep, pairs))\n"
+                        "pairs = keep_matching(list(net.named_parameters()), 'head')\n"
+                        "model = DDP(net.cuda(), device_ids=[rank])\n"),
         Valid(IMPORTS + "model.backbone.requires_grad_(False)\nmodel = DDP(model)\n"),
         Valid(IMPORTS + "for p in model.parameters():\n    p.requires_grad = False\nmodel = DDP(model)\n"),
         Valid(IMPORTS + "ddp = DDP(model)\nmodel.head = nn.Linear(4, 2)\nddp = DDP(model)\n"),  # re-wrapped
@@ -78,6 +87,14 @@ class ParamsModifiedAfterWrap(Rule):
                         "    p.requires_grad = False\nwith torch.no_grad():\n    h = target_encoder(x)\n"),
     ]
     invalid = [
+        # The wrapped model's parameters, collected after the wrap, handed to a selector that
+        # freezes the ones it drops (through a nested predicate given to filter()).
+        Invalid(IMPORTS + "def keep_matching(pairs, pattern):\n    def keep(item):\n        name, w = item\n"
+                          "        if pattern not in name:\n            w.requires_grad = False\n"
+                          "        return pattern in name\n    return list(filter(keep, pairs))\n"
+                          "model = DDP(net.cuda(), device_ids=[rank])\n"
+                          "pairs = [(n, w) for n, w in model.named_parameters() if w.requires_grad]\n"
+                          "pairs = keep_matching(pairs, 'head')\n", line=13, column=9),
         Invalid(IMPORTS + "model = DDP(model)\nmodel.module.backbone.requires_grad_(False)\n", line=5, column=1),
         Invalid(IMPORTS + "model = DDP(model)\nfor p in model.module.encoder.parameters():\n"
                           "    p.requires_grad = False\n", line=6, column=5),
@@ -118,7 +135,7 @@ class ParamsModifiedAfterWrap(Rule):
                 if node is not None:
                     yield self.report(node)
         for site in index.calls:
-            if _freezes_through_helper(index, site):
+            if _freezes_through_helper(index, site) or _freezes_collection_through_helper(index, site):
                 yield self.report(site.node)
 
     def _modifying_assignment(self, index: SemanticIndex, name: str, binding) -> Optional[cst.CSTNode]:
@@ -154,6 +171,62 @@ def _freezes_through_helper(index: SemanticIndex, site: CallSite) -> bool:
             model = site.argument(model_param, params.index(model_param) if model_param in params else None)
             if flag is not None and literal_bool(flag.value) is False and model is not None \
                     and _wrapped_and_not_rewrapped(index, model.value, site.order):
+                return True
+    return False
+
+
+def _freezes_collection_through_helper(index: SemanticIndex, site: CallSite) -> bool:
+    """``filter_parameters(params, regexp)`` where ``params`` was collected from
+    the DDP model's ``named_parameters()`` / ``parameters()`` after the wrap and
+    the function of this module sets ``p.requires_grad = False`` on the items it
+    walks (also in a nested function it applies to them)."""
+    if not any(_parameters_of_wrapped(index, arg.value, site.order) for arg in site.node.args if not arg.star):
+        return False
+    return any(_sets_requires_grad_false(index, helper) for helper in helper_functions(index, site))
+
+
+def _parameters_of_wrapped(index: SemanticIndex, expr: cst.BaseExpression, order: int, depth: int = 0) -> bool:
+    """A collection of a wrapped model's parameters: ``model.parameters()``, a
+    list / comprehension over it, or a name bound to one."""
+    if depth > 3:
+        return False
+    if isinstance(expr, cst.Name):
+        return any(_parameters_of_wrapped(index, value, order, depth + 1)
+                   for value in index.reaching_values(expr) or ())
+    owner = _parameters_owner(expr)
+    if owner is not None:
+        return _wrapped_and_not_rewrapped(index, owner, order)
+    if isinstance(expr, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+        return any(_parameters_of_wrapped(index, f.iter, order, depth + 1) for f in _generators(expr.for_in))
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") \
+            and len(expr.args) == 1:
+        return _parameters_of_wrapped(index, expr.args[0].value, order, depth + 1)
+    return False
+
+
+def _generators(for_in: cst.CompFor) -> list[cst.CompFor]:
+    found = []
+    while for_in is not None:
+        found.append(for_in)
+        for_in = for_in.inner_for_in
+    return found
+
+
+def _sets_requires_grad_false(index: SemanticIndex, function: cst.FunctionDef) -> bool:
+    """``x.requires_grad = False`` in the function or a function nested in it,
+    on a name it receives or walks (a parameter, a loop or unpacking target),
+    not on a tensor it creates."""
+    for (_, name), bindings in index.bindings.items():
+        if not name.endswith(".requires_grad") or name.count(".") != 1:
+            continue
+        owner = name.split(".")[0]
+        for binding in bindings:
+            if binding.kind != "assign" or literal_bool(binding.value) is not False \
+                    or not any(a is function for a in index.ancestors(binding.node)):
+                continue
+            made = [b for b in index.reaching(owner, binding.node)
+                    if b.kind in ("assign", "annassign") and isinstance(b.value, cst.Call)]
+            if owner not in ("self", "cls") and not made:
                 return True
     return False
 

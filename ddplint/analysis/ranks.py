@@ -68,7 +68,8 @@ def is_rank_value(index: SemanticIndex, expr: cst.BaseExpression, lenient: bool 
         if callee == names.GET_RANK or callee.startswith("torch.distributed.get_node_local_rank"):
             return True
         method = dotted_name(expr.func)
-        return method is not None and method.split(".")[-1] in _RANK_GETTERS
+        last = method.split(".")[-1] if method is not None else ""
+        return last in _RANK_GETTERS or RANK_NAME.match(last) is not None  # ``smp.dp_rank()``, ``group.rank()``
     if isinstance(expr, cst.Subscript):
         if environ_key(index, expr) in RANK_VARIABLES:
             return True

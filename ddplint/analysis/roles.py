@@ -228,9 +228,31 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
     name = dotted_name(test)
     if name is not None:
         last = name.split(".")[-1].lower()
+        if "." in name and last == "dist":
+            return True  # ``args.dist`` (a bare ``dist`` is torch.distributed)
         return True if any(word in last for word in _DISTRIBUTED_WORDS) else None
+    key = _option_key(test)
+    if key is not None:  # ``opt['dist']``, ``cfg["distributed"]``: an option of a dict
+        return True if key == "dist" or any(word in key for word in _DISTRIBUTED_WORDS) else None
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if isinstance(target.operator, (cst.Is, cst.Equal, cst.IsNot, cst.NotEqual)) \
+                and isinstance(target.comparator, cst.Name) and target.comparator.value in ("True", "False"):
+            # ``args.use_ddp is True`` / ``== False``: the flag itself, or its negation
+            inner = flag_polarity(index, test.left)
+            negated = (target.comparator.value == "False") != isinstance(target.operator, (cst.IsNot, cst.NotEqual))
+            return None if inner is None else (not inner if negated else inner)
         return _comparison_polarity(test)
+    return None
+
+
+def _option_key(test: cst.BaseExpression) -> Optional[str]:
+    """The literal key of ``opt['dist']`` (lower case), else None."""
+    if isinstance(test, cst.Subscript) and len(test.slice) == 1 and dotted_name(test.value) is not None:
+        element = test.slice[0].slice
+        if isinstance(element, cst.Index):
+            key = literal_str(element.value)
+            return key.lower() if key is not None else None
     return None
 
 
@@ -316,7 +338,8 @@ def _own_ddp_context(index: SemanticIndex) -> bool:
         canonical = names.canonical(target)
         if canonical.startswith("torch.distributed") or canonical in (names.DDP, names.FSDP):
             return True
-    return bool(index.calls_to(names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD))
+    return bool(index.calls_to(names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD,
+                               names.DISTRIBUTED_SAMPLER))
 
 
 # ---------------------------------------------------------------------- unit tests
@@ -434,6 +457,29 @@ def runs_on_rank_zero_only(index: SemanticIndex, node: cst.CSTNode) -> bool:
     return project_of(index).callers_guarded(index.path, function_key(index, function)) is True
 
 
+def _subgroup_rank_call(expr: cst.BaseExpression) -> bool:
+    """``grp.rank()``, ``smp.dp_rank()``: a rank inside some group, a rank
+    condition but not the process that owns device 0."""
+    if not isinstance(expr, cst.Call):
+        return False
+    from ddplint.analysis.ranks import _RANK_GETTERS
+
+    last = (dotted_name(expr.func) or "").split(".")[-1]
+    return last not in _RANK_GETTERS and names.RANK_NAME.match(last) is not None
+
+
+def tests_subgroup_rank(test: cst.CSTNode) -> bool:
+    """Does the rank test read a rank inside some group (``smp.dp_rank() != 0``,
+    ``grp.rank() == 0``)? Its ranks are not singled out of the whole job."""
+    stack = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.BaseExpression) and _subgroup_rank_call(node):
+            return True
+        stack.extend(node.children)
+    return False
+
+
 def zero_side(index: SemanticIndex, test: cst.BaseExpression, depth: int = 0) -> Optional[bool]:
     """True when ``test`` holds on rank 0 only, False when it holds on every
     rank but 0, None when it says neither."""
@@ -457,7 +503,7 @@ def zero_side(index: SemanticIndex, test: cst.BaseExpression, depth: int = 0) ->
         if literal_int(left) == 0:
             left, right = right, left
             operator = _MIRRORED.get(operator, operator)
-        if not ranks.is_rank_value(index, left, lenient=True):
+        if not ranks.is_rank_value(index, left, lenient=True) or _subgroup_rank_call(left):
             return None
         if literal_int(right) == 0:
             if operator is cst.Equal or operator is cst.LessThanEqual:

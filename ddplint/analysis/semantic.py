@@ -371,7 +371,8 @@ class SemanticIndex:
     @property
     def in_ddp_context(self) -> bool:
         """RULES.md's DDP context: imports torch.distributed or DDP/FSDP, calls
-        init_process_group, or wraps a model. Project analysis may widen it."""
+        init_process_group, wraps a model, or builds a DistributedSampler
+        (RULES.md, Clarifications). Project analysis may widen it."""
         if self._ddp_context is None:
             self._ddp_context = self._compute_ddp_context()
         return self._ddp_context
@@ -382,7 +383,8 @@ class SemanticIndex:
             canonical = names.canonical(target)
             if canonical.startswith("torch.distributed") or canonical in (names.DDP, names.FSDP):
                 return True
-        if self.calls_to(names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD):
+        if self.calls_to(names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD,
+                         names.DISTRIBUTED_SAMPLER):
             return True
         if self.project is not None and self.project.module_in_ddp_context(self.path):
             return True

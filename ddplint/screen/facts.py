@@ -125,6 +125,7 @@ class FunctionFacts:
     rank_zero_only: bool = False  # decorated with @rank_zero_only / @master_only
     calls_set_epoch: bool = False
     device_params: set[str] = field(default_factory=set)  # params used as a CUDA device / device index
+    sets_device: bool = False  # calls torch.cuda.set_device (a worker's set-up helper: ``set_dist(args)``)
     # Every return hands back a value that a collective made the same on every
     # rank (``t = x.clone(); dist.all_reduce(t); return t``).
     returns_agreed: bool = False
@@ -148,6 +149,9 @@ class FunctionFacts:
     # object as above, or the file: ``torch.save(state, checkpoint_path)``).
     saves_unguarded: set[str] = field(default_factory=set)
     saves_state: bool = False  # an unguarded torch.save writes model state built here
+    # Params handed to a method of an object of unknown class whose name says it
+    # evaluates or runs (``pipeline.run(dir, model=model)``): where they go is not visible.
+    hands_on: set[str] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -203,8 +207,9 @@ def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFac
             facts.screen = screen_tree(tree, source, subtrees.order, path)
     except RecursionError:
         return None
+    _record_hand_ons(facts)
     facts.calls = [call for call in facts.calls if _may_reach_project_function(call, facts)]
-    facts.reads_local_rank_env = "LOCAL_RANK" in source
+    facts.reads_local_rank_env = "LOCAL_RANK" in source and _names_local_rank_variable(tree)
     facts.moves_to_cuda = _CUDA_USE.search(source) is not None
     if any(marker in source for marker in _STRIP_MARKERS):
         facts.prefix_strips = prefix_strips(tree, facts, subtrees)
@@ -241,7 +246,7 @@ class _EmptyMap(dict):
 EMPTY_SET = _EmptySet()
 EMPTY_MAP = _EmptyMap()
 _FUNCTION_SETS = ("forwards", "forwards_globals", "loads", "device_params", "keeps", "saves", "saves_unguarded",
-                  "returns_detached")
+                  "returns_detached", "hands_on")
 _MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes", "attribute_params")
 
 
@@ -297,6 +302,48 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
 # Text of CUDA use (DDP006 asks whether the batches of a loader built in one
 # module go to a GPU in another): a cheap necessary sign, read from the text.
 _CUDA_USE = re.compile(r"""\.cuda\(|['"](?:cuda(?::\d+)?|nccl)['"]|['"]cuda:\{|cuda\.set_device\(|device_ids\s*=""")
+
+
+_HAND_ON_METHOD = re.compile(r"(^|_)(run|eval|evaluate|evaluation|validate|validation|test|infer|inference|"
+                             r"predict|benchmark)(_|$)", re.IGNORECASE)
+
+
+def _record_hand_ons(facts: "ModuleFacts") -> None:
+    """``FunctionFacts.hands_on``: a function's params passed to ``obj.run(...)``
+    / ``obj.evaluate(...)`` where ``obj`` is a local object (not an import, not
+    ``self``, not an instance of a class of the module): a call the project
+    cannot follow."""
+    for call in facts.calls:
+        function = facts.functions.get(call.caller) if call.caller else None
+        parts = call.callee.split(".")
+        if function is None or call.instance or len(parts) != 2 or parts[0] in ("self", "cls") \
+                or parts[0] in facts.imports or parts[0] in facts.classes \
+                or not _HAND_ON_METHOD.search(parts[1]):
+            continue
+        for tag in call.args.values():
+            if tag.startswith(PARAM_PREFIX):
+                function.hands_on.add(tag[len(PARAM_PREFIX):])
+
+
+def _names_local_rank_variable(tree: ast.AST) -> bool:
+    """A string of the module names the LOCAL_RANK variable (``os.environ["LOCAL_RANK"]``,
+    ``getenv("LOCAL_RANK")``, ``f"...{os.environ['LOCAL_RANK']}"``); not ``config.LOCAL_RANK``
+    (an attribute), ``OMPI_COMM_WORLD_LOCAL_RANK`` (torchrun does not set it), a membership
+    test (``"LOCAL_RANK" in os.environ``) nor a write (``os.environ["LOCAL_RANK"] = ...``)."""
+    not_reads: set[int] = set()  # ``"LOCAL_RANK" in os.environ``, ``os.environ["LOCAL_RANK"] = ...``
+    found = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and all(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+            not_reads.add(id(node.left))
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            not_reads.add(id(node.slice))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and names.LOCAL_RANK_VARIABLE.search(node.value) is not None:
+            found = True
+    if not found:
+        return False
+    return any(isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in not_reads
+               and names.LOCAL_RANK_VARIABLE.search(node.value) is not None for node in ast.walk(tree))
 
 
 def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
@@ -399,8 +446,9 @@ class _Extractor:
             if isinstance(expr.func, ast.Name) and expr.func.id in ("int", "str") and expr.args:
                 return self.rank_value(expr.args[0], lenient, depth + 1)
             dotted = _dotted(expr.func) or ""
-            return dotted.split(".")[-1] in ("get_rank", "get_local_rank", "get_global_rank",
-                                             "get_node_local_rank", "get_world_rank")
+            last = dotted.split(".")[-1]
+            return last in ("get_rank", "get_local_rank", "get_global_rank", "get_node_local_rank",
+                            "get_world_rank") or RANK_NAME.match(last) is not None  # ``smp.dp_rank()``
         if isinstance(expr, ast.Subscript):
             key = expr.slice
             return self.env_key(expr) in _RANK_VARIABLES or (
@@ -773,8 +821,9 @@ class _Extractor:
                 facts.dynamic_imports.append(pattern)
         method = dotted.split(".")[-1] if dotted else (
             node.func.attr if isinstance(node.func, ast.Attribute) else "")
-        if qualified in (names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD):
-            facts.own_ddp_context = True
+        if qualified in (names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD,
+                         names.DISTRIBUTED_SAMPLER):
+            facts.own_ddp_context = True  # (a DistributedSampler too: RULES.md, Clarifications)
         if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT or qualified == names.DDP:
             # (Building a DDP model is collective: it checks parameter shapes across
             # ranks and broadcasts rank 0's parameters.)
@@ -813,6 +862,8 @@ class _Extractor:
             facts.destroys_process_group = True
         if qualified == names.SET_DEVICE or method == "set_device":
             facts.calls_set_device = True
+            if function is not None:
+                function.sets_device = True
         if function is not None and function.params:
             for used in _device_operands(node, qualified, method):
                 if isinstance(used, ast.Name) and used.id in function.params:
@@ -1426,7 +1477,8 @@ def prefix_strips(tree: ast.AST, facts: ModuleFacts, subtrees: Optional[Subtrees
                 elif last in _STRIP_CALLS and any(_is_module_literal(a) for a in node.args):
                     sites.append((node, None))
             elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) \
-                    and _int(node.slice.lower) == 7 and node.slice.upper is None:
+                    and (_int(node.slice.lower) == 7 or _module_prefix_length(node.slice.lower)) \
+                    and node.slice.upper is None:
                 sites.append((node, None))
             elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _is_module_literal(node.left) \
                     and isinstance(node.right, ast.Name):
@@ -1457,6 +1509,14 @@ def _own_nodes(body: list[ast.stmt]):
 def _is_module_literal(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Constant) and isinstance(expr.value, str) and expr.value.strip("^\\") in (
         "module.", "module\\.", "module")
+
+
+def _module_prefix_length(expr: Optional[ast.AST]) -> bool:
+    """``len("module.encoder_q.")``: the length of the wrapper's prefix and a
+    submodule path after it (the loader keeps one submodule of a DDP checkpoint)."""
+    return isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "len" \
+        and len(expr.args) == 1 and isinstance(expr.args[0], ast.Constant) \
+        and isinstance(expr.args[0].value, str) and expr.args[0].value.startswith("module.")
 
 
 def _slices_a_loop_key(node: ast.Subscript, loops, subtrees: Subtrees) -> bool:

@@ -640,6 +640,18 @@ class Project:
                 return "forward"
         return None
 
+    def hands_on_wrapped(self, path: str, callee: str, imports: dict[str, str],
+                         wrapped_slots: dict[str, str]) -> bool:
+        """Does the project function ``callee`` hand a wrapped model it is given
+        (in ``wrapped_slots``) on to ``obj.run(...)`` / ``obj.evaluate(...)`` of
+        an object whose class the project cannot tell (``FunctionFacts.hands_on``)?"""
+        key = self.resolve_function(path, callee, imports)
+        function = self.function(key) if key is not None else None
+        if function is None or not function.hands_on:
+            return False
+        call = _judge_call(callee)
+        return any(self._param_for_slot(key, call, slot) in function.hands_on for slot in wrapped_slots)
+
     def loading_function(self, path: str, callee: str, imports: dict[str, str]) -> Optional[FunctionKey]:
         """The project function ``callee`` names when it loads weights into one of
         its parameters (directly or through another project function)."""

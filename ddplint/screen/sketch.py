@@ -40,7 +40,8 @@ _DEVICE_KEYWORDS = frozenset({"device", "device_ids", "output_device", "index"})
 _RANK_GETTERS = frozenset({"get_rank", "get_local_rank", "get_global_rank", "get_node_local_rank",
                            "get_world_rank"})
 _PROCESS_INDEX_NAMES = frozenset({"gpu", "gpu_id", "device_id", "proc_id", "process_id", "local_gpu", "dev_id"})
-_CONTEXT_CALLS = frozenset({names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD})
+_CONTEXT_CALLS = frozenset({names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD,
+                            names.DISTRIBUTED_SAMPLER})
 # Mirrors of ddplint.analysis.flow's model and criterion names (DDP001's graph roots).
 _MODEL_NAMES = frozenset({"model", "net", "network", "netg", "netd", "generator", "discriminator", "encoder",
                           "decoder", "backbone", "classifier", "student", "unet", "vae", "gpt", "transformer",
