@@ -19,9 +19,12 @@ wrap, a wrap on one branch, or a parameter). Unsafe: the checkpoint's keys
 change, and code that loads it back into the DDP wrapper must then load into
 `ddp_model.module`.
 
-Not flagged: a checkpoint this module loads back into the DDP wrapper (a
-resume: `model.load_state_dict(ckpt["model"])` with `model` wrapped, the same
-entry of a file that may be this one), whose keys match; `ddp_model.module.state_dict()` (also through
+A checkpoint that only the training script's own resume loads back into the
+DDP wrapper is still flagged (RULES.md exempts loaders that strip the prefix):
+the keys match there, but the file does not load into a plain model for
+inference or fine-tuning.
+
+Not flagged: `ddp_model.module.state_dict()` (also through
 `raw = m.module if hasattr(m, "module") else m` or an `isinstance(m, DDP)`
 test); `torch.save(ddp_model)` (the whole object); keys rewritten before the
 save; checkpoints whose loaders strip the `module.` prefix
@@ -98,6 +101,12 @@ RESUMED_PLAIN = ("import torch\nfrom torch.nn.parallel import DistributedDataPar
                  "    for ep in range(cfg.epochs):\n        run_epoch(model)\n"
                  "        torch.save({'weights': model.state_dict(), 'ep': ep}, cfg.out)\n")
 
+RESUMED_WRAPPER = ("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                   "def fit(cfg, net):\n    model = DDP(net.cuda())\n    if cfg.resume:\n"
+                   "        state = torch.load(cfg.resume, map_location='cpu')\n"
+                   "        model.load_state_dict(state['weights'])\n    for ep in range(cfg.epochs):\n"
+                   "        run_epoch(model)\n        torch.save({'weights': model.state_dict(), 'ep': ep}, cfg.out)\n")
+
 # A strip of the live weights' keys, to compare them with a reference file: no loader of the checkpoint.
 COMPARE_STRIP = (DDP_SCRIPT + "def compare(weights, reference_path):\n"
                  "    ref = torch.load(reference_path, map_location='cpu')\n    for k in list(weights.keys()):\n"
@@ -121,12 +130,6 @@ class DDPWrapperStateDict(Rule):
     needs_ddp_context = True
 
     valid = [
-        # Resumed into the wrapper: the keys keep their prefix and match.
-        Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
-              "def fit(cfg, net):\n    model = DDP(net.cuda())\n    if cfg.resume:\n"
-              "        state = torch.load(cfg.resume, map_location='cpu')\n"
-              "        model.load_state_dict(state['weights'])\n    for ep in range(cfg.epochs):\n"
-              "        run_epoch(model)\n        torch.save({'weights': model.state_dict(), 'ep': ep}, cfg.out)\n"),
         # A loader that keeps one submodule of the wrapper's checkpoint (``k[len('module.trunk.'):]``).
         Valid(DDP_SCRIPT + "torch.save({'model': model.state_dict()}, args.out)\n"
                            "def load_trunk(trunk, path):\n    sd = torch.load(path, map_location='cpu')['model']\n"
@@ -195,6 +198,8 @@ class DDPWrapperStateDict(Rule):
     invalid = [
         # Resumed into the plain network before the wrap: the prefixed keys do not match.
         Invalid(RESUMED_PLAIN, line=10, column=32, fixed=_module(RESUMED_PLAIN)),
+        # Resumed into the wrapper: the keys match there, but the file loads into no plain model.
+        Invalid(RESUMED_WRAPPER, line=10, column=32, fixed=_module(RESUMED_WRAPPER)),
         Invalid(DDP_SCRIPT + "torch.save(model.state_dict(), 'ckpt.pt')\n", line=4, column=12,
                 fixed=DDP_SCRIPT + "torch.save(model.module.state_dict(), 'ckpt.pt')\n"),
         Invalid(DDP_SCRIPT + "torch.save({'epoch': epoch, 'model': model.state_dict(),\n"
@@ -284,8 +289,7 @@ class DDPWrapperStateDict(Rule):
                         continue
                     if wrapped_kind(index, call.receiver, call.order) != "ddp":
                         continue
-                    if _loaders_strip(index, name, _text(index, target), key) \
-                            or _resumed_into_wrapper(index, name, key):
+                    if _loaders_strip(index, name, _text(index, target), key):
                         continue
                     reported.add(id(call.node))
                     receiver = dotted_name(call.receiver)
@@ -461,47 +465,6 @@ def _loaders_strip(index: SemanticIndex, name: str, path_text: str, key: str) ->
             if path in scope or key:
                 return True
     return False
-
-
-def _resumed_into_wrapper(index: SemanticIndex, name: str, key: str) -> bool:
-    """Does this module load the checkpoint back into the DDP wrapper
-    (``ckpt = torch.load(args.resume)`` ... ``model.load_state_dict(ckpt["model"])``
-    with ``model`` wrapped there)? The keys keep their ``module.`` prefix and
-    match: the project's own loader copes with it. The load must read the same
-    entry of the saved dict (``key``) from a file that may be this one (a path
-    chosen at run time, or a matching file name)."""
-    for site in index.method_calls("load_state_dict"):
-        if site.receiver is None or not site.node.args \
-                or wrapped_kind(index, site.receiver, site.order) != "ddp":
-            continue
-        path = _loaded_path(index, site.node.args[0].value, key)
-        if path is None:
-            continue
-        loaded = checkpoint_file_name(index, path)
-        if not loaded or not name or fnmatch(name, loaded) or fnmatch(loaded, name):
-            return True
-    return False
-
-
-def _loaded_path(index: SemanticIndex, expr: cst.BaseExpression, key: str,
-                 depth: int = 0) -> Optional[cst.BaseExpression]:
-    """The path of the ``torch.load`` whose entry ``key`` (the whole object when
-    ``key`` is "") ``expr`` is: ``ckpt[key]`` with ``ckpt = torch.load(p)``,
-    ``torch.load(p)[key]``, or a name bound to either."""
-    if depth > 3:
-        return None
-    if isinstance(expr, cst.Subscript) and key and len(expr.slice) == 1 \
-            and isinstance(expr.slice[0].slice, cst.Index) and literal_str(expr.slice[0].slice.value) == key:
-        return _loaded_path(index, expr.value, "", depth + 1)
-    if isinstance(expr, cst.Call) and not key and index.qualified_name(expr.func) == names.TORCH_LOAD:
-        path = next((a for a in expr.args if a.keyword is None or a.keyword.value == "f"), None)
-        return path.value if path is not None else None
-    if isinstance(expr, cst.Name):
-        for value in index.reaching_values(expr) or ():
-            found = _loaded_path(index, value, key, depth + 1)
-            if found is not None:
-                return found
-    return None
 
 
 _EVALUATION_SCRIPT = re.compile(r"(^|_)(test|eval|evaluate|evaluation|inference|infer|predict|demo)(_|$)", re.IGNORECASE)
