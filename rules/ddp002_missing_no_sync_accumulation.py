@@ -3,7 +3,8 @@ Flags gradient accumulation on a DDP/FSDP-wrapped model without `no_sync()`:
 `backward()` runs on every micro-step while the optimizer steps only on some
 (`if (i + 1) % accum_steps == 0: optimizer.step()`, an earlier
 `if (i + 1) % k != 0: continue`, an inner micro-step loop followed by one
-step, or a per-iteration step function such as an Ignite `update`), and
+step (also in a per-step method that a loop elsewhere calls once per step), or
+a per-iteration step function such as an Ignite `update`), and
 nothing turns gradient synchronisation off on the non-stepping micro-steps
 (`with model.no_sync():` around the accumulating backward or its forward, or
 `model.require_backward_grad_sync = False`). FSDP accumulation without
