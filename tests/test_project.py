@@ -568,3 +568,19 @@ def test_a_set_device_counts_only_where_it_may_run(helpers, train, runs):
     project = _project({"helpers.py": helpers, "train.py": train})
     assert "helpers.py" in project.scope("train.py")
     assert project.sets_device_in_scope("train.py") is runs
+
+
+MASKING = "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = str(local_rank)\nimport helpers\n"
+
+
+@pytest.mark.parametrize("scripts, masked", [
+    ({"train.py": MASKING}, True),
+    ({"train.py": MASKING, "eval.py": MASKING.replace("helpers", "glue"), "glue.py": "import helpers\n"}, True),
+    # another script imports the helpers without masking, or masks with a literal list
+    ({"train.py": MASKING, "plot.py": "import helpers\n"}, False),
+    ({"train.py": "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0,1'\nimport helpers\n"}, False),
+    ({}, False),  # nothing imports the module: it is a script of its own
+])
+def test_a_helper_module_sees_one_gpu_only_when_every_importer_masks(scripts, masked):
+    project = _project({"helpers.py": "import torch\nx = torch.zeros(1, device='cuda:0')\n", **scripts})
+    assert project.only_masked_processes_reach("helpers.py") is masked

@@ -85,7 +85,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "24"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "25"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -173,6 +173,8 @@ class ModuleFacts:
     # module never hands on as a value nor decorates (``def init_distributed_mode(args)``):
     # those functions. The call runs only if some module calls or imports one of them.
     set_device_only_in: tuple[str, ...] = ()
+    # ``os.environ["CUDA_VISIBLE_DEVICES"] = str(local_rank)``: each process sees one GPU
+    masks_visible_devices: bool = False
     has_epoch_loop: bool = False
     reads_local_rank_env: bool = False
     local_rank_attr_as_device: bool = False
@@ -218,6 +220,7 @@ def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFac
     facts.calls = [call for call in facts.calls if _may_reach_project_function(call, facts)]
     facts.reads_local_rank_env = "LOCAL_RANK" in source and _names_local_rank_variable(tree)
     facts.moves_to_cuda = _CUDA_USE.search(source) is not None
+    facts.masks_visible_devices = "CUDA_VISIBLE_DEVICES" in source and _masks_visible_devices(tree, subtrees)
     if any(marker in source for marker in _STRIP_MARKERS):
         facts.prefix_strips = prefix_strips(tree, facts, subtrees)
     facts.uses_sharding_framework = any(
@@ -330,6 +333,17 @@ def _record_hand_ons(facts: "ModuleFacts") -> None:
         for tag in call.args.values():
             if tag.startswith(PARAM_PREFIX):
                 function.hands_on.add(tag[len(PARAM_PREFIX):])
+
+
+def _masks_visible_devices(tree: ast.AST, subtrees: Subtrees) -> bool:
+    """``os.environ["CUDA_VISIBLE_DEVICES"] = <not a literal>`` (values.module_masks_visible_devices)."""
+    for node in subtrees.of_kind(tree, ast.Assign):
+        for target in node.targets:
+            if isinstance(target, ast.Subscript) and _dotted(target.value) == "os.environ" \
+                    and isinstance(target.slice, ast.Constant) and target.slice.value == "CUDA_VISIBLE_DEVICES" \
+                    and not isinstance(node.value, ast.Constant):
+                return True
+    return False
 
 
 def _plain_device_setters(tree: ast.AST, facts: "ModuleFacts", subtrees: Subtrees) -> tuple[str, ...]:

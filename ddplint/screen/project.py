@@ -740,6 +740,14 @@ class Project:
                 return True
         return False
 
+    def only_masked_processes_reach(self, path: str) -> bool:
+        """Does every process that runs module ``path`` see one GPU? The module is
+        imported only by scripts that set ``CUDA_VISIBLE_DEVICES`` per process (and
+        by modules imported only by such scripts): its ``cuda:0`` is the rank's GPU."""
+        reachers = _closure([path], self._reached_by) - {path}
+        entries = [other for other in reachers if not (self._reached_by.get(other, set()) - {other})]
+        return bool(entries) and all(self.modules[other].masks_visible_devices for other in entries)
+
     def may_be_called(self, path: str, function: str) -> bool:
         """Some module calls (or spawns) ``function`` of module ``path``, or imports
         it by name (and may hand it on)."""
