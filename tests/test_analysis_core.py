@@ -454,3 +454,38 @@ def test_a_rank_returned_by_a_setup_helper_is_followed_into_the_unpacking():
     """)
     uses = index.calls_by_method["dev"]
     assert [is_global_rank(index, site.node.args[0].value) for site in uses] == [True, False]
+
+
+def test_forward_sites_follow_each_binding_once_in_names_rebound_from_each_other(monkeypatch):
+    # A recurrence that rebinds names from each other in a loop (real metric code does
+    # this): every read reaches two bindings of three names, so following bindings
+    # without remembering them fans out exponentially with the depth (a real repository
+    # took hours in DDP014). The answer must stay the model call, found in few steps.
+    from ddplint.analysis import flow
+
+    index = index_of("""
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(net)
+        for x in loader:
+            a = model(x)
+            b = a * 2
+            c = b + a
+            for _ in range(4):
+                a = a + b + c
+                b = b * a - c
+                c = c - a * b + a
+            loss = a + b + c
+            loss.backward()
+    """)
+    calls = []
+    real = flow.forward_sites
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(flow, "forward_sites", counting)
+    backward = next(site for site in index.calls if site.method == "backward")
+    found = real(index, backward.node.func.value, backward.order)
+    assert {cst.Module([]).code_for_node(call) for call in found} == {"model(x)"}
+    assert len(calls) < 100

@@ -1533,12 +1533,16 @@ def enclosing_with_items(index: SemanticIndex, node: cst.CSTNode) -> Iterable[cs
 
 
 def forward_sites(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_order: int,
-                  depth: int = 0) -> list[cst.Call]:
+                  depth: int = 0, expanded: Optional[dict[int, int]] = None) -> list[cst.Call]:
     """The calls where the forward pass behind ``expr`` ran: model calls (and
     same-module helpers that return a model output) reached through the
-    bindings of the names ``expr`` reads."""
+    bindings of the names ``expr`` reads. A binding's value is followed again
+    only from a shallower depth (``expanded``: value -> depth): a loop that
+    rebinds many names from each other (``a = a + b; b = b * a``) would otherwise
+    fan out exponentially."""
     if expr is None or depth > 6:
         return []
+    expanded = {} if expanded is None else expanded
     found: list[cst.Call] = []
     stack: list[cst.CSTNode] = [expr]
     while stack:
@@ -1553,8 +1557,9 @@ def forward_sites(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_o
                 value = binding.value
                 if binding.kind == "unpack" and isinstance(binding.node, cst.Assign):
                     value = binding.node.value
-                if value is not None and binding.kind != "param":
-                    found.extend(forward_sites(index, value, binding.order, depth + 1))
+                if value is not None and binding.kind != "param" and expanded.get(id(value), 99) > depth + 1:
+                    expanded[id(value)] = depth + 1
+                    found.extend(forward_sites(index, value, binding.order, depth + 1, expanded))
             continue
         if isinstance(node, cst.Attribute):
             name = dotted_name(node)
