@@ -347,3 +347,51 @@ def test_linted_modules_do_not_shadow_the_standard_library(tmp_path):
     result = lint(tmp_path, "--select", "DDP007", "--jobs", "2", ".")  # worker processes too
     assert result.returncode == 1, result.stderr
     assert "train.py:7:18: DDP007" in result.stdout
+
+
+# ---------------------------------------------------------------------- analysis depth
+RECURRENCES = """import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group("nccl")
+rank = dist.get_rank()
+model = DDP(net.cuda(rank), device_ids=[rank])
+history = []
+for epoch in range(10):
+    for step, (x, y) in enumerate(loader):
+        a = model(x)
+        b = a * 2
+        c = b + a
+        d = c - b
+        e = d * c
+        for _ in range(4):
+            a = a + b + c + d + e
+            b = b * a - c + d * e
+            c = c - a * b + a - e
+            d = d + c * a - b
+            e = e * d + a - b + c
+            if a.sum() > 0:
+                d, e = e, d
+        loss = a + b + c + d + e
+        if torch.isnan(loss):
+            continue
+        total = loss
+        total += a
+        history.append(total)
+        with model.no_sync():
+            loss.backward()
+        if rank == 0:
+            torch.save(model.state_dict(), "last.pt")
+"""
+
+
+def test_names_rebound_from_each_other_in_a_loop_stay_cheap(tmp_path):
+    # Five names rebound from each other inside a loop: every read reaches several
+    # bindings of several names, and an analysis that follows bindings without
+    # remembering them fans out exponentially (a real repository ran for hours).
+    # run_cli's 120 s limit is the hang guard; the findings are pinned.
+    write(tmp_path / "train.py", RECURRENCES)
+    result = lint(tmp_path, "train.py")
+    found = sorted(line.split(" ")[1] for line in result.stdout.splitlines() if ": DDP" in line)
+    assert found == ["DDP001", "DDP013", "DDP014", "DDP015", "DDP017", "DDP017", "DDP025"], result.stdout
