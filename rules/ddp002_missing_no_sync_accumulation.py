@@ -84,7 +84,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 """
 
-ACCUMULATION_WORDS = ("accum", "update", "sync", "should_step", "do_step", "is_last",
+ACCUMULATION_WORDS = ("accum", "update", "sync", "should_step", "do_step", "step_optim", "is_last",
                       "last_step", "micro", "boundary", "optimizer_step", "take_step",
                       "grad_interval", "gradient_interval")
 
@@ -341,6 +341,108 @@ class GanWorker:
             self.log(chunk.shape)
         self.dis(chunks[0]).mean().backward()
         self.d_opt.step()
+"""),
+        # The syncing iteration's own backward (same test as the step); the others run
+        # inside no_sync().
+        Valid(DDP + """\
+model = DDP(net)
+for step, (x, y) in enumerate(loader):
+    if step % k == 0:
+        model(x).sum().backward()
+    else:
+        with model.no_sync():
+            model(x).sum().backward()
+    if step % k == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+"""),
+        # A per-step method told when to step, two calls below the loop, on a model
+        # nobody wraps (one process).
+        Valid(DDP + """\
+class Runner:
+    def __init__(self, net, opt, accum):
+        self.net = net
+        self.opt = opt
+        self.accum = accum
+    def apply(self, batch, net, step_optimizer=True):
+        loss = net(batch).mean() / self.accum
+        loss.backward()
+        if step_optimizer:
+            self.opt.step()
+            self.opt.zero_grad()
+    def train_step(self, batch, step):
+        self.apply(batch, self.net, step_optimizer=(step + 1) % self.accum == 0)
+    def fit(self, loader):
+        for step, batch in enumerate(loader):
+            self.train_step(batch, step)
+"""),
+        # ... wrapped, but the caller runs the non-stepping calls inside no_sync().
+        Valid(DDP + """\
+class Runner:
+    def __init__(self, net, opt, accum):
+        self.net = DDP(net)
+        self.opt = opt
+        self.accum = accum
+    def apply(self, batch, net, step_optimizer=True):
+        loss = net(batch).mean() / self.accum
+        loss.backward()
+        if step_optimizer:
+            self.opt.step()
+            self.opt.zero_grad()
+    def train_step(self, batch, step):
+        if (step + 1) % self.accum == 0:
+            self.apply(batch, self.net, step_optimizer=True)
+        else:
+            with self.net.no_sync():
+                self.apply(batch, self.net, step_optimizer=False)
+    def fit(self, loader):
+        for step, batch in enumerate(loader):
+            self.train_step(batch, step)
+"""),
+        # A per-step method stepping every k calls, on a trainer given a plain model.
+        Valid(DDP + """\
+class Trainer:
+    def __init__(self, model, opt, num_accum, objective):
+        self.model = model
+        self.opt = opt
+        self.num_accum = num_accum
+        self.objective = objective
+    def loss(self, x):
+        return self.objective.losses(self.model, x)
+    def step(self, x, global_steps):
+        loss = self.loss(x).mean()
+        loss.div(self.num_accum).backward()
+        if global_steps % self.num_accum == 0:
+            self.opt.step()
+            self.opt.zero_grad()
+    def train(self, loader):
+        seen = 0
+        for x in loader:
+            seen += 1
+            self.step(x, global_steps=seen)
+
+def main(net, opt, loader, objective):
+    Trainer(net, opt, 4, objective).train(loader)
+"""),
+        # A while micro-step loop that breaks, on a model held under a key the
+        # module never fills with a wrapped model.
+        Valid(DDP + """\
+def train_step(state, batches, k):
+    model, opt = state["model"], state["optimizer"]
+    done = 0
+    while True:
+        loss = model(next(batches)).mean() / k
+        loss.backward()
+        done += 1
+        if done == k:
+            break
+    opt.step()
+    opt.zero_grad()
+
+def train(net, batches, steps):
+    state = RunState(model=net.cuda(), optimizer=torch.optim.SGD(net.parameters(), lr=0.1))
+    for _ in range(steps):
+        train_step(state, batches, 4)
 """),
     ]
     invalid = [
@@ -778,6 +880,89 @@ class GanWorker:
             loss.backward()
         self.d_opt.step()
 """, line=13, column=13),
+        # An AMP arm whose backward runs outside the no_sync() of the other arm.
+        Invalid(DDP + """\
+model = DDP(net)
+for step, (x, y) in enumerate(loader):
+    if half:
+        with amp.scale_loss(model(x).mean() / k, optimizer) as scaled:
+            scaled.backward()
+    elif step % k == 0:
+        model(x).mean().div(k).backward()
+    else:
+        with model.no_sync():
+            model(x).mean().div(k).backward()
+    if step % k == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+""", line=8, column=13),
+        # A per-step method told when to step (``step_optimizer``), called by a
+        # per-batch method that a loop calls: reported at its backward.
+        Invalid(DDP + """\
+class Runner:
+    def __init__(self, net, opt, accum):
+        self.net = DDP(net)
+        self.opt = opt
+        self.accum = accum
+    def apply(self, batch, net, step_optimizer=True):
+        loss = net(batch).mean() / self.accum
+        loss.backward()
+        if step_optimizer:
+            self.opt.step()
+            self.opt.zero_grad()
+    def train_step(self, batch, step):
+        self.apply(batch, self.net, step_optimizer=(step + 1) % self.accum == 0)
+    def fit(self, loader):
+        for step, batch in enumerate(loader):
+            self.train_step(batch, step)
+""", line=11, column=9),
+        # The per-step method steps only every k calls; the trainer is given a DDP
+        # model and runs its forward two helpers down.
+        Invalid(DDP + """\
+class Trainer:
+    def __init__(self, model, opt, num_accum, objective):
+        self.model = model
+        self.opt = opt
+        self.num_accum = num_accum
+        self.objective = objective
+    def loss(self, x):
+        return self.objective.losses(self.model, x)
+    def step(self, x, global_steps):
+        loss = self.loss(x).mean()
+        loss.div(self.num_accum).backward()
+        if global_steps % self.num_accum == 0:
+            self.opt.step()
+            self.opt.zero_grad()
+    def train(self, loader):
+        seen = 0
+        for x in loader:
+            seen += 1
+            self.step(x, global_steps=seen)
+
+def main(net, opt, loader, objective):
+    Trainer(DDP(net), opt, 4, objective).train(loader)
+""", line=14, column=9),
+        # A while micro-step loop that breaks, then one step; the DDP model comes
+        # from a state holder filled with ``model=`` by the module.
+        Invalid(DDP + """\
+def train_step(state, batches, k):
+    model, opt = state["model"], state["optimizer"]
+    done = 0
+    while True:
+        loss = model(next(batches)).mean() / k
+        loss.backward()
+        done += 1
+        if done == k:
+            break
+    opt.step()
+    opt.zero_grad()
+
+def train(net, batches, steps):
+    model = DDP(net.cuda())
+    state = RunState(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    for _ in range(steps):
+        train_step(state, batches, 4)
+""", line=9, column=9),
     ]
 
     def screen(self, sketch):
@@ -802,7 +987,8 @@ class GanWorker:
                 continue
             test = _accumulates(index, region, backward)
             if test is not None and _on_wrapped_model(index, region) \
-                    and not _sync_handled(index, region, node):
+                    and not _sync_handled(index, region, node, backward.site.node) \
+                    and not _callers_sync(index, region):
                 reported.add(id(site))
                 handled.add(id(node))
                 yield self.report(site, _message(index, test))
@@ -855,16 +1041,21 @@ def _backwards(index: SemanticIndex) -> Iterator[tuple[cst.CSTNode, flow.Event]]
         if loop is not None and loop not in loops and not flow.in_framework_code(index, loop):
             loops.append(loop)
     helper_ids = {id(s) for s in helper_backwards}
+    seen: set[int] = set()
     for loop in loops:
         for event in flow.events(index, loop):
             if flow.is_tensor_backward(index, event.site) or (not event.inlined and id(event.site) in helper_ids):
+                seen.add(id(event.site))
                 yield loop, event
     for site in [*flow.tensor_backwards(index), *helper_backwards]:
         function = flow.enclosing_function(index, site.node)
         if function is None or flow.enclosing_loops(index, site.node) or flow.in_framework_code(index, site.node):
             continue
-        if flow.callers(index, function) or flow.enclosing_loops(index, function):
+        if id(site) in seen or flow.enclosing_loops(index, function):
             continue  # a helper: judged where its callers' loops run it
+        # No caller, or callers that no loop here runs directly (``train_step()``
+        # calls ``self.optimize(..., step_optimizer=...)``, a loop elsewhere calls
+        # ``train_step()``): judged in the function, once per call.
         yield function, flow.Event(site, site.node)
 
 
@@ -919,7 +1110,13 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
         return None  # the helper that runs this backward steps right after it, every time
     for step in steps:
         test = _accumulation_test(index, step.anchor, loop)
+        if test is None and step.inlined:
+            # ``self.step(x, global_steps)`` whose body steps only ``if global_steps % k == 0:``
+            test = _accumulation_test(index, step.site.node, flow.enclosing_function(index, step.site.node))
         if test is not None and not flow.is_inside(index, backward.anchor, test) \
+                and not flow.is_inside(index, backward.site.node, test) \
+                and not _under_same_test(index, backward.anchor, test) \
+                and not _under_same_test(index, backward.site.node, test) \
                 and not flow.events_exclusive(index, backward, step):
             return test
         gate = _accumulation_gate(index, step.anchor, loop)
@@ -931,7 +1128,7 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
         deeper = _step_test_in_a_helper(index, loop, backward)
         if deeper is not None:
             return deeper
-    if steps or not isinstance(loop, cst.For):
+    if steps or not (isinstance(loop, cst.For) or _breaks_out(loop)):
         return None
     outer = flow.enclosing_loops(index, loop)
     if not outer:
@@ -942,13 +1139,39 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
                 flow.any_step(index, site) and flow.precedes(index, loop, site.node)
                 and flow.enclosing_function(index, site.node) is function
                 for site in flow.calls_in_function(index, function)):
-            return loop.iter
+            return loop.iter if isinstance(loop, cst.For) else loop.test
         return None
     if any(flow.any_step(index, e.site) and flow.precedes(index, loop, e.anchor)
            and not flow.is_inside(index, e.anchor, loop)
            for e in flow.events(index, outer[0])):
-        return loop.iter
+        return loop.iter if isinstance(loop, cst.For) else loop.test
     return None
+
+
+def _breaks_out(loop: flow.Loop) -> bool:
+    """A ``while`` micro-step loop that ends itself: a ``break`` in its own body
+    (``while True: ...; loss.backward(); if should_break: break``), not in a
+    nested loop or function."""
+    if not isinstance(loop, cst.While):
+        return False
+    stack: list[cst.CSTNode] = [loop.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Break):
+            return True
+        if isinstance(node, (cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            continue
+        stack.extend(node.children)
+    return False
+
+
+def _under_same_test(index: SemanticIndex, node: cst.CSTNode, test: cst.If) -> bool:
+    """``node`` runs only when ``test`` holds: it sits in the body of another
+    ``if`` with the same test (``if step % k == 0: loss.backward() else: with
+    model.no_sync(): loss.backward()`` then ``if step % k == 0: opt.step()``):
+    the syncing step's own backward."""
+    return any(in_body and branch is not test and flow.same_text(branch.test, test.test)
+               for branch, in_body in flow.if_ancestors(index, node))
 
 
 def _steps_its_own_backward(index: SemanticIndex, backward: flow.Event, step: flow.Event) -> bool:
@@ -1048,7 +1271,27 @@ def _on_wrapped_model(index: SemanticIndex, loop: flow.Loop) -> bool:
         elif not event.inlined and (_hands_wrapped_model(index, event.site)
                                     or _hands_forward_function(index, event.site)):
             wrapped = True  # ``loss = train_batch(model, x, y)``: the helper runs its forward
+        elif event.inlined and _helper_runs_wrapped_forward(index, event.site, 0):
+            wrapped = True  # ``self.step(x)`` -> ``self.loss(x)`` -> ``train_losses(self.model, ...)``
     return wrapped
+
+
+def _helper_runs_wrapped_forward(index: SemanticIndex, site, depth: int) -> bool:
+    """A call inside a helper the loop runs that, one or two same-module
+    helpers further down, runs the forward of a wrapped model or hands one to a
+    call (``self.loss(x)`` whose body is ``self.diffusion.train_losses(self.model,
+    **inputs)``)."""
+    if depth > 2:
+        return False
+    if depth > 0:
+        if flow.wrapped_model(index, flow.model_of_forward(site.node), site.order) \
+                or _hands_wrapped_model(index, site):
+            return True
+    for helper in flow.helper_functions(index, site):
+        if any(_helper_runs_wrapped_forward(index, inner, depth + 1)
+               for inner in flow.calls_in_function(index, helper)):
+            return True
+    return False
 
 
 def _hands_forward_function(index: SemanticIndex, site) -> bool:
@@ -1080,7 +1323,8 @@ def _hands_wrapped_model(index: SemanticIndex, site) -> bool:
 FRAMEWORK_SYNC = ("set_requires_gradient_sync",)
 
 
-def _sync_handled(index: SemanticIndex, loop: flow.Loop, backward: cst.CSTNode) -> bool:
+def _sync_handled(index: SemanticIndex, loop: flow.Loop, backward: cst.CSTNode,
+                  backward_site: Optional[cst.CSTNode] = None) -> bool:
     """Something turns the gradient sync off for this backward: ``no_sync()``
     around the backward, its forward or the loop (or bound to a name, entered
     on an ExitStack, done in a helper), ``require_backward_grad_sync``, FSDP2's
@@ -1100,8 +1344,9 @@ def _sync_handled(index: SemanticIndex, loop: flow.Loop, backward: cst.CSTNode) 
         site = event.site
         if site.method in FRAMEWORK_SYNC:
             return True
-        if site.method == "accumulate" and _is_framework_accumulate(index, site):
-            return True
+        if site.method == "accumulate" and _is_framework_accumulate(index, site) \
+                and not _other_arm(index, event, backward, backward_site):
+            return True  # (not one on another arm: ``if use_accelerate: ... else: loss.backward()``)
         if site.method == "no_sync" and not _fsdp_only(index, site.node) \
                 and _no_sync_applies(index, event, loop, backward):
             return True
@@ -1109,6 +1354,28 @@ def _sync_handled(index: SemanticIndex, loop: flow.Loop, backward: cst.CSTNode) 
     # apply, unless it is chosen only for FSDP models.
     for reference in _no_sync_references(index, function):
         if not _fsdp_only(index, reference):
+            return True
+    return False
+
+
+def _other_arm(index: SemanticIndex, event: flow.Event, backward: cst.CSTNode,
+               backward_site: Optional[cst.CSTNode]) -> bool:
+    """Do ``event`` and the backward sit in opposite arms of one ``if`` (compared
+    where they are written when both are in the same helper)?"""
+    if backward_site is not None and event.anchor is backward and event.inlined:
+        return flow.exclusive(index, event.site.node, backward_site)
+    return flow.exclusive(index, event.anchor, backward)
+
+
+def _callers_sync(index: SemanticIndex, region: flow.Loop) -> bool:
+    """A per-step function judged on its own whose callers here turn the sync
+    off around the call (``with model.no_sync(): self.optimize(...)``)."""
+    if not isinstance(region, cst.FunctionDef):
+        return False
+    for site in flow.callers(index, region):
+        around = flow.enclosing_loops(index, site.node)
+        outer = around[0] if around else (flow.enclosing_function(index, site.node) or index.module)
+        if _sync_handled(index, outer, site.node):
             return True
     return False
 
@@ -1185,6 +1452,8 @@ def _no_sync_applies(index: SemanticIndex, event: flow.Event, loop: flow.Loop, b
     if item is None:
         return True
     with_node = index.parent(item)
+    if flow.exclusive(index, with_node, backward):
+        return False  # the other arm's no_sync (``if args.fp16: ... else: with model.no_sync():``)
     if flow.is_inside(index, backward, with_node) or flow.is_inside(index, loop, with_node):
         return True
     # the forward ran inside it: ``with model.no_sync(): loss = model(x)`` then backward
