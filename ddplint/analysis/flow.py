@@ -1537,7 +1537,7 @@ def forward_sites(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_o
     """The calls where the forward pass behind ``expr`` ran: model calls (and
     same-module helpers that return a model output) reached through the
     bindings of the names ``expr`` reads."""
-    if expr is None or depth > 6:
+    if expr is None or depth > 8:
         return []
     found: list[cst.Call] = []
     stack: list[cst.CSTNode] = [expr]
@@ -1549,18 +1549,45 @@ def forward_sites(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_o
                 found.append(node)
                 continue
         if isinstance(node, cst.Name):
-            for binding in index.reaching(node.value, node):
+            reaching = index.reaching(node.value, node)
+            for binding in reaching:
                 value = binding.value
                 if binding.kind == "unpack" and isinstance(binding.node, cst.Assign):
                     value = binding.node.value
+                if binding.kind == "loop" and isinstance(binding.node, cst.For):
+                    # ``for key, part in losses.items(): loss += part``: what the container holds
+                    found.extend(forward_sites(index, binding.node.iter, binding.order, depth + 1))
+                    continue
                 if value is not None and binding.kind != "param":
                     found.extend(forward_sites(index, value, binding.order, depth + 1))
+            for value in _container_stores(index, node, reaching):
+                found.extend(forward_sites(index, value, at_order, depth + 1))
             continue
         if isinstance(node, cst.Attribute):
             name = dotted_name(node)
             if name is not None and "." in name and index.visible_bindings(name, node):
                 continue
         stack.extend(node.children)
+    return found
+
+
+def _container_stores(index: SemanticIndex, use: cst.Name, reaching: list[Binding]) -> list[cst.BaseExpression]:
+    """The values stored into a dict or list built by a literal before ``use``
+    in the same scope (``losses = {}``, ``losses[name] = crit(out, y)``, then
+    ``sum(losses.values())``; ``parts.append(...)``)."""
+    if not reaching or not all(b.kind in ("assign", "annassign") and isinstance(b.value, (cst.Dict, cst.List))
+                               for b in reaching):
+        return []
+    scope = index.enclosing_scope(use)
+    found = []
+    for target, value in index.subscript_assignments:
+        if isinstance(target.value, cst.Name) and target.value.value == use.value \
+                and index.enclosing_scope(target) is scope and precedes(index, target, use):
+            found.append(value)
+    for site in index.method_calls("append", "insert"):
+        if isinstance(site.receiver, cst.Name) and site.receiver.value == use.value and site.scope is scope \
+                and site.node.args and precedes(index, site.node, use):
+            found.append(site.node.args[-1].value)
     return found
 
 
