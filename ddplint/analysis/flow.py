@@ -1411,7 +1411,10 @@ def loop_data_names(index: SemanticIndex, loop: Loop) -> set[str]:
 # ---------------------------------------------------------------------- scalers
 
 
-GRAD_SCALERS = (names.GRAD_SCALER, "torch.GradScaler", "torch.cuda.amp.GradScaler")
+GRAD_SCALERS = (names.GRAD_SCALER, "torch.GradScaler", "torch.cuda.amp.GradScaler",
+                # GradScaler subclasses for sharded optimizers (same scale, same unscale_)
+                "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+                "fairscale.optim.grad_scaler.ShardedGradScaler")
 
 
 def scaler_constructions(index: SemanticIndex) -> list[CallSite]:
