@@ -596,14 +596,20 @@ def _last_part(expr: cst.BaseExpression) -> str:
     return name.split(".")[-1].lower() if name else ""
 
 
-def is_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int) -> bool:
+def is_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int, _depth: int = 0) -> bool:
     """Does ``expr`` (the callee of a call) hold a model? A DDP/FSDP wrap (also
     through ``model = DDP(model)`` and ``self.model``), ``model.module``, a
-    ``torch.nn`` module, a model factory, or a model-like name."""
+    ``torch.nn`` module, a model factory, a model-like name, also under a key
+    (``state["model"]``) and through plain aliases (``fwd = model``)."""
     if is_ddp_model(index, expr, at_order, WRAPPERS):
         return True
     if isinstance(expr, cst.Attribute) and expr.attr.value in ("module", "_orig_mod"):
-        return is_model(index, expr.value, at_order)
+        return is_model(index, expr.value, at_order, _depth)
+    if isinstance(expr, cst.Subscript):
+        from ddplint.analysis.models import _string_key
+
+        key = (_string_key(expr) or "").lower()
+        return bool(key) and (key in MODEL_NAMES or key.endswith("_model") or key.endswith("_net"))
     name = dotted_name(expr)
     if name is None:
         return False
@@ -611,6 +617,9 @@ def is_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int) -> b
         if binding.kind in ("def", "class", "import"):
             return False  # ``build_model(...)`` is a function, not a model
         value = binding.value
+        if binding.kind == "assign" and isinstance(value, (cst.Name, cst.Subscript)) and _depth < 3 \
+                and is_model(index, value, at_order, _depth + 1):
+            return True  # ``forward_1 = forward_2 = model``; ``model = state["model"]``
         if isinstance(value, cst.Call):
             qualified = index.qualified_name(value.func) or ""
             if qualified.startswith("torch.nn.") and qualified.split(".")[-1][:1].isupper() \
@@ -1228,6 +1237,8 @@ def is_data_loop(index: SemanticIndex, loop: Loop) -> bool:
     is not recognisably a loop over parts count as data."""
     if not isinstance(loop, cst.For):
         return True
+    if iterates_chunks(index, loop):
+        return False
     iterable = loop.iter
     while isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip", "reversed",
                                                                              "list", "sorted"):
@@ -1259,7 +1270,7 @@ def is_parts_loop(index: SemanticIndex, loop: Loop) -> bool:
     ``dict.items()``). What it keeps locally is bounded by one step."""
     if not isinstance(loop, cst.For):
         return False
-    if iterates_config(index, loop):
+    if iterates_config(index, loop) or iterates_chunks(index, loop):
         return True
     iterable = loop.iter
     while isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip", "reversed",
@@ -1276,6 +1287,36 @@ def is_parts_loop(index: SemanticIndex, loop: Loop) -> bool:
         return bound is not None and not _words_say_data(bound) and _names_parts(bound)
     return isinstance(iterable, (cst.Name, cst.Attribute, cst.List, cst.Tuple)) and \
         not _words_say_data(iterable) and (isinstance(iterable, (cst.List, cst.Tuple)) or _names_parts(iterable))
+
+
+def iterates_chunks(index: SemanticIndex, loop: Loop) -> bool:
+    """A loop over the chunks of one input, however they are named: the
+    iterable (first of a ``zip``/``enumerate``) is bound only to calls that cut
+    one tensor into pieces (``x.split(n)``, ``torch.chunk(x, k)``,
+    ``batches = prepare_chunks(points, fn, chunksize=chunksize)``)."""
+    if not isinstance(loop, cst.For):
+        return False
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip", "reversed",
+                                                                             "list") and iterable.args:
+        iterable = iterable.args[0].value
+    if isinstance(iterable, cst.Call):
+        values = [iterable]
+    elif isinstance(iterable, cst.Name):
+        values = index.reaching_values(iterable) or []
+    else:
+        return False
+    return bool(values) and all(_cuts_into_chunks(value) for value in values)
+
+
+def _cuts_into_chunks(value: cst.BaseExpression) -> bool:
+    if not isinstance(value, cst.Call):
+        return False
+    callee = (dotted_name(value.func) or (value.func.attr.value if isinstance(value.func, cst.Attribute) else ""))
+    last = callee.rsplit(".", 1)[-1].lower()
+    if "chunk" in last or last in ("split", "tensor_split", "array_split", "split_batch"):
+        return True  # (not ``random_split(dataset, ...)``: a data set)
+    return any(arg.keyword is not None and "chunk" in arg.keyword.value.lower() for arg in value.args)
 
 
 PART_WORDS = ("head", "view", "crop", "part", "chunk", "scale", "level", "layer", "task", "branch",
