@@ -1345,9 +1345,20 @@ def loop_counter_names(index: SemanticIndex, loop: Loop) -> set[str]:
     if not isinstance(loop, cst.For):
         return set()
     iterable = loop.iter
+    if isinstance(iterable, cst.Name):
+        # ``pbar = tqdm(enumerate(loader), total=n)`` then ``for i, sample in pbar``
+        values = index.reaching_values(iterable) or []
+        if len(values) == 1 and isinstance(values[0], cst.Call):
+            iterable = values[0]
     callee = dotted_name(iterable.func) if isinstance(iterable, cst.Call) else None
     if callee == "range" or _calls_range(iterable):
         return names_in(loop.target)  # also ``tqdm(range(n))``, ``log_every(range(n))``
+    # ``enumerate(loader)``, also wrapped: ``tqdm(enumerate(loader))``
+    while isinstance(iterable, cst.Call) and callee != "enumerate" and iterable.args \
+            and (callee or "").split(".")[-1] not in ("zip", "chain", "product", "map", "filter") \
+            and isinstance(iterable.args[0].value, cst.Call) and iterable.args[0].keyword is None:
+        iterable = iterable.args[0].value
+        callee = dotted_name(iterable.func)
     if callee == "enumerate" and isinstance(loop.target, cst.Tuple) and loop.target.elements:
         return names_in(loop.target.elements[0].value)
     return set()
