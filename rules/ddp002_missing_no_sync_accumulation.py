@@ -21,9 +21,23 @@ is_update=...)`), at that function's backward (an AMP arm and a plain arm get
 one report each); at the loop's call for a helper named for the backward
 (`backward(loss, scaler)`, `amp.backward(loss)`) or one of another module.
 
-The model may be wrapped in the same function, held in `self.model`, passed in
-as a parameter by a caller anywhere in the project that wrapped it, or handed
-by the loop to a helper that runs its forward.
+A per-step function judged on its own (no loop of this module runs it
+directly: `train_step()` calls `self.optimize(batch, self.model, ...,
+step_optimizer=...)` and a loop elsewhere calls `train_step()`) is reported at
+its backward when it steps only under an accumulation test or flag
+(`if step_optimizer:`, `if global_steps % self.num_accum == 0:`); the step test
+may also sit inside the helper that the loop calls (`self.step(x,
+global_steps)`). A `while True:` micro-step loop that ends with a `break` is a
+micro-step loop like a `for` one.
+
+The model may be wrapped in the same function, held in `self.model` (also a
+constructor parameter that a caller anywhere in the project, e.g. through
+`from pkg import *`, fills with a wrapped model), passed in as a parameter by
+such a caller, held under a key of a state object that this module fills with
+a wrapped model (`model = state_tracker["model"]` with
+`StateTracker(..., model=ddp_model)`), or handed by the loop, or by helpers
+two calls down, to a call that runs its forward
+(`self.diffusion.train_losses(self.model, ...)`).
 
 ## Why is this bad?
 DDP all-reduces every gradient bucket in every `backward()`. With `k`
@@ -55,11 +69,15 @@ accelerator.accumulate(model)` or an `Accelerator`'s `accumulate`, not a
 metrics object's `accumulate()`; `accelerator.no_sync`, DeepSpeed engines,
 Lightning), nanoGPT's `model.require_backward_grad_sync = (micro_step == k - 1)`,
 FSDP2's `set_requires_gradient_sync`, forwards through `model.module(x)` on the
-non-final micro-steps, `no_sync` contexts chosen at run time
+non-final micro-steps, the syncing iteration's own backward (`if step % k == 0:
+loss.backward() else: with model.no_sync(): loss.backward()`), a caller that
+runs the per-step function inside `no_sync()`, `no_sync` contexts chosen at run time
 (`ctx = model.no_sync if ... else nullcontext`), helpers told to step on every
 call (`update_grad=True`), models not known to be wrapped. A `no_sync()` that
 encloses other code only (an evaluation pass) does not count, nor one chosen
-only under `isinstance(model, FSDP)` when the model may be a DDP model.
+only under `isinstance(model, FSDP)` when the model may be a DDP model, nor a
+`no_sync()` or `accelerator.accumulate(model)` on the other arm of an `if`
+(`if args.fp16: amp backward else: with model.no_sync(): ...`).
 
 ## References
 - https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html#torch.nn.parallel.DistributedDataParallel.no_sync
