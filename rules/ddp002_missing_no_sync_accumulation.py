@@ -71,7 +71,9 @@ Lightning), nanoGPT's `model.require_backward_grad_sync = (micro_step == k - 1)`
 FSDP2's `set_requires_gradient_sync`, forwards through `model.module(x)` on the
 non-final micro-steps, the syncing iteration's own backward (`if step % k == 0:
 loss.backward() else: with model.no_sync(): loss.backward()`), a caller that
-runs the per-step function inside `no_sync()`, `no_sync` contexts chosen at run time
+runs the per-step function inside `no_sync()`, backwards stepped later in
+their own block on every run (a GAN discriminator's two backwards then its
+step, while the generator steps every k iterations), `no_sync` contexts chosen at run time
 (`ctx = model.no_sync if ... else nullcontext`), helpers told to step on every
 call (`update_grad=True`), models not known to be wrapped. A `no_sync()` that
 encloses other code only (an evaluation pass) does not count, nor one chosen
@@ -461,6 +463,30 @@ def train(net, batches, steps):
     state = RunState(model=net.cuda(), optimizer=torch.optim.SGD(net.parameters(), lr=0.1))
     for _ in range(steps):
         train_step(state, batches, 4)
+"""),
+        # A GAN step: the generator steps every k iterations, the discriminator's two
+        # backwards are stepped right after them, every time.
+        Valid(DDP + """\
+class GanModel:
+    def __init__(self, gen, dis, k):
+        self.net_g, self.net_d = DDP(gen), DDP(dis)
+        self.k = k
+    def optimize_parameters(self, it, real):
+        fake = self.net_g(real)
+        g_loss = -self.net_d(fake).mean()
+        if it % self.k == 0:
+            self.optimizer_g.zero_grad()
+            g_loss.backward()
+            self.optimizer_g.step()
+        self.optimizer_d.zero_grad()
+        d_real = self.net_d(real).mean()
+        (1 - d_real).relu().backward()
+        d_fake = self.net_d(fake.detach()).mean()
+        (1 + d_fake).relu().backward()
+        self.optimizer_d.step()
+    def fit(self, loader):
+        for it, real in enumerate(loader):
+            self.optimize_parameters(it, real)
 """),
     ]
     invalid = [
@@ -981,6 +1007,36 @@ def train(net, batches, steps):
     for _ in range(steps):
         train_step(state, batches, 4)
 """, line=9, column=9),
+        # The model comes from a builder method that returns what a project
+        # helper wrapped; the per-step method steps every k calls.
+        Invalid(DDP + """\
+def create_ddp_model(model, **kwargs):
+    if torch.distributed.get_world_size() == 1:
+        return model
+    ddp = DDP(model, **kwargs)
+    return ddp
+
+class Runner:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.model = self.build_model()
+        self.counter = 0
+    def build_model(self):
+        model = make_net(self.cfg).cuda()
+        model = create_ddp_model(model, broadcast_buffers=False)
+        return model
+    def run_step(self, batch):
+        loss = self.model(batch).mean() / self.cfg.accum_steps
+        loss.backward()
+        self.counter += 1
+        if self.counter >= self.cfg.accum_steps:
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+            self.counter = 0
+    def train(self, loader):
+        for batch in loader:
+            self.run_step(batch)
+""", line=21, column=9),
     ]
 
     def screen(self, sketch):
@@ -1126,6 +1182,8 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
     steps = [e for e in flow.events(index, loop) if flow.any_step(index, e.site)]
     if backward.inlined and any(_steps_its_own_backward(index, backward, step) for step in steps):
         return None  # the helper that runs this backward steps right after it, every time
+    if any(_stepped_in_its_block(index, loop, backward, step) for step in steps):
+        return None  # ``l_d_real.backward(); l_d_fake.backward(); opt_d.step()``: stepped every time
     for step in steps:
         test = _accumulation_test(index, step.anchor, loop)
         if test is None and step.inlined:
@@ -1181,6 +1239,29 @@ def _breaks_out(loop: flow.Loop) -> bool:
             continue
         stack.extend(node.children)
     return False
+
+
+def _stepped_in_its_block(index: SemanticIndex, loop: flow.Loop, backward: flow.Event, step: flow.Event) -> bool:
+    """A step later in the backward's own block, in the same loop iteration,
+    with no accumulation gate between (a discriminator's two backwards then its
+    step): that optimizer consumes this backward's gradients every time it
+    runs, whatever other optimizers do under an accumulation test."""
+    if backward.inlined and step.anchor is backward.anchor:
+        first, second = backward.site.node, step.site.node
+    elif not backward.inlined and not step.inlined:
+        first, second = backward.anchor, step.anchor
+    else:
+        return False
+    if not flow.precedes(index, first, second) or flow.exclusive(index, first, second):
+        return False
+    block = next((a for a in index.ancestors(second) if isinstance(a, cst.IndentedBlock)), None)
+    if block is None or not flow.is_inside(index, first, block):
+        return False
+    if flow.enclosing_loops(index, first)[:1] != flow.enclosing_loops(index, second)[:1]:
+        return False  # a micro-step loop between them
+    if isinstance(loop, (cst.For, cst.While)) and _accumulation_gate(index, step.anchor, loop) is not None:
+        return False
+    return _accumulation_test(index, second, block) is None
 
 
 def _under_same_test(index: SemanticIndex, node: cst.CSTNode, test: cst.If) -> bool:

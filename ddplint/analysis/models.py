@@ -175,12 +175,35 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
             callee = project_callee(index, value)
             facts = project.callee_facts(index.path, callee) if callee else None
             kind = facts.returns_wrapped.get(position, "") if facts is not None else ""
+            if not kind and not position:
+                kind = _returned_here(index, value, depth)
         else:
             kind = ""
         if kind:
             return kind
     return ""
 
+
+
+def _returned_here(index, call, depth: int) -> str:
+    """A function or method of this module that returns a model it had a
+    project helper wrap (``def build_model(self): model = create_ddp_model(m);
+    return model``, then ``self.model = self.build_model()``)."""
+    import libcst as cst
+
+    from ddplint.analysis import flow
+
+    site = index.call_site(call)
+    if site is None or depth > 3:
+        return ""
+    for function in flow.helper_functions(index, site):
+        for exit_node in index.exits:
+            if isinstance(exit_node, cst.Return) and isinstance(exit_node.value, (cst.Name, cst.Attribute)) \
+                    and flow.enclosing_function(index, exit_node) is function:
+                kind = wrapped_out_of_calls(index, exit_node.value, depth + 1)
+                if kind:
+                    return kind
+    return ""
 
 
 def wrapped_by_key(index, expr) -> str:
