@@ -4,8 +4,9 @@ changes whether a rank reaches `backward()` (or a collective): a `continue`
 before the backward, or a `break` / `return` / `raise` anywhere in the loop,
 under a per-rank, data-dependent condition (`if torch.isnan(loss): continue`,
 `if batch is None: continue`, a batch pulled with `next(it, None)`, a value
-read from the batch, the loss or the model's outputs, also a selection of the
-batch: `labels = labels[valid]` then `if labels.size(0) == 0: continue`), and a `break` /
+read from the batch, the loss or the model's outputs, also a selection or comparison
+of the batch: `labels = labels[valid]` then `if labels.size(0) == 0: continue`,
+`mask = (gt > 0) & (gt < m)` then `if not mask.any(): continue`), and a `break` /
 `return` under a rank condition (`if rank == 0 and ...: break`). Leaving the
 loop after the backward diverges too: the peers wait in the next step's
 all-reduce.
@@ -554,6 +555,25 @@ def train_epoch(model, loader, opt):
 
 train_epoch(DDP(net), loader, opt)
 """, line=14, column=13, severity="error"),
+        # A mask compared from this rank's ground truth: a rank whose batch has no
+        # valid pixel skips the backward.
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def train(model, loader, opt, max_disp):
+    for step, sample in enumerate(loader):
+        gt = sample["disp"].cuda()
+        valid = (gt > 0) & (gt < max_disp)
+        if not valid.any():
+            continue
+        pred = model(sample["left"].cuda(), sample["right"].cuda())
+        loss = (pred - gt)[valid].abs().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+train(DDP(net), loader, opt, 192)
+""", line=12, column=13, severity="error"),
     ]
 
     def screen(self, sketch):
@@ -816,26 +836,40 @@ def _reads_data(expr: cst.BaseExpression, data: set[str]) -> bool:
 
 
 def _filters_data(index: SemanticIndex, value: cst.BaseExpression, data: set[str], binding, depth: int = 0) -> bool:
-    """``labels = labels[valid_idx]`` (or ``x = x.cuda()``) where the earlier
-    ``labels`` read the batch (``labels = sample["labels"].cuda()``): a
-    selection or copy of this rank's data is this rank's data."""
-    base = value
-    while isinstance(base, (cst.Subscript, cst.Attribute, cst.Call)):
-        if isinstance(base, cst.Call):
-            if not isinstance(base.func, cst.Attribute):
-                return False  # a function of the batch may be agreed
-            base = base.func.value
-        else:
-            base = base.value
-    if not isinstance(base, cst.Name) or base.value in data or depth > 2:
+    """``labels = labels[valid_idx]`` (or ``x = x.cuda()``, ``mask = (gt > 0) &
+    (gt < m)``) where an earlier binding of a name it reads read the batch
+    (``labels = sample["labels"].cuda()``, ``gt = sample["disp"].to(dev)``): a
+    selection, copy or comparison of this rank's data is this rank's data. Plain
+    function calls are not followed (their result may be agreed)."""
+    if depth > 2:
         return False
-    for earlier in index.reaching(base.value, base):
-        if earlier is binding or earlier.kind not in ("assign", "annassign", "unpack"):
-            continue
-        earlier_value = earlier.value if earlier.kind != "unpack" else getattr(earlier.node, "value", None)
-        if earlier_value is not None and (_reads_data(earlier_value, data)
-                                          or _filters_data(index, earlier_value, data, earlier, depth + 1)):
-            return True
+    stack: list[cst.CSTNode] = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            if node.value in data:
+                return True  # ``(batch["y"] > 0)``: a comparison of the batch
+            for earlier in index.reaching(node.value, node):
+                if earlier is binding or earlier.kind not in ("assign", "annassign", "unpack"):
+                    continue
+                earlier_value = earlier.value if earlier.kind != "unpack" else getattr(earlier.node, "value", None)
+                if earlier_value is not None and (_reads_data(earlier_value, data)
+                                                  or _filters_data(index, earlier_value, data, earlier, depth + 1)):
+                    return True
+        elif isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Attribute):
+                stack.append(node.func.value)  # ``x.cuda()``, ``mask.any()``
+        elif isinstance(node, (cst.Subscript, cst.Attribute)):
+            stack.append(node.value)
+        elif isinstance(node, cst.BinaryOperation):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, cst.BooleanOperation):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, cst.UnaryOperation):
+            stack.append(node.expression)
+        elif isinstance(node, cst.Comparison):
+            stack.append(node.left)
+            stack.extend(target.comparator for target in node.comparisons)
     return False
 
 
