@@ -488,6 +488,21 @@ class GanModel:
         for it, real in enumerate(loader):
             self.optimize_parameters(it, real)
 """),
+        # The code picks sync or no_sync per iteration on its own flag; the sync arm's
+        # backward is the one meant to all-reduce.
+        Valid(DDP + """\
+model = DDP(net)
+for it, (x, y) in enumerate(loader):
+    share = it % share_every == 0
+    out = model(x)
+    if share:
+        out.sum().backward()
+    else:
+        with model.no_sync():
+            out.sum().backward()
+    if (it - 1) % step_every == step_phase:
+        optimizer.step()
+"""),
     ]
     invalid = [
         # A step function of this module told when to step (``is_update``): reported at its backward.
@@ -1037,6 +1052,22 @@ class Runner:
         for batch in loader:
             self.run_step(batch)
 """, line=21, column=9),
+        # no_sync() on the stepping arm, the accumulating arm syncs: the arms are
+        # the wrong way round.
+        Invalid(DDP + """\
+model = DDP(net)
+for it, batch in enumerate(loader):
+    out = model(batch).mean() / accum
+    update = (it + 1) % accum == 0
+    if update:
+        with model.no_sync():
+            out.backward()
+    else:
+        out.backward()
+    if update:
+        optimizer.step()
+        optimizer.zero_grad()
+""", line=12, column=9),
     ]
 
     def screen(self, sketch):
@@ -1193,7 +1224,8 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
                 and not flow.is_inside(index, backward.site.node, test) \
                 and not _under_same_test(index, backward.anchor, test) \
                 and not _under_same_test(index, backward.site.node, test) \
-                and not flow.events_exclusive(index, backward, step):
+                and (not flow.events_exclusive(index, backward, step)
+                     or _under_same_test(index, backward.anchor, test, in_body=False)):
             return test
         gate = _accumulation_gate(index, step.anchor, loop)
         if gate is not None and flow.precedes(index, backward.anchor, gate) \
@@ -1264,13 +1296,14 @@ def _stepped_in_its_block(index: SemanticIndex, loop: flow.Loop, backward: flow.
     return _accumulation_test(index, second, block) is None
 
 
-def _under_same_test(index: SemanticIndex, node: cst.CSTNode, test: cst.If) -> bool:
+def _under_same_test(index: SemanticIndex, node: cst.CSTNode, test: cst.If, in_body: bool = True) -> bool:
     """``node`` runs only when ``test`` holds: it sits in the body of another
     ``if`` with the same test (``if step % k == 0: loss.backward() else: with
     model.no_sync(): loss.backward()`` then ``if step % k == 0: opt.step()``):
-    the syncing step's own backward."""
-    return any(in_body and branch is not test and flow.same_text(branch.test, test.test)
-               for branch, in_body in flow.if_ancestors(index, node))
+    the syncing step's own backward. With ``in_body=False``: in the other arm
+    of such an ``if`` (the non-stepping iterations' backward)."""
+    return any(body == in_body and branch is not test and flow.same_text(branch.test, test.test)
+               for branch, body in flow.if_ancestors(index, node))
 
 
 def _steps_its_own_backward(index: SemanticIndex, backward: flow.Event, step: flow.Event) -> bool:
@@ -1552,12 +1585,32 @@ def _no_sync_applies(index: SemanticIndex, event: flow.Event, loop: flow.Loop, b
         return True
     with_node = index.parent(item)
     if flow.exclusive(index, with_node, backward):
-        return False  # the other arm's no_sync (``if args.fp16: ... else: with model.no_sync():``)
+        # The other arm's no_sync (``if args.fp16: ... else: with model.no_sync():``)
+        # does not apply, unless the code chooses right there between syncing
+        # and not (``if communicate: loss.backward() else: with no_sync(): ...``)
+        # on a test that is not the step's (LVSM's ``if update_grads: with
+        # no_sync(): ... else: backward`` has the arms the wrong way round).
+        return _chooses_sync(index, with_node, loop, backward)
     if flow.is_inside(index, backward, with_node) or flow.is_inside(index, loop, with_node):
         return True
     # the forward ran inside it: ``with model.no_sync(): loss = model(x)`` then backward
     return any(flow.is_inside(index, e.site.node, with_node) and flow.is_inside(index, e.site.node, loop)
                for e in flow.events(index, loop))
+
+
+def _chooses_sync(index: SemanticIndex, with_node: cst.With, loop: flow.Loop, backward: cst.CSTNode) -> bool:
+    branch = next((a for a in index.ancestors(with_node) if isinstance(a, cst.If)), None)
+    if branch is None or not flow.is_inside(index, backward, branch) or flow.is_inside(index, backward, branch.test):
+        return False
+    chosen_on = flow.names_in(branch.test)
+    for event in flow.events(index, loop):
+        if not flow.any_step(index, event.site):
+            continue
+        for node in {id(event.anchor): event.anchor, id(event.site.node): event.site.node}.values():
+            for test, _ in flow.if_ancestors(index, node):
+                if chosen_on and chosen_on <= flow.names_in(test.test):
+                    return False  # the same test decides the step: the arms can be judged
+    return True
 
 
 def _with_item_of(index: SemanticIndex, call: cst.Call) -> Optional[cst.WithItem]:
