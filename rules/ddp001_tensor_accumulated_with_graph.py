@@ -55,8 +55,9 @@ such a region), and values bound in such a region and read after it; an
 accumulator reset on every path of the iteration; terms summed into a loss
 that `backward()` consumes (`torch.stack(losses).sum().backward()`, graphs
 kept for a deferred `for l in pending: l.backward()`); short loops over the
-parts of one step (`for j in range(len(parts))`, heads, views) whose sum is
-returned into the loss; a list reset for every batch and filled by an inner
+parts of one step (`for j in range(len(parts))`, heads, views, the chunks of
+one input however named: `batches = prepare_chunks(x, chunksize=n)`,
+`x.split(4096)`) whose sum or concatenation is returned; a list reset for every batch and filled by an inner
 loop over what that batch pulled (`for j in range(images.shape[0])`); items
 that the project's model hands back without history (`loss, acc = net(x)`
 where every `forward` of the model's class returns `acc` as `.item()` or a
@@ -504,6 +505,32 @@ def fit(cfg, net, loader, opt):
 def main(cfg, loader):
     net = TwoHeads().cuda()
     fit(cfg, net, loader, torch.optim.SGD(net.parameters(), lr=0.1))
+"""),
+        # A render helper runs the model over the chunks of one input (however the
+        # chunk list is named) and returns their concatenation: bounded by one call.
+        Valid(TRAIN + """\
+def render(model, points, chunksize):
+    pieces = split_into_chunks(points, chunksize=chunksize)
+    outs = []
+    for piece in pieces:
+        outs.append(model(piece))
+    return torch.cat(outs, dim=0)
+
+def fit(model, loader, optimizer):
+    for points, target in loader:
+        loss = criterion(render(model, points, 1024), target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""),
+        # ... and over `x.split(n)` pieces named like batches.
+        Valid(TRAIN + """\
+def predict(model, x):
+    batches = x.split(4096)
+    preds = []
+    for batch in batches:
+        preds.append(model(batch))
+    return torch.cat(preds)
 """),
     ]
     invalid = [
@@ -973,6 +1000,66 @@ class Scorer:
 scorer = Scorer()
 for xb in loader:
     scorer.score(xb)
+"""),
+        # A micro-step loop of a per-step function sums each scaled loss into a
+        # total kept with its graph; the model comes from a state holder.
+        Invalid(TRAIN + """\
+def train_step(state, batches, k):
+    model, opt, scaler = state["model"], state["optimizer"], state["scaler"]
+    forward = model
+    total = torch.zeros(1, device="cuda")
+    done = 0
+    while True:
+        loss = scaler.scale(criterion(forward(next(batches)), None) / k)
+        total += loss
+        loss.backward()
+        done += 1
+        if done == k:
+            break
+    scaler.step(opt)
+    scaler.update()
+    return total
+""", line=11, column=9, severity="warning", fixed=TRAIN + """\
+def train_step(state, batches, k):
+    model, opt, scaler = state["model"], state["optimizer"], state["scaler"]
+    forward = model
+    total = torch.zeros(1, device="cuda")
+    done = 0
+    while True:
+        loss = scaler.scale(criterion(forward(next(batches)), None) / k)
+        total += loss.detach()
+        loss.backward()
+        done += 1
+        if done == k:
+            break
+    scaler.step(opt)
+    scaler.update()
+    return total
+"""),
+        # An evaluation helper over the loader (not the chunks of one input) keeps
+        # every batch's graph until it returns.
+        Invalid(TRAIN + """\
+def predict_all(model, loader):
+    preds = []
+    for batch in loader:
+        preds.append(model(batch))
+    return torch.cat(preds)
+
+def main(model, loader):
+    with torch.no_grad():
+        warm = model(next(iter(loader)))
+    print(predict_all(model, loader).shape, warm.shape)
+""", line=7, column=9, severity="error", fixed=TRAIN + """\
+def predict_all(model, loader):
+    preds = []
+    for batch in loader:
+        preds.append(model(batch).detach())
+    return torch.cat(preds)
+
+def main(model, loader):
+    with torch.no_grad():
+        warm = model(next(iter(loader)))
+    print(predict_all(model, loader).shape, warm.shape)
 """),
     ]
 

@@ -21,9 +21,23 @@ is_update=...)`), at that function's backward (an AMP arm and a plain arm get
 one report each); at the loop's call for a helper named for the backward
 (`backward(loss, scaler)`, `amp.backward(loss)`) or one of another module.
 
-The model may be wrapped in the same function, held in `self.model`, passed in
-as a parameter by a caller anywhere in the project that wrapped it, or handed
-by the loop to a helper that runs its forward.
+A per-step function judged on its own (no loop of this module runs it
+directly: `train_step()` calls `self.optimize(batch, self.model, ...,
+step_optimizer=...)` and a loop elsewhere calls `train_step()`) is reported at
+its backward when it steps only under an accumulation test or flag
+(`if step_optimizer:`, `if global_steps % self.num_accum == 0:`); the step test
+may also sit inside the helper that the loop calls (`self.step(x,
+global_steps)`). A `while True:` micro-step loop that ends with a `break` is a
+micro-step loop like a `for` one.
+
+The model may be wrapped in the same function, held in `self.model` (also a
+constructor parameter that a caller anywhere in the project, e.g. through
+`from pkg import *`, fills with a wrapped model), passed in as a parameter by
+such a caller, held under a key of a state object that this module fills with
+a wrapped model (`model = state_tracker["model"]` with
+`StateTracker(..., model=ddp_model)`), or handed by the loop, or by helpers
+two calls down, to a call that runs its forward
+(`self.diffusion.train_losses(self.model, ...)`).
 
 ## Why is this bad?
 DDP all-reduces every gradient bucket in every `backward()`. With `k`
@@ -55,11 +69,17 @@ accelerator.accumulate(model)` or an `Accelerator`'s `accumulate`, not a
 metrics object's `accumulate()`; `accelerator.no_sync`, DeepSpeed engines,
 Lightning), nanoGPT's `model.require_backward_grad_sync = (micro_step == k - 1)`,
 FSDP2's `set_requires_gradient_sync`, forwards through `model.module(x)` on the
-non-final micro-steps, `no_sync` contexts chosen at run time
+non-final micro-steps, the syncing iteration's own backward (`if step % k == 0:
+loss.backward() else: with model.no_sync(): loss.backward()`), a caller that
+runs the per-step function inside `no_sync()`, backwards stepped later in
+their own block on every run (a GAN discriminator's two backwards then its
+step, while the generator steps every k iterations), `no_sync` contexts chosen at run time
 (`ctx = model.no_sync if ... else nullcontext`), helpers told to step on every
 call (`update_grad=True`), models not known to be wrapped. A `no_sync()` that
 encloses other code only (an evaluation pass) does not count, nor one chosen
-only under `isinstance(model, FSDP)` when the model may be a DDP model.
+only under `isinstance(model, FSDP)` when the model may be a DDP model, nor a
+`no_sync()` or `accelerator.accumulate(model)` on the other arm of an `if`
+(`if args.fp16: amp backward else: with model.no_sync(): ...`).
 
 ## References
 - https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html#torch.nn.parallel.DistributedDataParallel.no_sync
@@ -84,7 +104,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 """
 
-ACCUMULATION_WORDS = ("accum", "update", "sync", "should_step", "do_step", "is_last",
+ACCUMULATION_WORDS = ("accum", "update", "sync", "should_step", "do_step", "step_optim", "is_last",
                       "last_step", "micro", "boundary", "optimizer_step", "take_step",
                       "grad_interval", "gradient_interval")
 
@@ -341,6 +361,147 @@ class GanWorker:
             self.log(chunk.shape)
         self.dis(chunks[0]).mean().backward()
         self.d_opt.step()
+"""),
+        # The syncing iteration's own backward (same test as the step); the others run
+        # inside no_sync().
+        Valid(DDP + """\
+model = DDP(net)
+for step, (x, y) in enumerate(loader):
+    if step % k == 0:
+        model(x).sum().backward()
+    else:
+        with model.no_sync():
+            model(x).sum().backward()
+    if step % k == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+"""),
+        # A per-step method told when to step, two calls below the loop, on a model
+        # nobody wraps (one process).
+        Valid(DDP + """\
+class Runner:
+    def __init__(self, net, opt, accum):
+        self.net = net
+        self.opt = opt
+        self.accum = accum
+    def apply(self, batch, net, step_optimizer=True):
+        loss = net(batch).mean() / self.accum
+        loss.backward()
+        if step_optimizer:
+            self.opt.step()
+            self.opt.zero_grad()
+    def train_step(self, batch, step):
+        self.apply(batch, self.net, step_optimizer=(step + 1) % self.accum == 0)
+    def fit(self, loader):
+        for step, batch in enumerate(loader):
+            self.train_step(batch, step)
+"""),
+        # ... wrapped, but the caller runs the non-stepping calls inside no_sync().
+        Valid(DDP + """\
+class Runner:
+    def __init__(self, net, opt, accum):
+        self.net = DDP(net)
+        self.opt = opt
+        self.accum = accum
+    def apply(self, batch, net, step_optimizer=True):
+        loss = net(batch).mean() / self.accum
+        loss.backward()
+        if step_optimizer:
+            self.opt.step()
+            self.opt.zero_grad()
+    def train_step(self, batch, step):
+        if (step + 1) % self.accum == 0:
+            self.apply(batch, self.net, step_optimizer=True)
+        else:
+            with self.net.no_sync():
+                self.apply(batch, self.net, step_optimizer=False)
+    def fit(self, loader):
+        for step, batch in enumerate(loader):
+            self.train_step(batch, step)
+"""),
+        # A per-step method stepping every k calls, on a trainer given a plain model.
+        Valid(DDP + """\
+class Trainer:
+    def __init__(self, model, opt, num_accum, objective):
+        self.model = model
+        self.opt = opt
+        self.num_accum = num_accum
+        self.objective = objective
+    def loss(self, x):
+        return self.objective.losses(self.model, x)
+    def step(self, x, global_steps):
+        loss = self.loss(x).mean()
+        loss.div(self.num_accum).backward()
+        if global_steps % self.num_accum == 0:
+            self.opt.step()
+            self.opt.zero_grad()
+    def train(self, loader):
+        seen = 0
+        for x in loader:
+            seen += 1
+            self.step(x, global_steps=seen)
+
+def main(net, opt, loader, objective):
+    Trainer(net, opt, 4, objective).train(loader)
+"""),
+        # A while micro-step loop that breaks, on a model held under a key the
+        # module never fills with a wrapped model.
+        Valid(DDP + """\
+def train_step(state, batches, k):
+    model, opt = state["model"], state["optimizer"]
+    done = 0
+    while True:
+        loss = model(next(batches)).mean() / k
+        loss.backward()
+        done += 1
+        if done == k:
+            break
+    opt.step()
+    opt.zero_grad()
+
+def train(net, batches, steps):
+    state = RunState(model=net.cuda(), optimizer=torch.optim.SGD(net.parameters(), lr=0.1))
+    for _ in range(steps):
+        train_step(state, batches, 4)
+"""),
+        # A GAN step: the generator steps every k iterations, the discriminator's two
+        # backwards are stepped right after them, every time.
+        Valid(DDP + """\
+class GanModel:
+    def __init__(self, gen, dis, k):
+        self.net_g, self.net_d = DDP(gen), DDP(dis)
+        self.k = k
+    def optimize_parameters(self, it, real):
+        fake = self.net_g(real)
+        g_loss = -self.net_d(fake).mean()
+        if it % self.k == 0:
+            self.optimizer_g.zero_grad()
+            g_loss.backward()
+            self.optimizer_g.step()
+        self.optimizer_d.zero_grad()
+        d_real = self.net_d(real).mean()
+        (1 - d_real).relu().backward()
+        d_fake = self.net_d(fake.detach()).mean()
+        (1 + d_fake).relu().backward()
+        self.optimizer_d.step()
+    def fit(self, loader):
+        for it, real in enumerate(loader):
+            self.optimize_parameters(it, real)
+"""),
+        # The code picks sync or no_sync per iteration on its own flag; the sync arm's
+        # backward is the one meant to all-reduce.
+        Valid(DDP + """\
+model = DDP(net)
+for it, (x, y) in enumerate(loader):
+    share = it % share_every == 0
+    out = model(x)
+    if share:
+        out.sum().backward()
+    else:
+        with model.no_sync():
+            out.sum().backward()
+    if (it - 1) % step_every == step_phase:
+        optimizer.step()
 """),
     ]
     invalid = [
@@ -778,6 +939,135 @@ class GanWorker:
             loss.backward()
         self.d_opt.step()
 """, line=13, column=13),
+        # An AMP arm whose backward runs outside the no_sync() of the other arm.
+        Invalid(DDP + """\
+model = DDP(net)
+for step, (x, y) in enumerate(loader):
+    if half:
+        with amp.scale_loss(model(x).mean() / k, optimizer) as scaled:
+            scaled.backward()
+    elif step % k == 0:
+        model(x).mean().div(k).backward()
+    else:
+        with model.no_sync():
+            model(x).mean().div(k).backward()
+    if step % k == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+""", line=8, column=13),
+        # A per-step method told when to step (``step_optimizer``), called by a
+        # per-batch method that a loop calls: reported at its backward.
+        Invalid(DDP + """\
+class Runner:
+    def __init__(self, net, opt, accum):
+        self.net = DDP(net)
+        self.opt = opt
+        self.accum = accum
+    def apply(self, batch, net, step_optimizer=True):
+        loss = net(batch).mean() / self.accum
+        loss.backward()
+        if step_optimizer:
+            self.opt.step()
+            self.opt.zero_grad()
+    def train_step(self, batch, step):
+        self.apply(batch, self.net, step_optimizer=(step + 1) % self.accum == 0)
+    def fit(self, loader):
+        for step, batch in enumerate(loader):
+            self.train_step(batch, step)
+""", line=11, column=9),
+        # The per-step method steps only every k calls; the trainer is given a DDP
+        # model and runs its forward two helpers down.
+        Invalid(DDP + """\
+class Trainer:
+    def __init__(self, model, opt, num_accum, objective):
+        self.model = model
+        self.opt = opt
+        self.num_accum = num_accum
+        self.objective = objective
+    def loss(self, x):
+        return self.objective.losses(self.model, x)
+    def step(self, x, global_steps):
+        loss = self.loss(x).mean()
+        loss.div(self.num_accum).backward()
+        if global_steps % self.num_accum == 0:
+            self.opt.step()
+            self.opt.zero_grad()
+    def train(self, loader):
+        seen = 0
+        for x in loader:
+            seen += 1
+            self.step(x, global_steps=seen)
+
+def main(net, opt, loader, objective):
+    Trainer(DDP(net), opt, 4, objective).train(loader)
+""", line=14, column=9),
+        # A while micro-step loop that breaks, then one step; the DDP model comes
+        # from a state holder filled with ``model=`` by the module.
+        Invalid(DDP + """\
+def train_step(state, batches, k):
+    model, opt = state["model"], state["optimizer"]
+    done = 0
+    while True:
+        loss = model(next(batches)).mean() / k
+        loss.backward()
+        done += 1
+        if done == k:
+            break
+    opt.step()
+    opt.zero_grad()
+
+def train(net, batches, steps):
+    model = DDP(net.cuda())
+    state = RunState(model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    for _ in range(steps):
+        train_step(state, batches, 4)
+""", line=9, column=9),
+        # The model comes from a builder method that returns what a project
+        # helper wrapped; the per-step method steps every k calls.
+        Invalid(DDP + """\
+def create_ddp_model(model, **kwargs):
+    if torch.distributed.get_world_size() == 1:
+        return model
+    ddp = DDP(model, **kwargs)
+    return ddp
+
+class Runner:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.model = self.build_model()
+        self.counter = 0
+    def build_model(self):
+        model = make_net(self.cfg).cuda()
+        model = create_ddp_model(model, broadcast_buffers=False)
+        return model
+    def run_step(self, batch):
+        loss = self.model(batch).mean() / self.cfg.accum_steps
+        loss.backward()
+        self.counter += 1
+        if self.counter >= self.cfg.accum_steps:
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+            self.counter = 0
+    def train(self, loader):
+        for batch in loader:
+            self.run_step(batch)
+""", line=21, column=9),
+        # no_sync() on the stepping arm, the accumulating arm syncs: the arms are
+        # the wrong way round.
+        Invalid(DDP + """\
+model = DDP(net)
+for it, batch in enumerate(loader):
+    out = model(batch).mean() / accum
+    update = (it + 1) % accum == 0
+    if update:
+        with model.no_sync():
+            out.backward()
+    else:
+        out.backward()
+    if update:
+        optimizer.step()
+        optimizer.zero_grad()
+""", line=12, column=9),
     ]
 
     def screen(self, sketch):
@@ -802,7 +1092,8 @@ class GanWorker:
                 continue
             test = _accumulates(index, region, backward)
             if test is not None and _on_wrapped_model(index, region) \
-                    and not _sync_handled(index, region, node):
+                    and not _sync_handled(index, region, node, backward.site.node) \
+                    and not _callers_sync(index, region):
                 reported.add(id(site))
                 handled.add(id(node))
                 yield self.report(site, _message(index, test))
@@ -855,16 +1146,21 @@ def _backwards(index: SemanticIndex) -> Iterator[tuple[cst.CSTNode, flow.Event]]
         if loop is not None and loop not in loops and not flow.in_framework_code(index, loop):
             loops.append(loop)
     helper_ids = {id(s) for s in helper_backwards}
+    seen: set[int] = set()
     for loop in loops:
         for event in flow.events(index, loop):
             if flow.is_tensor_backward(index, event.site) or (not event.inlined and id(event.site) in helper_ids):
+                seen.add(id(event.site))
                 yield loop, event
     for site in [*flow.tensor_backwards(index), *helper_backwards]:
         function = flow.enclosing_function(index, site.node)
         if function is None or flow.enclosing_loops(index, site.node) or flow.in_framework_code(index, site.node):
             continue
-        if flow.callers(index, function) or flow.enclosing_loops(index, function):
+        if id(site) in seen or flow.enclosing_loops(index, function):
             continue  # a helper: judged where its callers' loops run it
+        # No caller, or callers that no loop here runs directly (``train_step()``
+        # calls ``self.optimize(..., step_optimizer=...)``, a loop elsewhere calls
+        # ``train_step()``): judged in the function, once per call.
         yield function, flow.Event(site, site.node)
 
 
@@ -917,10 +1213,19 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
     steps = [e for e in flow.events(index, loop) if flow.any_step(index, e.site)]
     if backward.inlined and any(_steps_its_own_backward(index, backward, step) for step in steps):
         return None  # the helper that runs this backward steps right after it, every time
+    if any(_stepped_in_its_block(index, loop, backward, step) for step in steps):
+        return None  # ``l_d_real.backward(); l_d_fake.backward(); opt_d.step()``: stepped every time
     for step in steps:
         test = _accumulation_test(index, step.anchor, loop)
+        if test is None and step.inlined:
+            # ``self.step(x, global_steps)`` whose body steps only ``if global_steps % k == 0:``
+            test = _accumulation_test(index, step.site.node, flow.enclosing_function(index, step.site.node))
         if test is not None and not flow.is_inside(index, backward.anchor, test) \
-                and not flow.events_exclusive(index, backward, step):
+                and not flow.is_inside(index, backward.site.node, test) \
+                and not _under_same_test(index, backward.anchor, test) \
+                and not _under_same_test(index, backward.site.node, test) \
+                and (not flow.events_exclusive(index, backward, step)
+                     or _under_same_test(index, backward.anchor, test, in_body=False)):
             return test
         gate = _accumulation_gate(index, step.anchor, loop)
         if gate is not None and flow.precedes(index, backward.anchor, gate) \
@@ -931,7 +1236,7 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
         deeper = _step_test_in_a_helper(index, loop, backward)
         if deeper is not None:
             return deeper
-    if steps or not isinstance(loop, cst.For):
+    if steps or not (isinstance(loop, cst.For) or _breaks_out(loop)):
         return None
     outer = flow.enclosing_loops(index, loop)
     if not outer:
@@ -942,13 +1247,63 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
                 flow.any_step(index, site) and flow.precedes(index, loop, site.node)
                 and flow.enclosing_function(index, site.node) is function
                 for site in flow.calls_in_function(index, function)):
-            return loop.iter
+            return loop.iter if isinstance(loop, cst.For) else loop.test
         return None
     if any(flow.any_step(index, e.site) and flow.precedes(index, loop, e.anchor)
            and not flow.is_inside(index, e.anchor, loop)
            for e in flow.events(index, outer[0])):
-        return loop.iter
+        return loop.iter if isinstance(loop, cst.For) else loop.test
     return None
+
+
+def _breaks_out(loop: flow.Loop) -> bool:
+    """A ``while`` micro-step loop that ends itself: a ``break`` in its own body
+    (``while True: ...; loss.backward(); if should_break: break``), not in a
+    nested loop or function."""
+    if not isinstance(loop, cst.While):
+        return False
+    stack: list[cst.CSTNode] = [loop.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Break):
+            return True
+        if isinstance(node, (cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            continue
+        stack.extend(node.children)
+    return False
+
+
+def _stepped_in_its_block(index: SemanticIndex, loop: flow.Loop, backward: flow.Event, step: flow.Event) -> bool:
+    """A step later in the backward's own block, in the same loop iteration,
+    with no accumulation gate between (a discriminator's two backwards then its
+    step): that optimizer consumes this backward's gradients every time it
+    runs, whatever other optimizers do under an accumulation test."""
+    if backward.inlined and step.anchor is backward.anchor:
+        first, second = backward.site.node, step.site.node
+    elif not backward.inlined and not step.inlined:
+        first, second = backward.anchor, step.anchor
+    else:
+        return False
+    if not flow.precedes(index, first, second) or flow.exclusive(index, first, second):
+        return False
+    block = next((a for a in index.ancestors(second) if isinstance(a, cst.IndentedBlock)), None)
+    if block is None or not flow.is_inside(index, first, block):
+        return False
+    if flow.enclosing_loops(index, first)[:1] != flow.enclosing_loops(index, second)[:1]:
+        return False  # a micro-step loop between them
+    if isinstance(loop, (cst.For, cst.While)) and _accumulation_gate(index, step.anchor, loop) is not None:
+        return False
+    return _accumulation_test(index, second, block) is None
+
+
+def _under_same_test(index: SemanticIndex, node: cst.CSTNode, test: cst.If, in_body: bool = True) -> bool:
+    """``node`` runs only when ``test`` holds: it sits in the body of another
+    ``if`` with the same test (``if step % k == 0: loss.backward() else: with
+    model.no_sync(): loss.backward()`` then ``if step % k == 0: opt.step()``):
+    the syncing step's own backward. With ``in_body=False``: in the other arm
+    of such an ``if`` (the non-stepping iterations' backward)."""
+    return any(body == in_body and branch is not test and flow.same_text(branch.test, test.test)
+               for branch, body in flow.if_ancestors(index, node))
 
 
 def _steps_its_own_backward(index: SemanticIndex, backward: flow.Event, step: flow.Event) -> bool:
@@ -1048,7 +1403,27 @@ def _on_wrapped_model(index: SemanticIndex, loop: flow.Loop) -> bool:
         elif not event.inlined and (_hands_wrapped_model(index, event.site)
                                     or _hands_forward_function(index, event.site)):
             wrapped = True  # ``loss = train_batch(model, x, y)``: the helper runs its forward
+        elif event.inlined and _helper_runs_wrapped_forward(index, event.site, 0):
+            wrapped = True  # ``self.step(x)`` -> ``self.loss(x)`` -> ``train_losses(self.model, ...)``
     return wrapped
+
+
+def _helper_runs_wrapped_forward(index: SemanticIndex, site, depth: int) -> bool:
+    """A call inside a helper the loop runs that, one or two same-module
+    helpers further down, runs the forward of a wrapped model or hands one to a
+    call (``self.loss(x)`` whose body is ``self.diffusion.train_losses(self.model,
+    **inputs)``)."""
+    if depth > 2:
+        return False
+    if depth > 0:
+        if flow.wrapped_model(index, flow.model_of_forward(site.node), site.order) \
+                or _hands_wrapped_model(index, site):
+            return True
+    for helper in flow.helper_functions(index, site):
+        if any(_helper_runs_wrapped_forward(index, inner, depth + 1)
+               for inner in flow.calls_in_function(index, helper)):
+            return True
+    return False
 
 
 def _hands_forward_function(index: SemanticIndex, site) -> bool:
@@ -1080,7 +1455,8 @@ def _hands_wrapped_model(index: SemanticIndex, site) -> bool:
 FRAMEWORK_SYNC = ("set_requires_gradient_sync",)
 
 
-def _sync_handled(index: SemanticIndex, loop: flow.Loop, backward: cst.CSTNode) -> bool:
+def _sync_handled(index: SemanticIndex, loop: flow.Loop, backward: cst.CSTNode,
+                  backward_site: Optional[cst.CSTNode] = None) -> bool:
     """Something turns the gradient sync off for this backward: ``no_sync()``
     around the backward, its forward or the loop (or bound to a name, entered
     on an ExitStack, done in a helper), ``require_backward_grad_sync``, FSDP2's
@@ -1100,8 +1476,9 @@ def _sync_handled(index: SemanticIndex, loop: flow.Loop, backward: cst.CSTNode) 
         site = event.site
         if site.method in FRAMEWORK_SYNC:
             return True
-        if site.method == "accumulate" and _is_framework_accumulate(index, site):
-            return True
+        if site.method == "accumulate" and _is_framework_accumulate(index, site) \
+                and not _other_arm(index, event, backward, backward_site):
+            return True  # (not one on another arm: ``if use_accelerate: ... else: loss.backward()``)
         if site.method == "no_sync" and not _fsdp_only(index, site.node) \
                 and _no_sync_applies(index, event, loop, backward):
             return True
@@ -1109,6 +1486,28 @@ def _sync_handled(index: SemanticIndex, loop: flow.Loop, backward: cst.CSTNode) 
     # apply, unless it is chosen only for FSDP models.
     for reference in _no_sync_references(index, function):
         if not _fsdp_only(index, reference):
+            return True
+    return False
+
+
+def _other_arm(index: SemanticIndex, event: flow.Event, backward: cst.CSTNode,
+               backward_site: Optional[cst.CSTNode]) -> bool:
+    """Do ``event`` and the backward sit in opposite arms of one ``if`` (compared
+    where they are written when both are in the same helper)?"""
+    if backward_site is not None and event.anchor is backward and event.inlined:
+        return flow.exclusive(index, event.site.node, backward_site)
+    return flow.exclusive(index, event.anchor, backward)
+
+
+def _callers_sync(index: SemanticIndex, region: flow.Loop) -> bool:
+    """A per-step function judged on its own whose callers here turn the sync
+    off around the call (``with model.no_sync(): self.optimize(...)``)."""
+    if not isinstance(region, cst.FunctionDef):
+        return False
+    for site in flow.callers(index, region):
+        around = flow.enclosing_loops(index, site.node)
+        outer = around[0] if around else (flow.enclosing_function(index, site.node) or index.module)
+        if _sync_handled(index, outer, site.node):
             return True
     return False
 
@@ -1185,11 +1584,33 @@ def _no_sync_applies(index: SemanticIndex, event: flow.Event, loop: flow.Loop, b
     if item is None:
         return True
     with_node = index.parent(item)
+    if flow.exclusive(index, with_node, backward):
+        # The other arm's no_sync (``if args.fp16: ... else: with model.no_sync():``)
+        # does not apply, unless the code chooses right there between syncing
+        # and not (``if communicate: loss.backward() else: with no_sync(): ...``)
+        # on a test that is not the step's (LVSM's ``if update_grads: with
+        # no_sync(): ... else: backward`` has the arms the wrong way round).
+        return _chooses_sync(index, with_node, loop, backward)
     if flow.is_inside(index, backward, with_node) or flow.is_inside(index, loop, with_node):
         return True
     # the forward ran inside it: ``with model.no_sync(): loss = model(x)`` then backward
     return any(flow.is_inside(index, e.site.node, with_node) and flow.is_inside(index, e.site.node, loop)
                for e in flow.events(index, loop))
+
+
+def _chooses_sync(index: SemanticIndex, with_node: cst.With, loop: flow.Loop, backward: cst.CSTNode) -> bool:
+    branch = next((a for a in index.ancestors(with_node) if isinstance(a, cst.If)), None)
+    if branch is None or not flow.is_inside(index, backward, branch) or flow.is_inside(index, backward, branch.test):
+        return False
+    chosen_on = flow.names_in(branch.test)
+    for event in flow.events(index, loop):
+        if not flow.any_step(index, event.site):
+            continue
+        for node in {id(event.anchor): event.anchor, id(event.site.node): event.site.node}.values():
+            for test, _ in flow.if_ancestors(index, node):
+                if chosen_on and chosen_on <= flow.names_in(test.test):
+                    return False  # the same test decides the step: the arms can be judged
+    return True
 
 
 def _with_item_of(index: SemanticIndex, call: cst.Call) -> Optional[cst.WithItem]:

@@ -1,7 +1,12 @@
 """## What it does
 Flags `clip_grad_norm_` / `clip_grad_value_` applied to the gradients of a loss
 scaled by a `GradScaler` (`scaler.scale(loss).backward()`) with no
-`scaler.unscale_(optimizer)` earlier in the same step.
+`scaler.unscale_(optimizer)` earlier in the same step (also a sharded
+`GradScaler`, fairscale's or FSDP's `ShardedGradScaler`). The report is at the
+clip call; when the step calls a clip helper of this module (a local
+`grad_clip_func(params, max_norm)`, `self._clip_gradients(...)`) after the
+scaled backward, at that helper call: the `unscale_` belongs before it. When
+the scaled backward and the clip share one helper, at the clip inside it.
 
 ## Why is this bad?
 After `scaler.scale(loss).backward()` the gradients are multiplied by the loss
@@ -159,6 +164,22 @@ for x in loader:
     loss = model(x).sum()
     loss_scaler(loss, optimizer, clip_grad=1.0, parameters=model.parameters())
 """),
+        # A sharded GradScaler, unscaled before the clip helper runs.
+        Valid("""\
+import torch
+from fairscale.optim.grad_scaler import ShardedGradScaler
+class Task:
+    def __init__(self):
+        self.grad_scaler = ShardedGradScaler()
+    def _clip(self, max_norm):
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+    def optimize(self, loss):
+        self.grad_scaler.scale(loss).backward()
+        self.grad_scaler.unscale_(self.optimizer)
+        self._clip(1.0)
+        self.grad_scaler.step(self.optimizer)
+        self.grad_scaler.update()
+"""),
     ]
     invalid = [
         Invalid(AMP + """\
@@ -228,7 +249,8 @@ def train_step(model, batch, optimizer, scaler, max_norm):
     scaler.step(optimizer)
     scaler.update()
 """),
-        # The clip in a helper that does not unscale.
+        # The clip in a helper that does not unscale: reported where the step
+        # calls it (the unscale_ belongs before that call).
         Invalid(AMP + """\
 def clip(model):
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -237,7 +259,7 @@ for x in loader:
     scaler.scale(model(x).sum()).backward()
     clip(model)
     scaler.step(optimizer)
-""", line=5, column=5, fixed=AMP + """\
+""", line=9, column=5, fixed=AMP + """\
 def clip(model):
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
 
@@ -356,6 +378,92 @@ for x in loader:
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     scaler.step(optimizer)
 """, line=10, column=5),
+        # A local clip helper called after the scaled backward on the GradScaler
+        # path (and after apex's own scaling on the other): reported at that call.
+        Invalid("""\
+import torch
+from torch.cuda.amp import GradScaler, autocast
+
+def train(model, loader, opt, native, clip_value):
+    scaler = GradScaler()
+
+    def clip_helper(params, value):
+        if value > 0.0:
+            torch.nn.utils.clip_grad_norm_(params, value)
+
+    for x in loader:
+        opt.zero_grad()
+        if native:
+            with autocast():
+                loss = model(x).mean()
+            scaler.scale(loss).backward()
+            clip_helper(model.parameters(), clip_value)
+            scaler.step(opt)
+            scaler.update()
+        else:
+            with amp.scale_loss(model(x).mean(), opt) as scaled:
+                scaled.backward()
+            clip_helper(model.parameters(), clip_value)
+            opt.step()
+""", line=17, column=13, fixed="""\
+import torch
+from torch.cuda.amp import GradScaler, autocast
+
+def train(model, loader, opt, native, clip_value):
+    scaler = GradScaler()
+
+    def clip_helper(params, value):
+        if value > 0.0:
+            torch.nn.utils.clip_grad_norm_(params, value)
+
+    for x in loader:
+        opt.zero_grad()
+        if native:
+            with autocast():
+                loss = model(x).mean()
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            clip_helper(model.parameters(), clip_value)
+            scaler.step(opt)
+            scaler.update()
+        else:
+            with amp.scale_loss(model(x).mean(), opt) as scaled:
+                scaled.backward()
+            clip_helper(model.parameters(), clip_value)
+            opt.step()
+"""),
+        # A per-step method of a task with a sharded GradScaler: the clip method
+        # runs on scaled gradients.
+        Invalid("""\
+import torch
+from fairscale.optim.grad_scaler import ShardedGradScaler
+class Task:
+    def __init__(self):
+        self.grad_scaler = ShardedGradScaler()
+    def _clip(self, max_norm):
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+    def optimize(self, loss):
+        self.grad_scaler.scale(loss).backward()
+        if self.max_norm is not None:
+            self._clip(self.max_norm)
+        self.grad_scaler.step(self.optimizer)
+        self.grad_scaler.update()
+""", line=11, column=13, fixed="""\
+import torch
+from fairscale.optim.grad_scaler import ShardedGradScaler
+class Task:
+    def __init__(self):
+        self.grad_scaler = ShardedGradScaler()
+    def _clip(self, max_norm):
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+    def optimize(self, loss):
+        self.grad_scaler.scale(loss).backward()
+        if self.max_norm is not None:
+            self.grad_scaler.unscale_(self.optimizer)
+            self._clip(self.max_norm)
+        self.grad_scaler.step(self.optimizer)
+        self.grad_scaler.update()
+"""),
     ]
 
     def screen(self, sketch):
@@ -378,10 +486,15 @@ for x in loader:
                 elif flow.is_scaler_step(site) or site.method == "update":
                     scaled = None
                 elif scaled is not None and not unscaled and _is_clip(index, site) \
-                        and not flow.events_exclusive(index, scaled, event) \
-                        and id(site.node) not in reported:
-                    reported.add(id(site.node))
-                    yield self.report(site.node, fix=_fix(index, region, scaled, event))
+                        and not flow.events_exclusive(index, scaled, event):
+                    # A clip helper called by the step after the scaled backward: the
+                    # mistake (no unscale_ between them) is at that call, where the
+                    # fix inserts the unscale_; a backward and clip in one helper: the clip.
+                    node = event.anchor if event.inlined and event.anchor is not scaled.anchor else site.node
+                    if id(node) in reported:
+                        continue
+                    reported.add(id(node))
+                    yield self.report(node, fix=_fix(index, region, scaled, event))
 
 
 def _is_clip(index: SemanticIndex, site: CallSite) -> bool:

@@ -2,7 +2,9 @@
 Flags `with model.no_sync():` whose body calls `backward()` on a loss whose
 forward pass ran before the `with`, outside the context (also a loss that a
 helper built from outputs it collected, `outs.append(model(x))` then
-`torch.cat(outs)`), and `model.require_backward_grad_sync = False` set after
+`torch.cat(outs)`, and a loss summed from a dict of per-criterion losses,
+`parts[name] = crit(out, y)` then `sum(parts.values())` or a loop of
+`loss += part`), and `model.require_backward_grad_sync = False` set after
 the forward of the loss it is meant for already ran.
 
 ## Why is this bad?
@@ -141,6 +143,19 @@ for micro_step in range(accum):
     logits, loss = model(X, Y)
     loss.backward()
 """),
+        # The per-criterion losses of a forward run inside the block.
+        Valid(DDP + """\
+for i, (x, y) in enumerate(loader):
+    with model.no_sync():
+        out = model(x)
+        parts = {}
+        for name, crit in criteria.items():
+            parts[name] = crit(out, y)
+        loss = 0.0
+        for name, part in parts.items():
+            loss += part
+        loss.backward()
+"""),
     ]
     invalid = [
         Invalid(DDP + """\
@@ -226,6 +241,35 @@ for xb in loader:
     with model.no_sync():
         (loss + aux).backward()
 """, line=10, column=5),
+        # The loss sums a dict of per-criterion losses of a forward that ran
+        # before the block; only the backward is inside.
+        Invalid(DDP + """\
+for i, (x, y) in enumerate(loader):
+    out = model(x)
+    parts = {}
+    for name, crit in criteria.items():
+        parts[name] = crit(out, y)
+    loss = 0.0
+    for name, part in parts.items():
+        loss += part
+    if (i + 1) % k != 0:
+        with model.no_sync():
+            loss.backward()
+    else:
+        loss.backward()
+        optimizer.step()
+""", line=14, column=9),
+        # ... summed with sum(parts.values()).
+        Invalid(DDP + """\
+for i, (x, y) in enumerate(loader):
+    out = model(x)
+    parts = {}
+    for name, crit in criteria.items():
+        parts[name] = crit(out, y) * weights[name]
+    loss = sum(parts.values()) / k
+    with model.no_sync():
+        loss.backward()
+""", line=11, column=5),
     ]
 
     def screen(self, sketch):

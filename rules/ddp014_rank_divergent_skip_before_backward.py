@@ -4,7 +4,9 @@ changes whether a rank reaches `backward()` (or a collective): a `continue`
 before the backward, or a `break` / `return` / `raise` anywhere in the loop,
 under a per-rank, data-dependent condition (`if torch.isnan(loss): continue`,
 `if batch is None: continue`, a batch pulled with `next(it, None)`, a value
-read from the batch, the loss or the model's outputs), and a `break` /
+read from the batch, the loss or the model's outputs, also a selection or comparison
+of the batch: `labels = labels[valid]` then `if labels.size(0) == 0: continue`,
+`mask = (gt > 0) & (gt < m)` then `if not mask.any(): continue`), and a `break` /
 `return` under a rank condition (`if rank == 0 and ...: break`). Leaving the
 loop after the backward diverges too: the peers wait in the next step's
 all-reduce.
@@ -44,7 +46,8 @@ later ranks pair up the wrong buckets and crash with a confusing error.
 Not flagged: conditions computed from all-reduced / broadcast values, also
 through a helper of the project that all-reduces a value and returns it
 (`if any_rank_nan(loss): continue`); step and epoch counters
-(`if step >= max_steps: break`); loops over configuration (optimizers,
+(`if step >= max_steps: break`, also the index of `enumerate` behind a
+progress bar: `bar = tqdm(enumerate(loader))`, `for i, batch in bar:`); loops over configuration (optimizers,
 parameter groups, `dict.items()`) skipping on counters; `sys.exit` on a
 non-finite loss (the process ends and the launcher tears the job down); loops
 that only some ranks enter (under a rank guard, or in a function every call of
@@ -330,6 +333,24 @@ for x, y in loader:
     loss.backward()
     opt.step()
 """),
+        # The step counter of a progress bar over enumerate(loader): every rank
+        # stops at the same iteration.
+        Valid(DIST + """\
+from tqdm import tqdm
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def train_epoch(model, loader, opt, max_iters):
+    bar = tqdm(enumerate(loader), total=max_iters)
+    for it, sample in bar:
+        loss = model(sample["x"].cuda()).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if it == max_iters - 1:
+            break
+
+train_epoch(DDP(net), loader, opt, 500)
+"""),
     ]
     invalid = [
         # A structural check joined with a per-rank value check is per rank.
@@ -514,6 +535,45 @@ def train(model, loader, optimizer):
         model(images).sum().backward()
         optimizer.step()
 """, line=9, column=13, severity="error"),
+        # The batch keeps only its valid samples; a rank whose batch has none
+        # skips the backward its peers run.
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def train_epoch(model, loader, opt):
+    for it, sample in enumerate(loader):
+        targets = sample["targets"].cuda().float()
+        logits = model(sample["x"].cuda())
+        keep = sample["keep"].cuda() > 0
+        logits, targets = logits[keep], targets[keep]
+        if targets.size(0) == 0:
+            continue
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, targets)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+train_epoch(DDP(net), loader, opt)
+""", line=14, column=13, severity="error"),
+        # A mask compared from this rank's ground truth: a rank whose batch has no
+        # valid pixel skips the backward.
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def train(model, loader, opt, max_disp):
+    for step, sample in enumerate(loader):
+        gt = sample["disp"].cuda()
+        valid = (gt > 0) & (gt < max_disp)
+        if not valid.any():
+            continue
+        pred = model(sample["left"].cuda(), sample["right"].cuda())
+        loss = (pred - gt)[valid].abs().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+train(DDP(net), loader, opt, 192)
+""", line=12, column=13, severity="error"),
     ]
 
     def screen(self, sketch):
@@ -724,7 +784,7 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
                 if binding.kind not in ("assign", "unpack", "annassign"):
                     continue
                 value = binding.value if binding.kind != "unpack" else getattr(binding.node, "value", None)
-                if value is not None and _reads_data(value, data):
+                if value is not None and (_reads_data(value, data) or _filters_data(index, value, data, binding)):
                     return True
                 if _binding_in_loop(binding, loops, index) and (
                         flow.binding_carries_graph(index, binding, 0)
@@ -772,6 +832,44 @@ def _reads_data(expr: cst.BaseExpression, data: set[str]) -> bool:
             return _reads_data(func.value, data)
         if isinstance(func, cst.Name) and func.value == "len" and expr.args:
             return _reads_data(expr.args[0].value, data)
+    return False
+
+
+def _filters_data(index: SemanticIndex, value: cst.BaseExpression, data: set[str], binding, depth: int = 0) -> bool:
+    """``labels = labels[valid_idx]`` (or ``x = x.cuda()``, ``mask = (gt > 0) &
+    (gt < m)``) where an earlier binding of a name it reads read the batch
+    (``labels = sample["labels"].cuda()``, ``gt = sample["disp"].to(dev)``): a
+    selection, copy or comparison of this rank's data is this rank's data. Plain
+    function calls are not followed (their result may be agreed)."""
+    if depth > 2:
+        return False
+    stack: list[cst.CSTNode] = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            if node.value in data:
+                return True  # ``(batch["y"] > 0)``: a comparison of the batch
+            for earlier in index.reaching(node.value, node):
+                if earlier is binding or earlier.kind not in ("assign", "annassign", "unpack"):
+                    continue
+                earlier_value = earlier.value if earlier.kind != "unpack" else getattr(earlier.node, "value", None)
+                if earlier_value is not None and (_reads_data(earlier_value, data)
+                                                  or _filters_data(index, earlier_value, data, earlier, depth + 1)):
+                    return True
+        elif isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Attribute):
+                stack.append(node.func.value)  # ``x.cuda()``, ``mask.any()``
+        elif isinstance(node, (cst.Subscript, cst.Attribute)):
+            stack.append(node.value)
+        elif isinstance(node, cst.BinaryOperation):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, cst.BooleanOperation):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, cst.UnaryOperation):
+            stack.append(node.expression)
+        elif isinstance(node, cst.Comparison):
+            stack.append(node.left)
+            stack.extend(target.comparator for target in node.comparisons)
     return False
 
 

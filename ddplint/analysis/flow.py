@@ -596,14 +596,20 @@ def _last_part(expr: cst.BaseExpression) -> str:
     return name.split(".")[-1].lower() if name else ""
 
 
-def is_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int) -> bool:
+def is_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int, _depth: int = 0) -> bool:
     """Does ``expr`` (the callee of a call) hold a model? A DDP/FSDP wrap (also
     through ``model = DDP(model)`` and ``self.model``), ``model.module``, a
-    ``torch.nn`` module, a model factory, or a model-like name."""
+    ``torch.nn`` module, a model factory, a model-like name, also under a key
+    (``state["model"]``) and through plain aliases (``fwd = model``)."""
     if is_ddp_model(index, expr, at_order, WRAPPERS):
         return True
     if isinstance(expr, cst.Attribute) and expr.attr.value in ("module", "_orig_mod"):
-        return is_model(index, expr.value, at_order)
+        return is_model(index, expr.value, at_order, _depth)
+    if isinstance(expr, cst.Subscript):
+        from ddplint.analysis.models import _string_key
+
+        key = (_string_key(expr) or "").lower()
+        return bool(key) and (key in MODEL_NAMES or key.endswith("_model") or key.endswith("_net"))
     name = dotted_name(expr)
     if name is None:
         return False
@@ -611,6 +617,9 @@ def is_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int) -> b
         if binding.kind in ("def", "class", "import"):
             return False  # ``build_model(...)`` is a function, not a model
         value = binding.value
+        if binding.kind == "assign" and isinstance(value, (cst.Name, cst.Subscript)) and _depth < 3 \
+                and is_model(index, value, at_order, _depth + 1):
+            return True  # ``forward_1 = forward_2 = model``; ``model = state["model"]``
         if isinstance(value, cst.Call):
             qualified = index.qualified_name(value.func) or ""
             if qualified.startswith("torch.nn.") and qualified.split(".")[-1][:1].isupper() \
@@ -1228,6 +1237,8 @@ def is_data_loop(index: SemanticIndex, loop: Loop) -> bool:
     is not recognisably a loop over parts count as data."""
     if not isinstance(loop, cst.For):
         return True
+    if iterates_chunks(index, loop):
+        return False
     iterable = loop.iter
     while isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip", "reversed",
                                                                              "list", "sorted"):
@@ -1259,7 +1270,7 @@ def is_parts_loop(index: SemanticIndex, loop: Loop) -> bool:
     ``dict.items()``). What it keeps locally is bounded by one step."""
     if not isinstance(loop, cst.For):
         return False
-    if iterates_config(index, loop):
+    if iterates_config(index, loop) or iterates_chunks(index, loop):
         return True
     iterable = loop.iter
     while isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip", "reversed",
@@ -1276,6 +1287,36 @@ def is_parts_loop(index: SemanticIndex, loop: Loop) -> bool:
         return bound is not None and not _words_say_data(bound) and _names_parts(bound)
     return isinstance(iterable, (cst.Name, cst.Attribute, cst.List, cst.Tuple)) and \
         not _words_say_data(iterable) and (isinstance(iterable, (cst.List, cst.Tuple)) or _names_parts(iterable))
+
+
+def iterates_chunks(index: SemanticIndex, loop: Loop) -> bool:
+    """A loop over the chunks of one input, however they are named: the
+    iterable (first of a ``zip``/``enumerate``) is bound only to calls that cut
+    one tensor into pieces (``x.split(n)``, ``torch.chunk(x, k)``,
+    ``batches = prepare_chunks(points, fn, chunksize=chunksize)``)."""
+    if not isinstance(loop, cst.For):
+        return False
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and dotted_name(iterable.func) in ("enumerate", "zip", "reversed",
+                                                                             "list") and iterable.args:
+        iterable = iterable.args[0].value
+    if isinstance(iterable, cst.Call):
+        values = [iterable]
+    elif isinstance(iterable, cst.Name):
+        values = index.reaching_values(iterable) or []
+    else:
+        return False
+    return bool(values) and all(_cuts_into_chunks(value) for value in values)
+
+
+def _cuts_into_chunks(value: cst.BaseExpression) -> bool:
+    if not isinstance(value, cst.Call):
+        return False
+    callee = (dotted_name(value.func) or (value.func.attr.value if isinstance(value.func, cst.Attribute) else ""))
+    last = callee.rsplit(".", 1)[-1].lower()
+    if "chunk" in last or last in ("split", "tensor_split", "array_split", "split_batch"):
+        return True  # (not ``random_split(dataset, ...)``: a data set)
+    return any(arg.keyword is not None and "chunk" in arg.keyword.value.lower() for arg in value.args)
 
 
 PART_WORDS = ("head", "view", "crop", "part", "chunk", "scale", "level", "layer", "task", "branch",
@@ -1304,9 +1345,20 @@ def loop_counter_names(index: SemanticIndex, loop: Loop) -> set[str]:
     if not isinstance(loop, cst.For):
         return set()
     iterable = loop.iter
+    if isinstance(iterable, cst.Name):
+        # ``pbar = tqdm(enumerate(loader), total=n)`` then ``for i, sample in pbar``
+        values = index.reaching_values(iterable) or []
+        if len(values) == 1 and isinstance(values[0], cst.Call):
+            iterable = values[0]
     callee = dotted_name(iterable.func) if isinstance(iterable, cst.Call) else None
     if callee == "range" or _calls_range(iterable):
         return names_in(loop.target)  # also ``tqdm(range(n))``, ``log_every(range(n))``
+    # ``enumerate(loader)``, also wrapped: ``tqdm(enumerate(loader))``
+    while isinstance(iterable, cst.Call) and callee != "enumerate" and iterable.args \
+            and (callee or "").split(".")[-1] not in ("zip", "chain", "product", "map", "filter") \
+            and isinstance(iterable.args[0].value, cst.Call) and iterable.args[0].keyword is None:
+        iterable = iterable.args[0].value
+        callee = dotted_name(iterable.func)
     if callee == "enumerate" and isinstance(loop.target, cst.Tuple) and loop.target.elements:
         return names_in(loop.target.elements[0].value)
     return set()
@@ -1411,7 +1463,10 @@ def loop_data_names(index: SemanticIndex, loop: Loop) -> set[str]:
 # ---------------------------------------------------------------------- scalers
 
 
-GRAD_SCALERS = (names.GRAD_SCALER, "torch.GradScaler", "torch.cuda.amp.GradScaler")
+GRAD_SCALERS = (names.GRAD_SCALER, "torch.GradScaler", "torch.cuda.amp.GradScaler",
+                # GradScaler subclasses for sharded optimizers (same scale, same unscale_)
+                "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+                "fairscale.optim.grad_scaler.ShardedGradScaler")
 
 
 def scaler_constructions(index: SemanticIndex) -> list[CallSite]:
@@ -1540,7 +1595,7 @@ def forward_sites(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_o
     only from a shallower depth (``expanded``: value -> depth): a loop that
     rebinds many names from each other (``a = a + b; b = b * a``) would otherwise
     fan out exponentially."""
-    if expr is None or depth > 6:
+    if expr is None or depth > 8:
         return []
     expanded = {} if expanded is None else expanded
     found: list[cst.Call] = []
@@ -1553,19 +1608,51 @@ def forward_sites(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_o
                 found.append(node)
                 continue
         if isinstance(node, cst.Name):
-            for binding in index.reaching(node.value, node):
+            reaching = index.reaching(node.value, node)
+            for binding in reaching:
                 value = binding.value
                 if binding.kind == "unpack" and isinstance(binding.node, cst.Assign):
                     value = binding.node.value
-                if value is not None and binding.kind != "param" and expanded.get(id(value), 99) > depth + 1:
+                if binding.kind == "loop" and isinstance(binding.node, cst.For):
+                    # ``for key, part in losses.items(): loss += part``: what the container holds
+                    followed = binding.node.iter
+                elif value is not None and binding.kind != "param":
+                    followed = value
+                else:
+                    continue
+                if expanded.get(id(followed), 99) > depth + 1:
+                    expanded[id(followed)] = depth + 1
+                    found.extend(forward_sites(index, followed, binding.order, depth + 1, expanded))
+            for value in _container_stores(index, node, reaching):
+                if expanded.get(id(value), 99) > depth + 1:
                     expanded[id(value)] = depth + 1
-                    found.extend(forward_sites(index, value, binding.order, depth + 1, expanded))
+                    found.extend(forward_sites(index, value, at_order, depth + 1, expanded))
             continue
         if isinstance(node, cst.Attribute):
             name = dotted_name(node)
             if name is not None and "." in name and index.visible_bindings(name, node):
                 continue
         stack.extend(node.children)
+    return found
+
+
+def _container_stores(index: SemanticIndex, use: cst.Name, reaching: list[Binding]) -> list[cst.BaseExpression]:
+    """The values stored into a dict or list built by a literal before ``use``
+    in the same scope (``losses = {}``, ``losses[name] = crit(out, y)``, then
+    ``sum(losses.values())``; ``parts.append(...)``)."""
+    if not reaching or not all(b.kind in ("assign", "annassign") and isinstance(b.value, (cst.Dict, cst.List))
+                               for b in reaching):
+        return []
+    scope = index.enclosing_scope(use)
+    found = []
+    for target, value in index.subscript_assignments:
+        if isinstance(target.value, cst.Name) and target.value.value == use.value \
+                and index.enclosing_scope(target) is scope and precedes(index, target, use):
+            found.append(value)
+    for site in index.method_calls("append", "insert"):
+        if isinstance(site.receiver, cst.Name) and site.receiver.value == use.value and site.scope is scope \
+                and site.node.args and precedes(index, site.node, use):
+            found.append(site.node.args[-1].value)
     return found
 
 

@@ -145,6 +145,8 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
 
     from ddplint.analysis.semantic import dotted_name, unpack_position
 
+    if isinstance(expr, cst.Subscript):
+        return wrapped_by_key(index, expr) if depth <= 4 else ""
     name = dotted_name(expr)
     if name is None or depth > 4:
         return ""
@@ -167,18 +169,97 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
             position = str(index_in_tuple)
         elif binding.kind not in ("assign", "annassign"):
             continue
-        if isinstance(value, (cst.Name, cst.Attribute)) and value is not expr and not position:
+        if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) and value is not expr and not position:
             kind = wrapped_out_of_calls(index, value, depth + 1)
         elif isinstance(value, cst.Call):
             callee = project_callee(index, value)
             facts = project.callee_facts(index.path, callee) if callee else None
             kind = facts.returns_wrapped.get(position, "") if facts is not None else ""
+            if not kind and not position:
+                kind = _returned_here(index, value, depth)
         else:
             kind = ""
         if kind:
             return kind
     return ""
 
+
+
+def _returned_here(index, call, depth: int) -> str:
+    """A function or method of this module that returns a model it had a
+    project helper wrap (``def build_model(self): model = create_ddp_model(m);
+    return model``, then ``self.model = self.build_model()``)."""
+    import libcst as cst
+
+    from ddplint.analysis import flow
+
+    site = index.call_site(call)
+    if site is None or depth > 3:
+        return ""
+    for function in flow.helper_functions(index, site):
+        for exit_node in index.exits:
+            if isinstance(exit_node, cst.Return) and isinstance(exit_node.value, (cst.Name, cst.Attribute)) \
+                    and flow.enclosing_function(index, exit_node) is function:
+                kind = wrapped_out_of_calls(index, exit_node.value, depth + 1)
+                if kind:
+                    return kind
+    return ""
+
+
+def wrapped_by_key(index, expr) -> str:
+    """"ddp"/"fsdp" for ``holder["model"]`` (a state tracker, a dict of run
+    objects) when this module stores a wrapped model under that key: a keyword
+    argument (``StateTracker(..., model=ddp_model)``) or a dict entry bound to
+    a name (``state = {"model": ddp_model}``). The holder itself is not
+    resolved; the key ties them."""
+    import libcst as cst
+
+    key = _string_key(expr)
+    if key is None:
+        return ""
+    cache = index.cache.setdefault("models.wrapped_keys", {})
+    if key not in cache:
+        cache[key] = ""  # (no recursion through the key itself)
+        found = ""
+        for site in index.calls:
+            for arg in site.node.args:
+                if arg.keyword is not None and arg.keyword.value == key and not found:
+                    found = wrapped_kind(index, arg.value, site.order)
+            if found:
+                break
+        if not found:
+            found = _wrapped_dict_entry(index, key)
+        cache[key] = found
+    return cache[key]
+
+
+def _string_key(expr) -> Optional[str]:
+    import libcst as cst
+
+    if not isinstance(expr, cst.Subscript) or len(expr.slice) != 1:
+        return None
+    index_node = expr.slice[0].slice
+    if not isinstance(index_node, cst.Index) or not isinstance(index_node.value, cst.SimpleString):
+        return None
+    value = index_node.value.evaluated_value
+    return value if isinstance(value, str) and value.isidentifier() else None
+
+
+def _wrapped_dict_entry(index, key: str) -> str:
+    """``state = {"model": ddp_model}`` in this module."""
+    import libcst as cst
+
+    for (_, name), bindings in index.bindings.items():
+        for binding in bindings:
+            value = binding.value
+            if isinstance(value, cst.Dict):
+                for element in value.elements:
+                    if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString) \
+                            and element.key.evaluated_value == key:
+                        kind = wrapped_kind(index, element.value, binding.order)
+                        if kind:
+                            return kind
+    return ""
 
 
 def _unwrapped_on_the_way(index, expr) -> bool:

@@ -16,6 +16,7 @@ and call records.
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 import sys
 from dataclasses import dataclass, field
@@ -85,7 +86,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "25"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "26"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -384,6 +385,9 @@ def _names_local_rank_variable(tree: ast.AST) -> bool:
                and names.LOCAL_RANK_VARIABLE.search(node.value) is not None for node in ast.walk(tree))
 
 
+_BUILTIN_NAMES = frozenset(dir(builtins))
+
+
 def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
     """Keep only calls ``Project.resolve_function`` could resolve: a function or
     class of this module, a method through an instance of one, or a name
@@ -399,7 +403,13 @@ def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
     if len(parts) > 1 and any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith(PARAM_PREFIX)
                               for tag in call.args.values()):
         return True  # ``trainer.train(model)`` on an instance of unknown class: Project._by_method_name
-    return len(parts) == 1 and (head in facts.functions or head in facts.classes)
+    if len(parts) == 1 and (head in facts.functions or head in facts.classes):
+        return True
+    # ``Trainer(model=ddp_model)`` with ``Trainer`` from ``from pkg import *``: only
+    # calls that hand a wrapped model on (links for every other star-imported
+    # call would change callers, hence process roles, that nothing checked).
+    return bool(facts.star_imports) and len(parts) == 1 and head not in _BUILTIN_NAMES and any(
+        tag in (DDP_MODEL, FSDP_MODEL) for tag in call.args.values())
 
 
 

@@ -133,7 +133,9 @@ class Project:
         imports = module.imports if imports is None else imports
         head, _, rest = name.partition(".")
         if head not in imports:
-            return (path, name) if name in module.functions or name in module.classes else None
+            if name in module.functions or name in module.classes:
+                return (path, name)
+            return self._star_definition(path, name, depth)
         target = imports[head] + ("." + rest if rest else "")
         level = len(target) - len(target.lstrip("."))
         pieces = target[level:].split(".")
@@ -144,6 +146,24 @@ class Project:
             resolved = self.resolve_module(path, module_name)
             if resolved is not None and resolved != path:
                 found = self._definition(resolved, inner, None, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def _star_definition(self, path: str, name: str, depth: int) -> Optional[tuple[str, str]]:
+        """``name`` brought in by a star import of a project module (``from
+        ddpm_torch import *`` whose ``__init__`` re-exports ``Trainer``): the
+        first star-imported module that defines or imports it."""
+        module = self.modules[path]
+        head = name.partition(".")[0]
+        for base in module.star_imports:
+            resolved = self.resolve_module(path, base)
+            if resolved is None or resolved == path:
+                continue
+            target = self.modules[resolved]
+            if head in target.imports or head in target.functions or head in target.classes \
+                    or target.star_imports:
+                found = self._definition(resolved, name, None, depth + 1)
                 if found is not None:
                     return found
         return None
