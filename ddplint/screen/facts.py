@@ -52,7 +52,11 @@ SHARDING_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspee
                        "composer", "torchdata", "webdataset", "ffcv")
 _LIBRARY_PREFIXES = ("torch.", "os.", "sys.", "numpy.")
 _SPAWNERS = ("spawn", "start_processes", "Process", "launch", "elastic_launch", "run")
-_PROCESS_INDEX_NAMES = ("gpu", "gpu_id", "device_id", "proc_id", "process_id", "local_gpu", "dev_id")
+# A ``CallFact.maybe_guards`` entry for an attribute tested by an enclosing ``if``
+# (``if args.should_save:``): a guard when it is a rank flag of the project.
+FLAG_PREFIX = "flag:"
+_PROCESS_INDEX_NAMES = ("gpu", "gpu_id", "device_id", "proc_id", "process_id", "local_gpu", "dev_id", "gpu_index",
+                        "gpu_idx")
 # What a call passes in an argument slot (CallFact.args), as far as the screen can
 # tell; ``Project.param_values`` joins them over every call site of a function.
 DDP_MODEL, FSDP_MODEL = "ddp", "fsdp"
@@ -85,7 +89,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "20"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "22"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -149,6 +153,11 @@ class FunctionFacts:
     # object as above, or the file: ``torch.save(state, checkpoint_path)``).
     saves_unguarded: set[str] = field(default_factory=set)
     saves_state: bool = False  # an unguarded torch.save writes model state built here
+    # Saves that would be unguarded but sit in the body of ``if obj.flag:`` (or
+    # ``if obj.flag and ...:``): (the flags' attribute names, the params as in
+    # ``saves_unguarded``, saves_state). The join counts them as unguarded unless
+    # one flag is a rank flag of the project (``Project.is_rank_flag_attribute``).
+    saves_flagged: list = field(default_factory=list)
     # Params handed to a method of an object of unknown class whose name says it
     # evaluates or runs (``pipeline.run(dir, model=model)``): where they go is not visible.
     hands_on: set[str] = field(default_factory=set)
@@ -185,6 +194,10 @@ class ModuleFacts:
     prefix_strips: list["PrefixStrip"] = field(default_factory=list)
     # The literal text of ``torch.save`` paths ("./cache/{}_{}.pt": "{}" for a placeholder).
     saved_paths: list[str] = field(default_factory=list)
+    # Attribute name -> whether every ``obj.name = ...`` of this module stores a rank
+    # flag: a rank test (``args.should_save = args.save and is_master(args)``) or a
+    # boolean literal under a rank guard (``if rank % n == 0: opt.log = True``).
+    attribute_flags: dict[str, bool] = field(default_factory=dict)
     # The rules' screens on this module (ddplint.screen.screening.Verdict); None
     # when the judge must decide alone.
     screen: Optional[tuple] = None
@@ -392,6 +405,9 @@ class _Extractor:
         # every other rank runs): what saves (DDP011) and their callers ask.
         self.main_guards: list[bool] = []
         self.maybe_guards: list[str] = []  # imported calls in other enclosing ``if`` tests
+        # Attributes tested in the body of enclosing ``if``s that are no rank test
+        # here (``if args.should_save:``): a rank flag set in another module, maybe.
+        self.flag_guards: list[str] = []
         # Enclosing ``if``s on something other than the rank or "distributed or
         # not" (``if use_fsdp_eval:``): a collective there may never run.
         self.opaque = 0
@@ -463,6 +479,15 @@ class _Extractor:
             return True
         values = self.values_of(dotted) if isinstance(expr, ast.Name) else []
         return bool(values) and all(self.rank_value(v, lenient, depth + 1) for v in values)
+
+    def rank_flag_value(self, value: ast.AST) -> bool:
+        """A value stored as a rank flag: a rank test (a comparison, a predicate
+        call, ``not``/``and``/``or`` of them), or a boolean literal under a rank
+        guard (``if rank == 0: opt.log = True`` / ``else: opt.log = False``)."""
+        if isinstance(value, ast.Constant) and isinstance(value.value, bool):
+            return bool(self.guards)
+        return isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Call)) \
+            and self.rank_test(value, lenient=True)
 
     def env_key(self, expr: ast.AST) -> Optional[str]:
         """The variable an environment read names: ``os.environ["RANK"]``,
@@ -563,6 +588,7 @@ class _Extractor:
             strict = self.rank_test(node.test, lenient=False)
             lenient = strict or self.rank_test(node.test, lenient=True)
             maybe = [] if lenient else self.imported_calls(node.test)
+            flags = [] if lenient else _tested_attributes(node.test)
             opaque = not lenient and (not _is_distribution_test(node.test) or self.reads_flag_parameter(node.test))
             if lenient:
                 self.guards.append(strict)
@@ -572,7 +598,11 @@ class _Extractor:
                 main = lenient and _main_only(node.test, truth)
                 if main:
                     self.main_guards.append(strict)
+                flagged = flags if truth else []
+                self.flag_guards.extend(flagged)
                 self.block(arm)
+                if flagged:
+                    del self.flag_guards[-len(flagged):]
                 if main:
                     self.main_guards.pop()
             self.opaque -= opaque
@@ -608,6 +638,9 @@ class _Extractor:
                     dotted = _dotted(target)
                     if dotted is not None:
                         self.assigned[-1].setdefault(dotted, []).append(node.value)
+                    if isinstance(target, ast.Attribute):
+                        flags = self.facts.attribute_flags
+                        flags[target.attr] = flags.get(target.attr, True) and self.rank_flag_value(node.value)
                     elif _same_length_tuples(target, node.value):  # ``a, b = 0, 0``: element by element
                         for element, value in zip(target.elts, node.value.elts):
                             name = _dotted(element)
@@ -769,8 +802,9 @@ class _Extractor:
             in _rank_zero_decorators() for d in node.decorator_list)
         self.expressions(node.decorator_list)
         outer, outer_guards, outer_maybe, outer_opaque = self.function, self.guards, self.maybe_guards, self.opaque
-        outer_main = self.main_guards
+        outer_main, outer_flags = self.main_guards, self.flag_guards
         self.function, self.guards, self.maybe_guards, self.opaque, self.main_guards = facts, [], [], 0, []
+        self.flag_guards = []
         self.assigned.append({})
         self.unpacked.append({})
         self.returns.append([])
@@ -787,7 +821,7 @@ class _Extractor:
         self.assigned.pop()
         self.unpacked.pop()
         self.function, self.guards, self.maybe_guards, self.opaque = outer, outer_guards, outer_maybe, outer_opaque
-        self.main_guards = outer_main
+        self.main_guards, self.flag_guards = outer_main, outer_flags
         self.owner, self.self_class = outer_owner, outer_self
         self.facts.functions.setdefault(key, facts)
 
@@ -839,10 +873,15 @@ class _Extractor:
             target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"), None)
             if not self.main_guards and not self.maybe_guards and not function.rank_zero_only \
                     and not self.per_rank_path(target):
-                function.saves_unguarded |= params | self.path_params(target)
-                function.saves_state |= saved is not None and (_holds_model_state(saved) or any(
+                unguarded = params | self.path_params(target)
+                state = saved is not None and (_holds_model_state(saved) or any(
                     _holds_model_state(value) for value in (self.values_of(saved.id) if isinstance(saved, ast.Name)
                                                             else ())))
+                if self.flag_guards:
+                    function.saves_flagged.append((tuple(self.flag_guards), unguarded, state))
+                else:
+                    function.saves_unguarded |= unguarded
+                    function.saves_state |= state
         if qualified == names.TORCH_SAVE:
             target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"),
                                                                     None)
@@ -1048,7 +1087,8 @@ class _Extractor:
                 if tag:
                     slots[keyword.arg] = tag
         self.facts.calls.append(CallFact(dotted, self.caller(), strict, lenient, slots,
-                                         tuple(self.maybe_guards), instance))
+                                         tuple(self.maybe_guards) + tuple(FLAG_PREFIX + a for a in self.flag_guards),
+                                         instance))
 
     def wrapped_attribute(self, expr: ast.AST) -> str:
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
@@ -1695,3 +1735,13 @@ def _always_exits(body: list[ast.stmt]) -> bool:
         return True
     return isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and \
         _dotted(last.value.func) in ("sys.exit", "exit", "os._exit")
+
+
+def _tested_attributes(test: ast.AST) -> list[str]:
+    """The attributes an ``if`` test requires to be true: ``if args.should_save:``,
+    ``if opt.log and epoch % 5 == 0:`` (not under ``not`` nor one arm of ``or``)."""
+    if isinstance(test, ast.Attribute) and _dotted(test) is not None:
+        return [test.attr]
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [name for value in test.values for name in _tested_attributes(value)]
+    return []
