@@ -65,7 +65,7 @@ import libcst as cst
 from ddplint import names
 from ddplint.analysis.models import linked_modules, project_callee, project_of
 from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
-from ddplint.analysis.flow import precedes
+from ddplint.analysis.flow import names_in, precedes
 from ddplint.analysis.ranks import is_rank_value
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name, iter_literal_strings
 from ddplint.analysis.values import literal_str
@@ -176,6 +176,12 @@ class LoadWithoutMapLocation(Rule):
                      "    def load_weights(self, path, net):\n        net.load_state_dict(torch.load(path))\n"
                      "model.cuda()\n"),
         # An LR scheduler's state is numbers (last_epoch, base_lrs), no CUDA tensors.
+        # ... an entry of a file that holds it, read after the name held the optimizer's file.
+        Valid(DIST + "import os\nmodel.cuda()\ndef restore(self, folder):\n"
+                     "    blob = torch.load(os.path.join(folder, 'opt.pt'), map_location='cpu')\n"
+                     "    self.opt.load_state_dict(blob['opt'])\n"
+                     "    blob = torch.load(os.path.join(folder, 'lr.pt'))\n"
+                     "    self.lr_scheduler.load_state_dict(blob['lr_state'])\n"),
         Valid(DIST + "model.cuda()\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
                      "sched_file = os.path.join(run_dir, 'sched.bin')\nif os.path.isfile(sched_file):\n"
                      "    sched.load_state_dict(torch.load(sched_file))\n"),
@@ -203,6 +209,32 @@ class LoadWithoutMapLocation(Rule):
                      "    checkpoint = torch.load(path, weights_only=True)\n", filename="tests/test_fsdp.py"),
     ]
     invalid = [
+        # The optimizer's file before the name is rebound to the scheduler's: flagged.
+        Invalid(DIST + "import os\nmodel.cuda()\ndef restore(self, folder):\n"
+                       "    blob = torch.load(os.path.join(folder, 'opt.pt'))\n"
+                       "    self.opt.load_state_dict(blob['opt'])\n"
+                       "    blob = torch.load(os.path.join(folder, 'lr.pt'), map_location='cpu')\n"
+                       "    self.lr_scheduler.load_state_dict(blob['lr_state'])\n", line=6, column=12,
+                fixed=DIST + "import os\nmodel.cuda()\ndef restore(self, folder):\n"
+                       "    blob = torch.load(os.path.join(folder, 'opt.pt'), map_location='cpu')\n"
+                       "    self.opt.load_state_dict(blob['opt'])\n"
+                       "    blob = torch.load(os.path.join(folder, 'lr.pt'), map_location='cpu')\n"
+                       "    self.lr_scheduler.load_state_dict(blob['lr_state'])\n"),
+        # The unmapped arm of ``if gpu is None`` runs on a per-rank GPU too when another path
+        # (a cluster launch) sets the device from another value.
+        Invalid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, cfg):\n    cfg.gpu = gpu\n    if cfg.on_cluster:\n"
+                       "        cfg.dev_slot = cfg.rank % torch.cuda.device_count()\n        torch.cuda.set_device(cfg.dev_slot)\n"
+                       "    elif cfg.gpu is not None:\n        torch.cuda.set_device(cfg.gpu)\n    if cfg.gpu is None:\n"
+                       "        snap = torch.load(cfg.resume)\n    else:\n"
+                       "        snap = torch.load(cfg.resume, map_location=f'cuda:{cfg.gpu}')\n"
+                       "    net.load_state_dict(snap['net'])\nmp.spawn(worker, nprocs=4, args=(cfg,))\n",
+                line=12, column=16,
+                fixed=DIST + "import torch.multiprocessing as mp\ndef worker(gpu, cfg):\n    cfg.gpu = gpu\n    if cfg.on_cluster:\n"
+                       "        cfg.dev_slot = cfg.rank % torch.cuda.device_count()\n        torch.cuda.set_device(cfg.dev_slot)\n"
+                       "    elif cfg.gpu is not None:\n        torch.cuda.set_device(cfg.gpu)\n    if cfg.gpu is None:\n"
+                       "        snap = torch.load(cfg.resume, map_location='cpu')\n    else:\n"
+                       "        snap = torch.load(cfg.resume, map_location=f'cuda:{cfg.gpu}')\n"
+                       "    net.load_state_dict(snap['net'])\nmp.spawn(worker, nprocs=4, args=(cfg,))\n"),
         # The mirror method saves the GPU tensors as they are: the class's files hold CUDA tensors.
         Invalid(DIST + "import os\nclass Snapshots:\n    def save_weights(self, net, folder):\n"
                        "        torch.save(net.state_dict(), os.path.join(folder, 'net.pth'))\n"
@@ -294,12 +326,13 @@ class LoadWithoutMapLocation(Rule):
         return sketch.may_call(names.TORCH_LOAD, "torch.hub.load_state_dict_from_url")
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
-        if not _uses_cuda(index):
-            return  # a CPU-only worker: tensors were saved on, and come back to, the CPU
+        cuda = _uses_cuda(index)
         loads = index.calls_to(names.TORCH_LOAD, HUB_LOAD)
         for site in loads:
             if site.has_star_kwargs or site.has_star_args or _maps(site):
                 continue
+            if not cuda and not _called_from_cuda_code(index, site):
+                continue  # a CPU-only worker: tensors were saved on, and come back to, the CPU
             if not is_worker_code(index, site.node) or _other_arm_maps_to_gpu(index, site, loads):
                 continue
             if runs_on_rank_zero_only(index, site.node) or _cpu_payload(index, site):
@@ -360,6 +393,20 @@ def _calls_device_setup(index: SemanticIndex) -> bool:
     return False
 
 
+def _called_from_cuda_code(index: SemanticIndex, site: CallSite) -> bool:
+    """Is the load's function (a checkpoint manager's ``load_checkpoint``) called,
+    at every call the project knows outside unit tests (at least one), from
+    modules that put data on a GPU? Then it runs in a GPU worker although its own module never says cuda."""
+    from ddplint.analysis.models import function_key
+
+    function = index.enclosing_scope(site.node)
+    if not isinstance(function, cst.FunctionDef):
+        return False
+    modules = [module for module in project_of(index).caller_modules(index.path, function_key(index, function)) or ()
+               if not names.is_test_module(module.path)]  # (a unit test's CPU round trip says nothing of training)
+    return bool(modules) and all(module.moves_to_cuda for module in modules)
+
+
 def _given_a_device_by_cuda_code(index: SemanticIndex) -> bool:
     """A function of the module takes a ``device`` parameter that some module of
     the project calls it from while putting data on a GPU (``Trainer(args, cfg,
@@ -388,7 +435,31 @@ def _other_arm_maps_to_gpu(index: SemanticIndex, site: CallSite, loads: list[Cal
     for other in loads:
         if other is site or not _maps(other) or _maps_to_cpu(other):
             continue
-        if _arms_of_one_conditional(index, site.node, other.node):
+        if _arms_of_one_conditional(index, site.node, other.node) \
+                and not _sets_device_from_another_value(index, site, other):
+            return True
+    return False
+
+
+def _sets_device_from_another_value(index: SemanticIndex, site: CallSite, mapped: CallSite) -> bool:
+    """Does the function of the two loads also pick this process's GPU from a
+    value the mapped arm does not use (``torch.cuda.set_device(args.gpu_to_work_on)``
+    on a SLURM path that leaves ``args.gpu`` None)? Then the unmapped arm runs on
+    a per-rank GPU too, and restores the tensors onto the saving rank's GPU."""
+    function = index.enclosing_scope(site.node)
+    mapping = mapped.argument("map_location")
+    used = set(names_in(mapping.value)) if mapping is not None else set()
+    if mapping is not None and isinstance(mapping.value, cst.Name):  # ``loc = f"cuda:{args.gpu}"``
+        for value in index.reaching_values(mapping.value) or []:
+            used |= names_in(value)
+    if not used:
+        return False
+    for setter in index.calls_to(names.SET_DEVICE):
+        device = setter.argument("device", 0)
+        if device is None or index.enclosing_scope(setter.node) is not function:
+            continue
+        name = dotted_name(device.value)
+        if name is not None and name not in used:
             return True
     return False
 
@@ -679,8 +750,21 @@ def _feeds_a_scaler(index: SemanticIndex, site: CallSite) -> bool:
         return False
     scope = index.enclosing_scope(site.node)
     uses = [s for s in index.method_calls("load_state_dict") if s.scope is scope and s.order > site.order
-            and s.node.args and dotted_name(s.node.args[0].value) == target]
+            and s.node.args and _reads_this_load(index, s.node.args[0].value, target, site)]
     return bool(uses) and all(_is_scaler_load(s.node) for s in uses)
+
+
+def _reads_this_load(index: SemanticIndex, expr: cst.BaseExpression, target: str, site: CallSite) -> bool:
+    """Is ``expr`` the name the load was stored in (``data``), or an entry of it
+    (``data["scheduler_state_dict"]``), where that store reaches it (not a
+    later ``data = torch.load(other)``)?"""
+    if isinstance(expr, cst.Subscript):
+        expr = expr.value
+    if dotted_name(expr) != target:
+        return False
+    if not isinstance(expr, cst.Name):
+        return True
+    return any(binding.value is site.node for binding in index.reaching(target, expr))
 
 
 def _is_scaler_load(call: cst.Call) -> bool:

@@ -16,6 +16,7 @@ and call records.
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 import sys
 from dataclasses import dataclass, field
@@ -359,6 +360,9 @@ def _names_local_rank_variable(tree: ast.AST) -> bool:
                and names.LOCAL_RANK_VARIABLE.search(node.value) is not None for node in ast.walk(tree))
 
 
+_BUILTIN_NAMES = frozenset(dir(builtins))
+
+
 def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
     """Keep only calls ``Project.resolve_function`` could resolve: a function or
     class of this module, a method through an instance of one, or a name
@@ -369,6 +373,8 @@ def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
     head = parts[0]
     if head in facts.imports:
         return True
+    if facts.star_imports and head not in _BUILTIN_NAMES and (len(parts) == 1 or call.instance and len(parts) == 2):
+        return True  # a function or class that ``from pkg.mod import *`` may bring (``StateTracker(...).load()``)
     if call.instance:
         return ".".join(parts[:-1]) in facts.classes
     if len(parts) > 1 and any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith(PARAM_PREFIX)

@@ -134,7 +134,15 @@ class Project:
         imports = module.imports if imports is None else imports
         head, _, rest = name.partition(".")
         if head not in imports:
-            return (path, name) if name in module.functions or name in module.classes else None
+            if name in module.functions or name in module.classes:
+                return (path, name)
+            for target in module.star_imports:  # ``from secora.tracking import *``
+                resolved = self.resolve_module(path, target)
+                found = self._definition(resolved, name, None, depth + 1) \
+                    if resolved is not None and resolved != path else None
+                if found is not None:
+                    return found
+            return None
         target = imports[head] + ("." + rest if rest else "")
         level = len(target) - len(target.lstrip("."))
         pieces = target[level:].split(".")
