@@ -1626,7 +1626,12 @@ def _strip_of(facts: ModuleFacts, expr: Optional[ast.AST], assigned, params, key
     if isinstance(expr, ast.Name):
         if expr.id in assigned:
             results = [_strip_of(facts, v, assigned, params, keys, depth + 1) for v in assigned[expr.id]]
-            return next((r for r in results if r.source == "load"), results[0])
+            loads = [r for r in results if r.source == "load"]
+            if len(loads) > 1:  # ``ckpt = torch.load(p)`` then ``if "model" in ckpt: ckpt = ckpt["model"]``
+                return PrefixStrip("load", next((r.path for r in loads if r.path), ""),
+                                   next((r.path_text for r in loads if r.path_text), ""),
+                                   tuple(dict.fromkeys(key for r in loads for key in r.keys)))
+            return loads[0] if loads else results[0]
         if expr.id in params:
             return PrefixStrip("param", keys=keys)
     return PrefixStrip("unknown", keys=keys)
