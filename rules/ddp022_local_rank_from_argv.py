@@ -53,7 +53,7 @@ from ddplint.analysis.models import project_of
 from ddplint.analysis.roles import LAUNCHER, process_role
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.screen.facts import ARGV_LOCAL_RANK
-from ddplint.analysis.semantic import SemanticIndex
+from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
 HEAD = ("import argparse\nimport torch\nimport torch.distributed as dist\n"
         "parser = argparse.ArgumentParser()\n")
@@ -114,6 +114,19 @@ class LocalRankFromArgv(Rule):
                      "setup(args.local_rank if args.local_rank >= 0 else int(os.environ['LOCAL_RANK']))\n"),
     ]
     invalid = [
+        # The flag added through an alias of the parser's method.
+        Invalid("import argparse\nimport torch\nimport torch.distributed as dist\n"
+                "cli = argparse.ArgumentParser()\nopt = cli.add_argument\nopt('--epochs', type=int, default=5)\n"
+                "opt('--local_rank', type=int, default=0)\nflags = cli.parse_args()\n"
+                "torch.cuda.set_device(flags.local_rank)\ndist.init_process_group('nccl')\n", line=7, column=1),
+        # A pre-parser reads the flag and uses it; the full parser only accepts it: one report,
+        # at the flag whose value is used.
+        Invalid("import argparse\nimport torch\nimport torch.distributed as dist\n"
+                "boot = argparse.ArgumentParser()\nboot.add_argument('--local_rank', type=int, default=0)\n"
+                "known, _ = boot.parse_known_args()\ntorch.cuda.set_device(known.local_rank)\n"
+                "def full_options():\n    p = argparse.ArgumentParser()\n"
+                "    p.add_argument('--local_rank', type=int)\n    p.add_argument('--lr', type=float)\n"
+                "    return p.parse_args()\n", line=5, column=1),
         # The flag is copied into a config node whose LOCAL_RANK attribute becomes the device.
         Invalid(HEAD + "from yacs.config import CfgNode\nparser.add_argument('--local_rank', type=int, required=True)\n"
                        "args = parser.parse_args()\ncfg = CfgNode()\ncfg.LOCAL_RANK = args.local_rank\n"
@@ -164,7 +177,7 @@ class LocalRankFromArgv(Rule):
 
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
-        return "add_argument" in sketch.calls and bool(sketch.strings & {"--local_rank", "--local-rank"})
+        return "add_argument" in sketch.words and bool(sketch.strings & {"--local_rank", "--local-rank"})
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
@@ -173,7 +186,7 @@ class LocalRankFromArgv(Rule):
         if _names_the_variable(index) or any(project.modules[other].reads_local_rank_env
                                              for other in project.scope(index.path) if other != index.path):
             return
-        flags = [site for site in index.method_calls("add_argument")
+        flags = [site for site in index.method_calls("add_argument") + _alias_calls(index)
                  if any(literal_str(a.value) in ("--local_rank", "--local-rank") for a in site.node.args)]
         if not flags:
             return
@@ -183,8 +196,60 @@ class LocalRankFromArgv(Rule):
         if _used_as_device(index, attributes) or (
                 project.complete and project.in_scope(index.path, lambda m: m.local_rank_attr_as_device)) \
                 or _passed_into_a_device_parameter(project, index.path):
-            for site in flags:
+            read = [site for site in flags if _parsed_flag_read(index, site, attributes)] if len(flags) > 1 else []
+            for site in read or flags:
                 yield self.report(site.node, _message(site))
+
+
+def _alias_calls(index: SemanticIndex) -> list:
+    """Calls through a name bound to a parser's method: ``arg = parser.add_argument``
+    then ``arg("--local_rank", type=int)``."""
+    found = []
+    for site in index.calls:
+        func = site.node.func
+        if isinstance(func, cst.Name):
+            values = index.reaching_values(func) or []
+            if values and all(isinstance(v, cst.Attribute) and v.attr.value == "add_argument" for v in values):
+                found.append(site)
+    return found
+
+
+def _parsed_flag_read(index: SemanticIndex, flag, attributes: set[str]) -> bool:
+    """Several parsers take ``--local_rank`` (a pre-parser that picks the launch
+    mode, the full parser that only accepts the flag): is this flag's value read,
+    ``ns.local_rank`` where ``ns = parser.parse_args()`` (or ``ns, rest =
+    parser.parse_known_args()``) of this flag's parser?"""
+    parser = dotted_name(flag.receiver) if flag.receiver is not None else None
+    if parser is None:
+        return False
+    namespaces: set[int] = set()
+    for site in index.method_calls("parse_args", "parse_known_args"):
+        if dotted_name(site.receiver) != parser:
+            continue
+        assign = index.parent(site.node)
+        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+            target = assign.targets[0].target
+            if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
+                target = target.elements[0].value
+            if isinstance(target, cst.Name):
+                namespaces.add(id(site.node))
+    if not namespaces:
+        return False
+    found = []
+
+    class Reads(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if node.attr.value.lower() in attributes and isinstance(node.value, cst.Name):
+                found.append(node.value)
+
+    index.module.visit(Reads())
+    for name in found:
+        for binding in index.reaching(name.value, name):
+            assign = binding.node if isinstance(binding.node, cst.Assign) else index.enclosing(binding.node, cst.Assign)
+            value = binding.value if binding.value is not None else getattr(assign, "value", None)
+            if value is not None and id(value) in namespaces:
+                return True
+    return False
 
 
 def _filled_by_own_launcher(index: SemanticIndex, attributes: set[str]) -> bool:

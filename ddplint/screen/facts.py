@@ -896,7 +896,9 @@ class _Extractor:
                 facts.saved_paths.append(text)
         if qualified in _AGREEING_COLLECTIVES and node.args and isinstance(node.args[0], ast.Name):
             self.agreed[-1].add(node.args[0].id)
-        if method == "add_argument" and any(
+        if (method == "add_argument" or isinstance(node.func, ast.Name) and any(
+                isinstance(v, ast.Attribute) and v.attr == "add_argument" for v in self.values_of(node.func.id))) \
+                and any(
                 isinstance(a, ast.Constant) and a.value in ("--local_rank", "--local-rank") for a in node.args):
             facts.adds_local_rank_flag = True
         if "set_epoch" in method:
