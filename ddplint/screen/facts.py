@@ -177,7 +177,13 @@ class ModuleFacts:
     classes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # "Cls" / "Outer.Inner" -> bases
     calls: list[CallFact] = field(default_factory=list)
     calls_set_epoch: bool = False
-    destroys_process_group: bool = False
+    destroys_process_group: bool = False  # at module level (or in a function, before FACTS_VERSION 22)
+    # Functions ("cleanup", "Trainer.close") that call destroy_process_group: a destroy only
+    # when something may run them (``Project.may_run``).
+    destroy_functions: list[str] = field(default_factory=list)
+    # The last names of every callee and of every function handed to a call
+    # (``atexit.register(cleanup)``, ``Process(target=run)``) in the module.
+    call_names: set[str] = field(default_factory=set)
     calls_set_device: bool = False
     has_epoch_loop: bool = False
     reads_local_rank_env: bool = False
@@ -261,7 +267,8 @@ EMPTY_SET = _EmptySet()
 EMPTY_MAP = _EmptyMap()
 _FUNCTION_SETS = ("forwards", "forwards_globals", "loads", "device_params", "keeps", "saves", "saves_unguarded",
                   "returns_detached", "hands_on")
-_MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes", "attribute_params")
+_MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes", "attribute_params",
+                "attribute_flags")
 
 
 def intern_strings(facts: "ModuleFacts") -> None:
@@ -282,6 +289,8 @@ def intern_strings(facts: "ModuleFacts") -> None:
             call.args = {intern(k): intern(v) for k, v in call.args.items()}
     if facts.imports:
         facts.imports = {intern(k): intern(v) for k, v in facts.imports.items()}
+    if facts.call_names:
+        facts.call_names = frozenset(intern(name) for name in facts.call_names)
 
 
 def compact(facts: "ModuleFacts") -> "ModuleFacts":
@@ -298,6 +307,8 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
                 setattr(function, name, EMPTY_SET)
         if not function.returns_wrapped:
             function.returns_wrapped = EMPTY_MAP
+        if not function.saves_flagged:
+            function.saves_flagged = ()  # type: ignore[assignment]
     for call in facts.calls:
         if not call.args:
             call.args = EMPTY_MAP
@@ -310,6 +321,10 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
         facts.dynamic_imports = ()  # type: ignore[assignment]
     if not facts.prefix_strips:
         facts.prefix_strips = ()  # type: ignore[assignment]
+    if not facts.destroy_functions:
+        facts.destroy_functions = ()  # type: ignore[assignment]
+    if not facts.call_names:
+        facts.call_names = EMPTY_SET
     return facts
 
 
@@ -906,7 +921,15 @@ class _Extractor:
             if function is not None:
                 function.calls_set_epoch = True
         if qualified == names.DESTROY_PROCESS_GROUP or method == "destroy_process_group":
-            facts.destroys_process_group = True
+            if function is None:
+                facts.destroys_process_group = True
+            else:
+                facts.destroy_functions.append(function.name)
+        if method:
+            facts.call_names.add(method)
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            if isinstance(arg, (ast.Name, ast.Attribute)):
+                facts.call_names.add(arg.id if isinstance(arg, ast.Name) else arg.attr)
         if qualified == names.SET_DEVICE or method == "set_device":
             facts.calls_set_device = True
             if function is not None:

@@ -695,6 +695,33 @@ class Project:
         function = self.function(key) if key else None
         return function is not None and function.rank_predicate
 
+    def destroys_process_group(self, path: str) -> bool:
+        """Does module ``path`` destroy the process group where something may run
+        it: at module level, or in a function that ``may_run``? A ``cleanup()``
+        nobody calls destroys nothing."""
+        module = self.modules.get(path)
+        if module is None:
+            return False
+        return module.destroys_process_group or any(self.may_run(path, f) for f in module.destroy_functions)
+
+    def may_run(self, path: str, function: str) -> bool:
+        """May something run the function ("cleanup", "Trainer.close") of module
+        ``path``: the project calls it, names it as a call or hands it to one
+        anywhere (``atexit.register(cleanup)``, ``self.close()``), or it is a
+        dunder or a method of a class with bases (a framework's hook)?"""
+        module = self.modules.get(path)
+        if module is None:
+            return True
+        if self.callers.get((path, function)) or self.weak_callers.get((path, function)):
+            return True
+        owner, _, name = function.rpartition(".")
+        if name.startswith("__") or owner and module.classes.get(owner):
+            return True
+        called = getattr(self, "_call_names", None)
+        if called is None:
+            called = self._call_names = frozenset().union(*(m.call_names for m in self.modules.values()))
+        return name in called
+
     def is_rank_flag_attribute(self, attribute: str) -> bool:
         """Is ``obj.<attribute>`` a rank flag: every assignment of an attribute of
         that name in the project (at least one) stores a rank test or a boolean
