@@ -7,14 +7,22 @@ every process). A save helper (a function of the project, here or imported, that
 `torch.save`s what it is given: `write_ckpt({"net": model.state_dict()}, d)`) is
 reported at the call that runs on every rank, not inside the helper; so is a
 method that saves the instance's state (`self._dump()`) when another call of it
-in the module is rank-guarded. When the
+in the module is rank-guarded, and a helper imported from a module the project
+does not hold (its body is not visible) that is named like a save (save / ckpt /
+checkpoint, not `save_on_master`-like) and given the `state_dict()` of a DDP
+model with no per-rank argument (`write_ckpt({"net": model.state_dict()}, out)`).
+When the
 file name is a literal the message names it ("every rank writes 'last.pt'").
 A module that wraps its model through a project module's re-export
 (`ext_dist.DDP(net)`), or builds a `DistributedSampler`, is DDP code even
 without importing torch.distributed.
 
 Not flagged: rank-guarded saves (also by a property of the class that returns a
-rank test: `if self.saves_on_this_rank:`); helpers that guard themselves
+rank test: `if self.saves_on_this_rank:`; by a flag that a set-up helper, in any
+module of the project, stores on an options object from a rank test:
+`opt.log = opt.rank % ngpus == 0` then `if opt.log:`; by a process index kept on
+the instance: `if self.gpu_index == 0:`); a library's own save (`xm.save`,
+mmengine's, deepspeed's: they decide who writes); helpers that guard themselves
 (`save_on_master`); per-rank file names; saves into in-memory buffers;
 `torch.distributed.checkpoint` (collective by design); single-process branches
 (`else` of `if args.distributed:`), launcher-parent code, and `nn.DataParallel`

@@ -44,7 +44,12 @@ or bytes another machine serialised); a file saved and loaded under the same ran
 test (`if grp.rank() == 0:` around both: the writer reads its own file back);
 a CPU-only module (`gloo`, no CUDA use); `if gpu is None: torch.load(p) else:
 torch.load(p, map_location=f"cuda:{gpu}")` (the unmapped arm is the
-configuration without a per-rank GPU).
+configuration without a per-rank GPU, unless the function also sets the device
+from another value: `torch.cuda.set_device(args.gpu_to_work_on)` on a SLURM path).
+
+Also flagged: a load in a module that never says cuda itself (a checkpoint
+manager) when every project call of its function outside unit tests comes from
+a module that puts data on a GPU (also through `from pkg.mod import *`).
 
 Flagged although it looks handled: the GPU arm of `torch.load(p) if use_gpu
 else torch.load(p, map_location="cpu")`, and a load under an enclosing `if`

@@ -8,6 +8,12 @@ reads `os.environ["LOCAL_RANK"]` in this module or anywhere the entry script
 reaches (its imports and calls: an independent script of the same folder does
 not count).
 
+Also flagged: a flag added through an alias of the method (`arg =
+parser.add_argument; arg("--local_rank", ...)`). When several parsers take the
+flag (a pre-parser that reads it, a full parser that only accepts it), only the
+flags whose parsed value is read (`ns.local_rank` with `ns, _ =
+pre.parse_known_args()`) are reported, when that can be told.
+
 Also flagged: the flag copied into a config attribute (`config.LOCAL_RANK =
 args.local_rank`, then `set_device(config.LOCAL_RANK)`): an attribute named
 LOCAL_RANK is no read of the environment variable.

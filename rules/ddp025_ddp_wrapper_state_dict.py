@@ -36,7 +36,9 @@ script in the saving script's folder (`test_x.py` / `eval_x.py` next to
 `train_x.py`, whose weights path is a placeholder); a strip of pretrained or
 teacher weights, of another file, of parameter names, or of a live model's
 `state_dict()` handed to a comparison helper (`sanity_check(model.state_dict(),
-path)`) does not count.
+path)`) does not count, except in a pretraining script (`pretrain_*.py`), whose
+checkpoint is what the "pretrained" loaders read. A loader that takes an entry
+on one branch (`if "model" in ckpt: ckpt = ckpt["model"]`) strips that entry too.
 
 ## Why is this bad?
 The wrapper's state dict prefixes every key with `module.`. Loading the
