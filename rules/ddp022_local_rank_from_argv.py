@@ -21,7 +21,8 @@ LOCAL_RANK is no read of the environment variable.
 Not flagged: scripts that read `LOCAL_RANK` from the environment (as a fallback,
 a default, or behind a version check); a parsed `--local_rank` that is never
 used as a device; scripts that are their own launcher (the parent sets
-`args.local_rank = i` before `Process(target=...)` / `mp.spawn`). A longer
+`args.local_rank = i` before `Process(target=...)` / `mp.spawn`, or the spawned
+worker stores the index it was given: `def main(gpu, args): args.local_rank = gpu`). A longer
 variable that ends in LOCAL_RANK (`OMPI_COMM_WORLD_LOCAL_RANK`) is not the one
 torchrun sets.
 
@@ -118,6 +119,13 @@ class LocalRankFromArgv(Rule):
         Valid(HEAD + "import os\ndef setup(lrank):\n    torch.cuda.set_device(lrank)\n"
                      "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
                      "setup(args.local_rank if args.local_rank >= 0 else int(os.environ['LOCAL_RANK']))\n"),
+        # The spawned worker stores the index mp.spawn gave it in the flag's attribute.
+        Valid("import argparse\nimport torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n"
+              "def work(idx, cfg):\n    cfg.local_rank = idx\n    torch.cuda.set_device(cfg.local_rank)\n"
+              "    dist.init_process_group('nccl', rank=idx, world_size=2)\n"
+              "if __name__ == '__main__':\n    ap = argparse.ArgumentParser()\n"
+              "    ap.add_argument('--local_rank', type=int, default=-1)\n"
+              "    mp.spawn(work, nprocs=2, args=(ap.parse_args(),))\n"),
     ]
     invalid = [
         # The flag added through an alias of the parser's method.
@@ -267,6 +275,25 @@ def _filled_by_own_launcher(index: SemanticIndex, attributes: set[str]) -> bool:
         if "." not in name or name.split(".")[-1].lower() not in attributes:
             continue
         if any(b.kind == "assign" and process_role(index, b.node) == LAUNCHER for b in bindings):
+            return True
+        if any(b.kind == "assign" and _spawn_index(index, b) for b in bindings):
+            return True
+    return False
+
+
+def _spawn_index(index: SemanticIndex, binding) -> bool:
+    """``args.local_rank = gpu`` in ``def main(gpu, ...)`` that this module starts
+    with ``mp.spawn(main, ...)``: the worker stores the index the spawn gave it."""
+    value = binding.value
+    function = index.enclosing(binding.node, cst.FunctionDef)
+    if not isinstance(value, cst.Name) or not isinstance(function, cst.FunctionDef):
+        return False
+    params = function.params.params
+    if not params or params[0].name.value != value.value:
+        return False
+    for site in index.calls:
+        if (site.qualified_name or "").split(".")[-1] == "spawn" and site.node.args \
+                and dotted_name(site.node.args[0].value) == function.name.value:
             return True
     return False
 
