@@ -37,7 +37,8 @@ writes, a class's `load_x(path)` whose mirror `save_x` writes only `.cpu()`
 entries), LR scheduler states, random generator states (`torch.cuda.get_rng_state()` is
 a CPU tensor), full state dicts saved with CPU offload (also by another function of the module that writes
 the same file-name template after `cfg.offload_to_cpu = ...`), `GradScaler.state_dict()`, metadata-only files
-such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer);
+such as `meta.pt`, files of the dataset folder (`'DATA/{}/node_features.pt'`,
+unless the name says checkpoint / model / weights / best / last), a sampler's state, files saved by a CPU-only Fabric/Trainer);
 per-rank files (a name built from this process's rank: `f"model_rank{rank}.bin"`,
 each rank reads the shard it wrote); in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
 or bytes another machine serialised); a file saved and loaded under the same rank
@@ -181,6 +182,9 @@ class LoadWithoutMapLocation(Rule):
                      "    def load_weights(self, path, net):\n        net.load_state_dict(torch.load(path))\n"
                      "model.cuda()\n"),
         # An LR scheduler's state is numbers (last_epoch, base_lrs), no CUDA tensors.
+        # Features prepared in the dataset folder, not a checkpoint.
+        Valid(DIST + "import os\nmodel.cuda()\ndef load_tables(name):\n"
+                     "    feats = torch.load('DATA/{}/edge_feats.pt'.format(name))\n    return feats.float()\n"),
         # ... an entry of a file that holds it, read after the name held the optimizer's file.
         Valid(DIST + "import os\nmodel.cuda()\ndef restore(self, folder):\n"
                      "    blob = torch.load(os.path.join(folder, 'opt.pt'), map_location='cpu')\n"
@@ -214,6 +218,9 @@ class LoadWithoutMapLocation(Rule):
                      "    checkpoint = torch.load(path, weights_only=True)\n", filename="tests/test_fsdp.py"),
     ]
     invalid = [
+        # A checkpoint kept under data/ is still a checkpoint.
+        Invalid(DIST + "model.cuda()\nstate = torch.load('data/runs/best_model.pt')\n", line=4, column=9,
+                fixed=DIST + "model.cuda()\nstate = torch.load('data/runs/best_model.pt', map_location='cpu')\n"),
         # The optimizer's file before the name is rebound to the scheduler's: flagged.
         Invalid(DIST + "import os\nmodel.cuda()\ndef restore(self, folder):\n"
                        "    blob = torch.load(os.path.join(folder, 'opt.pt'))\n"
@@ -512,6 +519,8 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
         return True
     if any(_METADATA_FILE.search(text) for text in _strings_in(path.value)):
         return True
+    if _dataset_file(path.value):
+        return True
     if _names_sampler_state(index, site, path.value):
         return True
     if _feeds_a_scaler(index, site):
@@ -529,6 +538,18 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
     if _saved_with_offload_elsewhere(index, path.value):
         return True
     return _class_checkpoints_on_cpu(index, site, path.value)
+
+
+def _dataset_file(path: cst.BaseExpression) -> bool:
+    """A file of the dataset folder (``'DATA/{}/node_features.pt'``, ``"data/vocab.pt"``):
+    features prepared ahead, on the CPU, not a checkpoint a rank wrote from its GPU."""
+    texts = _strings_in(path)
+    first = texts[0].lstrip("./").lower() if texts else ""
+    return first.split("/")[0] in ("data", "dataset", "datasets") and "/" in first \
+        and not any(_CHECKPOINT_WORD.search(text) for text in texts)
+
+
+_CHECKPOINT_WORD = re.compile(r"ckpt|checkpoint|model|weight|state|snapshot|best|last|epoch", re.IGNORECASE)
 
 
 def _saved_with_offload_elsewhere(index: SemanticIndex, path: cst.BaseExpression) -> bool:
