@@ -127,6 +127,11 @@ class CheckpointSavedOnEveryRank(Rule):
         # Imported predicates named like the main process.
         Valid(DIST + "from dist_utils import is_first_worker\nif is_first_worker():\n"
                      "    torch.save(model.state_dict(), 'm.pt')\n"),
+        # The single-process branch of the script (a config flag named DIST_TRAIN).
+        Valid(DIST + "def fit(cfg, model):\n    for ep in range(cfg.EPOCHS):\n        step(model)\n"
+                     "        if cfg.MODEL.DIST_TRAIN:\n            if dist.get_rank() == 0:\n"
+                     "                torch.save(model.state_dict(), 'w.pth')\n        else:\n"
+                     "            torch.save(model.state_dict(), 'w.pth')\nfit(cfg, model)\n"),
         # The single-process branch of the script.
         Valid(DIST + "if args.distributed:\n    train_ddp(args)\nelse:\n"
                      "    torch.save(model.state_dict(), 'm.pt')\n"),
