@@ -85,6 +85,11 @@ class DataParallelInsteadOfDDP(Rule):
     ]
     invalid = [
         Invalid("import torch\nmodel = torch.nn.DataParallel(model)\n", line=2, column=9),
+        # a script's own class reading its command-line option: the user's code
+        Invalid("import torch\nclass Featurizer:\n    def __init__(self, args):\n"
+                "        self.data_parallel = args.data_parallel\n    def build(self, net):\n"
+                "        if self.data_parallel:\n            net = torch.nn.DataParallel(net)\n        return net\n"
+                "if __name__ == '__main__':\n    Featurizer(parse()).build(make())\n", line=7, column=19),
         # a user's script choosing DataParallel by a command-line flag is still the user's code
         Invalid("import torch\nclass Fitter:\n    def __init__(self, args, net):\n"
                 "        if args.data_parallel:\n            net = torch.nn.DataParallel(net)\n"
@@ -141,6 +146,8 @@ def _chosen_by_an_instance_option(index, node) -> bool:
     function = next((a for a in index.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
     if function is None or not any(isinstance(a, cst.ClassDef) for a in index.ancestors(function)):
         return False
+    if _is_script(index):
+        return False  # a script's class reading its own command-line flag: the user's code
     found = []
 
     class Tests(cst.CSTVisitor):
@@ -149,6 +156,16 @@ def _chosen_by_an_instance_option(index, node) -> bool:
 
     function.visit(Tests())
     return any(name.startswith("self.") and _DP_OPTION.search(name.split(".")[-1]) for name in found)
+
+
+def _is_script(index) -> bool:
+    """Does the module run as a program (``if __name__ == "__main__":``)?"""
+    for statement in index.module.body:
+        test = getattr(statement, "test", None)
+        if isinstance(statement, cst.If) and isinstance(test, cst.Comparison) \
+                and "__name__" in index.module.code_for_node(test):
+            return True
+    return False
 
 
 def _in_data_parallel_option(index, node) -> bool:

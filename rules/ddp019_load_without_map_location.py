@@ -411,7 +411,8 @@ def _calls_device_setup(index: SemanticIndex) -> bool:
 
 
 def _called_from_cuda_code(index: SemanticIndex, site: CallSite) -> bool:
-    """Is the load's function (a checkpoint manager's ``load_checkpoint``) called,
+    """Is the load's function (a checkpoint manager's ``load_checkpoint``, one
+    that restores state with ``load_state_dict``) called,
     at every call the project knows outside unit tests (at least one), from
     modules that put data on a GPU? Then it runs in a GPU worker although its own module never says cuda."""
     from ddplint.analysis.models import function_key
@@ -419,9 +420,26 @@ def _called_from_cuda_code(index: SemanticIndex, site: CallSite) -> bool:
     function = index.enclosing_scope(site.node)
     if not isinstance(function, cst.FunctionDef):
         return False
+    if not any(s.scope is function for s in index.method_calls("load_state_dict")) \
+            and not _returned(index, site, function):
+        return False  # not a checkpoint restore (``bounds = torch.load(p)`` of a numpy table)
     modules = [module for module in project_of(index).caller_modules(index.path, function_key(index, function)) or ()
                if not names.is_test_module(module.path)]  # (a unit test's CPU round trip says nothing of training)
     return bool(modules) and all(module.moves_to_cuda for module in modules)
+
+
+def _returned(index: SemanticIndex, site: CallSite, function: cst.FunctionDef) -> bool:
+    """Does the function hand the loaded object back (``return torch.load(p)``,
+    ``blob = torch.load(p)`` ... ``return blob``) for its caller to restore?"""
+    parent = index.parent(site.node)
+    if isinstance(parent, cst.Return):
+        return True
+    if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)):
+        return False
+    name = parent.targets[0].target.value
+    return any(isinstance(exit_, cst.Return) and isinstance(exit_.value, cst.Name) and exit_.value.value == name
+               and index.enclosing_scope(exit_) is function for exit_ in index.exits)
 
 
 def _given_a_device_by_cuda_code(index: SemanticIndex) -> bool:
