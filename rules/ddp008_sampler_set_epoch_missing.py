@@ -104,6 +104,13 @@ class SamplerSetEpochMissing(Rule):
               "    train(s)\n"),
     ]
     invalid = [
+        # The shuffle flag is False for the test split only: the training sampler shuffles.
+        Invalid(IMPORTS + "def make_loader(cfg, ds, split):\n    if split == 'test':\n        mix = False\n"
+                          "    else:\n        mix = True\n    smp = DistributedSampler(ds, shuffle=mix)\n"
+                          "    return DataLoader(ds, batch_size=cfg.bs, sampler=smp)\n"
+                          "def fit(cfg, ds, model):\n    loader = make_loader(cfg, ds, 'train')\n"
+                          "    for epoch in range(cfg.epochs):\n        for batch in loader:\n            model(batch)\n"
+                          "fit(cfg, ds, model)\n", line=9, column=11),
         # set_epoch is called, but on the other sampler only.
         Invalid(IMPORTS + "class Loaders:\n    def __init__(self, a, b):\n"
                           "        self.main_sampler = DistributedSampler(a)\n"
@@ -239,12 +246,15 @@ def _names(expr: cst.BaseExpression) -> list[cst.Name]:
 
 def _true_when_training(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
     """``shuffle=(mode == "train")``, ``shuffle=is_train``: shuffles the training
-    data; or a parameter that every known call of the sampler's builder fills
+    data; a name set to ``False`` on the test path and ``True`` on the others; or a parameter that every known call of the sampler's builder fills
     with ``True`` (``data_sampler(ds, shuffle=True)``)."""
     if literal_bool(expr) is None and "train" in index.module.code_for_node(expr).lower():
         return True
     if not isinstance(expr, cst.Name):
         return False
+    values = index.reaching_values(expr) or []
+    if values and all(literal_bool(v) is not None for v in values) and any(literal_bool(v) for v in values):
+        return True  # ``shuffle_flag = False`` for the test split, ``= True`` otherwise
     bindings = index.reaching(expr.value, expr)
     return bool(bindings) and all(b.kind == "param" and parameter_values(index, b) == frozenset({TRUE})
                                   for b in bindings)

@@ -7,14 +7,22 @@ every process). A save helper (a function of the project, here or imported, that
 `torch.save`s what it is given: `write_ckpt({"net": model.state_dict()}, d)`) is
 reported at the call that runs on every rank, not inside the helper; so is a
 method that saves the instance's state (`self._dump()`) when another call of it
-in the module is rank-guarded. When the
+in the module is rank-guarded, and a helper imported from a module the project
+does not hold (its body is not visible) that is named like a save (save / ckpt /
+checkpoint, not `save_on_master`-like) and given the `state_dict()` of a DDP
+model with no per-rank argument (`write_ckpt({"net": model.state_dict()}, out)`).
+When the
 file name is a literal the message names it ("every rank writes 'last.pt'").
 A module that wraps its model through a project module's re-export
 (`ext_dist.DDP(net)`), or builds a `DistributedSampler`, is DDP code even
 without importing torch.distributed.
 
 Not flagged: rank-guarded saves (also by a property of the class that returns a
-rank test: `if self.saves_on_this_rank:`); helpers that guard themselves
+rank test: `if self.saves_on_this_rank:`; by a flag that a set-up helper, in any
+module of the project, stores on an options object from a rank test:
+`opt.log = opt.rank % ngpus == 0` then `if opt.log:`; by a process index kept on
+the instance: `if self.gpu_index == 0:`); a library's own save (`xm.save`,
+mmengine's, deepspeed's: they decide who writes); helpers that guard themselves
 (`save_on_master`); per-rank file names; saves into in-memory buffers;
 `torch.distributed.checkpoint` (collective by design); single-process branches
 (`else` of `if args.distributed:`), launcher-parent code, and `nn.DataParallel`
@@ -54,7 +62,7 @@ import libcst as cst
 from ddplint import names
 from ddplint.analysis.flow import callers, calls_in_function, helper_functions, names_in
 from ddplint.analysis.models import (checkpoint_file_name, function_key, project_callee, project_of,
-                                     wraps_through_a_project_module)
+                                     wrapped_kind, wraps_through_a_project_module)
 from ddplint.analysis.ranks import enclosing_function, runs_on_rank_subset
 from ddplint.analysis.roles import is_worker_code
 from ddplint.rule import Invalid, Report, Rule, Valid
@@ -67,12 +75,22 @@ _STATE_NAME = re.compile(r"model|net|ckpt|checkpoint|state|optim|weights|snapsho
 _PER_RANK = re.compile(r"(^|_)(rank|gpu|gpu_id|device_id|proc|proc_id|process_id|process_index|worker|worker_id|"
                        r"shard|shard_id|node_id)(_|$)|rank$", re.IGNORECASE)
 _BUFFER_NAME = re.compile(r"buf|bio|stream|bytes|memory", re.IGNORECASE)
+# An imported function whose body is not visible: named like a save, not like one
+# that guards itself or writes shards / collective checkpoints.
+_SAVE_HELPER_NAME = re.compile(r"save|ckpt|checkpoint", re.IGNORECASE)
+_SELF_GUARDING_NAME = re.compile(r"master|main|rank|primary|zero|leader|chief|first|dist|shard|async|load|restore|"
+                                 r"resume|only", re.IGNORECASE)
+_SAVING_LIBRARIES = ("torch", "torch_xla", "accelerate", "lightning", "pytorch_lightning", "lightning_fabric",
+                     "deepspeed", "transformers", "mmcv", "mmengine", "colossalai", "fairscale", "megatron", "apex",
+                     "timm", "detectron2", "fvcore", "ignite", "composer", "ray", "horovod", "safetensors",
+                     "huggingface_hub", "diffusers", "peft", "numpy", "pickle", "joblib", "dill", "orbax", "flax",
+                     "paddle", "tensorflow", "keras", "jax", "wandb", "mlflow", "sklearn", "onnx", "torchvision")
 
 
 class CheckpointSavedOnEveryRank(Rule):
     code, name, severity = "DDP011", "checkpoint-saved-on-every-rank", "warning"
     message = "checkpoint saved on every rank: N processes write the same file"
-    triggers = ("save",)
+    triggers = ("save", "ckpt", "checkpoint")
     # In DDP context, or wrapping through a project module's re-export (checked in check()).
     needs_ddp_context = False
     uses_project = True
@@ -109,6 +127,11 @@ class CheckpointSavedOnEveryRank(Rule):
         # Imported predicates named like the main process.
         Valid(DIST + "from dist_utils import is_first_worker\nif is_first_worker():\n"
                      "    torch.save(model.state_dict(), 'm.pt')\n"),
+        # The single-process branch of the script (a config flag named DIST_TRAIN).
+        Valid(DIST + "def fit(cfg, model):\n    for ep in range(cfg.EPOCHS):\n        step(model)\n"
+                     "        if cfg.MODEL.DIST_TRAIN:\n            if dist.get_rank() == 0:\n"
+                     "                torch.save(model.state_dict(), 'w.pth')\n        else:\n"
+                     "            torch.save(model.state_dict(), 'w.pth')\nfit(cfg, model)\n"),
         # The single-process branch of the script.
         Valid(DIST + "if args.distributed:\n    train_ddp(args)\nelse:\n"
                      "    torch.save(model.state_dict(), 'm.pt')\n"),
@@ -166,8 +189,51 @@ class CheckpointSavedOnEveryRank(Rule):
               "    for ep in range(cfg.epochs):\n        run_epoch(net, data, sampler)\n"
               "        if cfg.local_rank in (-1, 0):\n            torch.save(net.state_dict(), 'tuned.bin')\n"
               "fit(cfg, net, data)\n"),
+        # A rank flag kept on the options object by a set-up helper (here, or in another
+        # module of the project): ``if opts.is_writer:`` tests the rank.
+        Valid(DIST + "def init_dist(opts):\n    dist.init_process_group('nccl')\n"
+                     "    if opts.rank % opts.gpus_per_node == 0:\n        opts.is_writer = True\n"
+                     "    else:\n        opts.is_writer = False\n"
+                     "def run(opts):\n    init_dist(opts)\n    for ep in range(opts.epochs):\n        fit(net)\n"
+                     "        if opts.is_writer:\n            torch.save(net.module.state_dict(), 'w.pt')\n"
+                     "run(opts)\n"),
+        # ... bound from a rank predicate in one function, tested around a save helper's body in another.
+        Valid(DIST + "def configure(cfg):\n    cfg.keeps_files = cfg.out_dir is not None and is_master(cfg)\n"
+                     "def train_loop(cfg, net):\n    for ep in range(cfg.epochs):\n        fit(net)\n"
+                     "        if cfg.keeps_files and ep % 5 == 0:\n"
+                     "            torch.save({'net': net.state_dict()}, 'last.pt')\n"
+                     "def main(cfg):\n    configure(cfg)\n    train_loop(cfg, net)\n"
+                     "main(cfg)\n"),
+        # A process index stored on the instance (``self.gpu_index = kw['gpu_index']``).
+        Valid(DIST + "class Runner:\n    def __init__(self, **kw):\n        self.GPU_INDEX = kw['gpu_index']\n"
+                     "    def dump(self):\n        torch.save({'m': self.net.state_dict()}, 'r.pt')\n"
+                     "    def run(self):\n        for ep in range(9):\n            if self.GPU_INDEX == 0:\n"
+                     "                self.dump()\n"
+                     "Runner(gpu_index=args.local_rank).run()\n"),
+        # An imported save helper named like one that guards itself, or given no wrapped model's
+        # state, or a library's own save: silent.
+        Valid(DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                     "from tools.io import save_on_main_process\nmodel = DDP(net)\n"
+                     "save_on_main_process({'net': model.state_dict()}, 'x.pt')\n"),
+        Valid(DIST + "from tools.io import write_checkpoint\nwrite_checkpoint({'net': net.state_dict()}, 'x.pt')\n"),
+        Valid(DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                     "from mmengine.runner import save_checkpoint\nmodel = DDP(net)\n"
+                     "save_checkpoint(model.state_dict(), 'x.pt')\n"),
     ]
     invalid = [
+        # A save helper whose body is not visible (imported from outside the project), given
+        # the state of the DDP model on every rank (REAL-CODE-SHAPES, DDP011).
+        Invalid(DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                       "from snapshot_io import store_ckpt\ndist.init_process_group('nccl')\nengine = DDP(body)\n"
+                       "for ep in range(4):\n    blob = {'w': engine.module.state_dict(), 'ep': ep}\n"
+                       "    store_ckpt(blob, 'snap.pt')\n", line=9, column=5),
+        # The same flag name also set from something else than the rank: no guard.
+        Invalid(DIST + "def init_dist(opts):\n    dist.init_process_group('nccl')\n"
+                       "    if opts.rank == 0:\n        opts.is_writer = True\n"
+                       "def reconfigure(opts):\n    opts.is_writer = opts.cli_flag\n"
+                       "def run(opts):\n    init_dist(opts)\n"
+                       "    if opts.is_writer:\n        torch.save(net.module.state_dict(), 'w.pt')\n"
+                       "run(opts)\n", line=12, column=9),
         # A local save helper (it saves its parameter's state, unwrapped first), guarded at one call
         # and not at the final one: reported at the unguarded call.
         Invalid(DIST + "import os\n" + "def save_weights(model, cfg, best=False):\n    if cfg.distributed:\n        model = model.module\n"
@@ -270,8 +336,9 @@ class CheckpointSavedOnEveryRank(Rule):
         project-wide, or through a project module's re-export of DDP): True, False, or the
         project facts that must hold."""
         kinds = () if sketch.context else ("context",)  # as the engine reads the verdict: None is not context
-        if not sketch.may_call(names.TORCH_SAVE):
-            kinds += ("saves",)  # a project save helper
+        if not sketch.may_call(names.TORCH_SAVE) and not (
+                "state_dict" in sketch.calls and any(_SAVE_HELPER_NAME.search(c) for c in sketch.calls)):
+            kinds += ("saves",)  # a project save helper (or one whose body is not visible, given a state_dict)
         return kinds or True
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
@@ -305,7 +372,8 @@ class CheckpointSavedOnEveryRank(Rule):
             if site.qualified_name == names.TORCH_SAVE:
                 continue
             if key is None:
-                if (_local_helper_saves_an_argument(index, site) or _local_helper_saves_state(index, site)) \
+                if (_local_helper_saves_an_argument(index, site) or _local_helper_saves_state(index, site)
+                        or _unseen_save_helper_of_ddp_state(index, project, site)) \
                         and _runs_on_every_rank(index, site):
                     yield self.report(site.node, f"save helper {dotted_name(site.node.func)}() called on every rank: "
                                                  "N processes write the same file")
@@ -317,6 +385,51 @@ class CheckpointSavedOnEveryRank(Rule):
             if _runs_on_every_rank(index, site):
                 yield self.report(site.node, f"save helper {dotted_name(site.node.func) or callee}() called on every rank: "
                                              "N processes write the same file")
+
+
+def _unseen_save_helper_of_ddp_state(index: SemanticIndex, project, site) -> bool:
+    """``write_ckpt({"net": model.state_dict()}, out)``: a function imported from a
+    module the project does not hold (its body is not visible), named like a save
+    (save / ckpt / checkpoint) and not like one that guards itself
+    (``save_on_master``), given the ``state_dict()`` of a DDP-wrapped model and no
+    per-rank or in-memory argument; not a library's own save (``xm.save``,
+    ``accelerator.save``, mmcv's, deepspeed's: they decide who writes)."""
+    func = site.node.func
+    if not isinstance(func, cst.Name) or not _SAVE_HELPER_NAME.search(func.value) \
+            or _SELF_GUARDING_NAME.search(func.value):
+        return False
+    bindings = index.reaching(func.value, func)
+    if not bindings or any(b.kind != "import" for b in bindings):
+        return False
+    qualified = index.qualified_name(func) or ""
+    if qualified.split(".")[0] in _SAVING_LIBRARIES or \
+            project.resolve_function(index.path, func.value, index.imports) is not None:
+        return False  # a library's save, or a project function (judged through its facts)
+    if any(arg.star or _per_rank_or_in_memory(index, arg.value) for arg in site.node.args):
+        return False
+    return any(_holds_ddp_state(index, arg.value) for arg in site.node.args)
+
+
+def _holds_ddp_state(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """Does the expression take the ``state_dict()`` of a DDP-wrapped model
+    (``model.state_dict()``, ``model.module.state_dict()``), itself or through the
+    value of a name it reads (``blob = {"net": model.state_dict()}``)?"""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+                and node.func.attr.value == "state_dict":
+            call = index.call_site(node)
+            receiver = node.func.value
+            if isinstance(receiver, cst.Attribute) and receiver.attr.value == "module":
+                receiver = receiver.value
+            if call is not None and wrapped_kind(index, receiver, call.order) == "ddp":
+                return True
+        elif isinstance(node, cst.Name) and depth < 2:
+            if any(_holds_ddp_state(index, value, depth + 1) for value in index.reaching_values(node) or []):
+                return True
+        stack.extend(node.children)
+    return False
 
 
 def _some_call_guarded(index: SemanticIndex, function: cst.FunctionDef) -> bool:

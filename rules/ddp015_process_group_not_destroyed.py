@@ -4,7 +4,10 @@ calls `destroy_process_group()` (directly, in a `finally:`, through a cleanup
 helper of another module, or registered with `atexit`/a signal handler). A
 one-file project is complete; independent scripts of one folder (an examples
 repository) never satisfy each other, and a comment that names the call is not
-the call.
+the call. A destroy inside a function that nothing runs (a `cleanup()` helper no
+code calls, names or registers) is no destroy, while the set-up is known to run;
+when neither is known to run (a library's `setup()`/`teardown()` pair), the
+pair counts.
 
 ## Why is this bad?
 Without `destroy_process_group()` the communicators are torn down by interpreter
@@ -70,6 +73,11 @@ class ProcessGroupNotDestroyed(Rule):
                      "atexit.register(functools.partial(dist.destroy_process_group, None))\n"),
     ]
     invalid = [
+        # The only destroy sits in a helper nothing calls, while the set-up runs.
+        Invalid(DIST + "class Fitter:\n    def __init__(self, cfg):\n        if cfg.ddp:\n            self.start_group(cfg)\n"
+                       "    def start_group(self, cfg):\n        dist.init_process_group('nccl', rank=cfg.rank)\n"
+                       "    @staticmethod\n    def release():\n        dist.destroy_process_group()\n",
+                line=7, column=9),
         Invalid(DIST + "dist.init_process_group('nccl')\ntrain()\n", line=2, column=1),
         Invalid(DIST + "def main():\n    dist.init_process_group(backend='nccl', init_method='env://')\n"
                        "    train()\nmain()\n", line=3, column=5),
@@ -97,8 +105,10 @@ class ProcessGroupNotDestroyed(Rule):
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
-        if project.in_scope(index.path, lambda m: m.destroys_process_group) or _refers_to_destroy(index):
+        if project.in_scope(index.path, lambda m: project.destroys_process_group(m.path)) or _refers_to_destroy(index):
             return
+        if not _init_may_run(index, project) and project.in_scope(index.path, lambda m: bool(m.destroy_functions)):
+            return  # ``def setup(): init`` / ``def teardown(): destroy``: neither is known to run
         if _may_clean_up_elsewhere(index):
             return  # a cleanup helper, perhaps from a module we were not given
         if not project.complete and _calls_local_modules(index):
@@ -133,12 +143,29 @@ def _refers_to_destroy(index: SemanticIndex) -> bool:
     """``destroy_process_group`` called, imported, or handed on as a function
     (``atexit.register(dist.destroy_process_group)``); a comment or docstring
     that names it does not count."""
-    if index.method_calls("destroy_process_group") or any(
+    calls = index.method_calls("destroy_process_group")
+    project = project_of(index)
+    if calls and (project.destroys_process_group(index.path) or not _init_may_run(index, project)) or any(
             target.endswith("destroy_process_group") for target in index.imports.values()):
-        return True
+        return True  # (a destroy in a function nothing runs, ``def cleanup(): ...``, is no cleanup)
     return any((dotted_name(arg.value) or "").endswith("destroy_process_group")
                for site in index.calls for arg in site.node.args)
 
 
+def _init_may_run(index: SemanticIndex, project) -> bool:
+    """Is some ``init_process_group`` of the module known to run: at module
+    level, or in a function that ``Project.may_run``?"""
+    from ddplint.analysis.models import function_key
+    from ddplint.analysis.ranks import enclosing_function
+
+    for site in index.calls_to(names.INIT_PROCESS_GROUP):
+        function = enclosing_function(index, site.node)
+        if function is None or project.may_run(index.path, function_key(index, function)):
+            return True
+    return False
+
+
 def _may_clean_up_elsewhere(index: SemanticIndex) -> bool:
-    return any(method and _CLEANUP.search(method) for method in index.calls_by_method)
+    # (destroy_process_group itself is judged by _refers_to_destroy: in a function nothing runs, it is none)
+    return any(method and method != "destroy_process_group" and _CLEANUP.search(method)
+               for method in index.calls_by_method)

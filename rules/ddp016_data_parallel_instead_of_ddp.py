@@ -24,7 +24,10 @@ Not flagged: subclasses and look-alikes from other libraries
 unit tests (`test_*.py`, `tests/`, `test_*` functions), which construct the
 wrapper to test unwrapping helpers; and a framework's own opt-in DataParallel
 strategy (a class such as `DataParallelStrategy` or `DPPlugin` whose job is to
-apply the wrapper the user selected with `strategy="dp"`).
+apply the wrapper the user selected with `strategy="dp"`, or a framework
+class's method whose DataParallel arm an option of the instance selects:
+`if self.data_parallel_backend: ...`). A user's script that picks DataParallel
+by a command-line flag (`if args.data_parallel:`) is still flagged.
 
 ## References
 - https://pytorch.org/docs/stable/generated/torch.nn.DataParallel.html
@@ -41,6 +44,8 @@ from ddplint.rule import Invalid, Rule, Valid
 
 # A class that *is* the DataParallel option of a framework: DataParallelStrategy,
 # DPStrategy, DataParallelPlugin, LightningDP, ... (not DistributedDataParallel*).
+# An option that selects DataParallel: ``data_parallel_backend``, ``use_dp``; not DDP's.
+_DP_OPTION = re.compile(r"(?<!distributed_)data_?parallel|(^|_)dp(_|$)", re.IGNORECASE)
 _DP_CLASS = re.compile(r"(?<!Distributed)DataParallel|(^|[a-z])DP([A-Z_]|$)")
 
 
@@ -71,9 +76,24 @@ class DataParallelInsteadOfDDP(Rule):
               filename="src/framework/strategies/dp.py"),
         Valid("import torch\nclass DPPlugin(Plugin):\n    def wrap(self, model):\n"
               "        return torch.nn.DataParallel(model)\n"),
+        # a framework's own DataParallel mode, selected by an option of its trainer object
+        Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nclass Runner:\n"
+              "    def wrap_modules(self):\n        if not self.ddp_launch and not self.data_parallel_mode:\n"
+              "            return\n        for key, mod in self.mods.items():\n            if self.ddp_launch:\n"
+              "                self.mods[key] = DDP(mod, device_ids=[self.device])\n            else:\n"
+              "                self.mods[key] = torch.nn.DataParallel(mod)\n"),
     ]
     invalid = [
         Invalid("import torch\nmodel = torch.nn.DataParallel(model)\n", line=2, column=9),
+        # a script's own class reading its command-line option: the user's code
+        Invalid("import torch\nclass Featurizer:\n    def __init__(self, args):\n"
+                "        self.data_parallel = args.data_parallel\n    def build(self, net):\n"
+                "        if self.data_parallel:\n            net = torch.nn.DataParallel(net)\n        return net\n"
+                "if __name__ == '__main__':\n    Featurizer(parse()).build(make())\n", line=7, column=19),
+        # a user's script choosing DataParallel by a command-line flag is still the user's code
+        Invalid("import torch\nclass Fitter:\n    def __init__(self, args, net):\n"
+                "        if args.data_parallel:\n            net = torch.nn.DataParallel(net)\n"
+                "        self.net = net\n", line=5, column=19),
         Invalid("import torch.nn as nn\nmodel = nn.DataParallel(model, device_ids=[0, 1])\n", line=2, column=9),
         Invalid("from torch.nn import DataParallel as DP\nnet = DP(net).cuda()\n", line=2, column=7),
         Invalid("from torch.nn.parallel import DataParallel\nmodel = DataParallel(model)\n", line=2, column=9),
@@ -104,7 +124,8 @@ class DataParallelInsteadOfDDP(Rule):
         if is_test_module(index.path):
             return  # unit tests construct the wrapper to test unwrapping, not to train
         for call in index.calls_to(names.DATA_PARALLEL):
-            if not _in_test_function(index, call.node) and not _in_data_parallel_option(index, call.node):
+            if not _in_test_function(index, call.node) and not _in_data_parallel_option(index, call.node) \
+                    and not _chosen_by_an_instance_option(index, call.node):
                 yield self.report(call.node)
 
 
@@ -113,6 +134,38 @@ def _in_test_function(index, node) -> bool:
     routine that happens to be called ``test``)."""
     return any((isinstance(a, cst.FunctionDef) and a.name.value.startswith("test_"))
                or (isinstance(a, cst.ClassDef) and a.name.value.startswith("Test")) for a in index.ancestors(node))
+
+
+def _chosen_by_an_instance_option(index, node) -> bool:
+    """A framework's DataParallel mode inside its own class: the method that
+    wraps the modules tests an option of the instance named for it
+    (``if not self.distributed_launch and not self.data_parallel_backend: return``
+    ... ``else: module = DP(module)``): the user picked DataParallel explicitly."""
+    from ddplint.analysis.flow import names_in
+
+    function = next((a for a in index.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+    if function is None or not any(isinstance(a, cst.ClassDef) for a in index.ancestors(function)):
+        return False
+    if _is_script(index):
+        return False  # a script's class reading its own command-line flag: the user's code
+    found = []
+
+    class Tests(cst.CSTVisitor):
+        def visit_If(self, branch: cst.If) -> None:
+            found.extend(names_in(branch.test))
+
+    function.visit(Tests())
+    return any(name.startswith("self.") and _DP_OPTION.search(name.split(".")[-1]) for name in found)
+
+
+def _is_script(index) -> bool:
+    """Does the module run as a program (``if __name__ == "__main__":``)?"""
+    for statement in index.module.body:
+        test = getattr(statement, "test", None)
+        if isinstance(statement, cst.If) and isinstance(test, cst.Comparison) \
+                and "__name__" in index.module.code_for_node(test):
+            return True
+    return False
 
 
 def _in_data_parallel_option(index, node) -> bool:

@@ -37,7 +37,9 @@ writes, a class's `load_x(path)` whose mirror `save_x` writes only `.cpu()`
 entries), LR scheduler states, random generator states (`torch.cuda.get_rng_state()` is
 a CPU tensor), full state dicts saved with CPU offload (also by another function of the module that writes
 the same file-name template after `cfg.offload_to_cpu = ...`), `GradScaler.state_dict()`, metadata-only files
-such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer); processes that see one GPU
+such as `meta.pt`, files of the dataset folder (`'DATA/{}/node_features.pt'`,
+unless the name says checkpoint / model / weights / best / last), a sampler's state, files saved by a
+CPU-only Fabric/Trainer); processes that see one GPU
 (`os.environ["CUDA_VISIBLE_DEVICES"] = str(local_rank)` here, or in every script that imports this module):
 a tensor saved from `cuda:0` comes back to the process's own GPU;
 per-rank files (a name built from this process's rank: `f"model_rank{rank}.bin"`,
@@ -46,7 +48,12 @@ or bytes another machine serialised); a file saved and loaded under the same ran
 test (`if grp.rank() == 0:` around both: the writer reads its own file back);
 a CPU-only module (`gloo`, no CUDA use); `if gpu is None: torch.load(p) else:
 torch.load(p, map_location=f"cuda:{gpu}")` (the unmapped arm is the
-configuration without a per-rank GPU).
+configuration without a per-rank GPU, unless the function also sets the device
+from another value: `torch.cuda.set_device(args.gpu_to_work_on)` on a SLURM path).
+
+Also flagged: a load in a module that never says cuda itself (a checkpoint
+manager) when every project call of its function outside unit tests comes from
+a module that puts data on a GPU (also through `from pkg.mod import *`).
 
 Flagged although it looks handled: the GPU arm of `torch.load(p) if use_gpu
 else torch.load(p, map_location="cpu")`, and a load under an enclosing `if`
@@ -67,7 +74,7 @@ import libcst as cst
 from ddplint import names
 from ddplint.analysis.models import linked_modules, project_callee, project_of
 from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
-from ddplint.analysis.flow import precedes
+from ddplint.analysis.flow import names_in, precedes
 from ddplint.analysis.ranks import is_rank_value
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name, iter_literal_strings
 from ddplint.analysis.values import literal_str, module_masks_visible_devices
@@ -178,6 +185,15 @@ class LoadWithoutMapLocation(Rule):
                      "    def load_weights(self, path, net):\n        net.load_state_dict(torch.load(path))\n"
                      "model.cuda()\n"),
         # An LR scheduler's state is numbers (last_epoch, base_lrs), no CUDA tensors.
+        # Features prepared in the dataset folder, not a checkpoint.
+        Valid(DIST + "import os\nmodel.cuda()\ndef load_tables(name):\n"
+                     "    feats = torch.load('DATA/{}/edge_feats.pt'.format(name))\n    return feats.float()\n"),
+        # ... an entry of a file that holds it, read after the name held the optimizer's file.
+        Valid(DIST + "import os\nmodel.cuda()\ndef restore(self, folder):\n"
+                     "    blob = torch.load(os.path.join(folder, 'opt.pt'), map_location='cpu')\n"
+                     "    self.opt.load_state_dict(blob['opt'])\n"
+                     "    blob = torch.load(os.path.join(folder, 'lr.pt'))\n"
+                     "    self.lr_scheduler.load_state_dict(blob['lr_state'])\n"),
         Valid(DIST + "model.cuda()\nsched = torch.optim.lr_scheduler.StepLR(opt, 30)\n"
                      "sched_file = os.path.join(run_dir, 'sched.bin')\nif os.path.isfile(sched_file):\n"
                      "    sched.load_state_dict(torch.load(sched_file))\n"),
@@ -205,6 +221,35 @@ class LoadWithoutMapLocation(Rule):
                      "    checkpoint = torch.load(path, weights_only=True)\n", filename="tests/test_fsdp.py"),
     ]
     invalid = [
+        # A checkpoint kept under data/ is still a checkpoint.
+        Invalid(DIST + "model.cuda()\nstate = torch.load('data/runs/best_model.pt')\n", line=4, column=9,
+                fixed=DIST + "model.cuda()\nstate = torch.load('data/runs/best_model.pt', map_location='cpu')\n"),
+        # The optimizer's file before the name is rebound to the scheduler's: flagged.
+        Invalid(DIST + "import os\nmodel.cuda()\ndef restore(self, folder):\n"
+                       "    blob = torch.load(os.path.join(folder, 'opt.pt'))\n"
+                       "    self.opt.load_state_dict(blob['opt'])\n"
+                       "    blob = torch.load(os.path.join(folder, 'lr.pt'), map_location='cpu')\n"
+                       "    self.lr_scheduler.load_state_dict(blob['lr_state'])\n", line=6, column=12,
+                fixed=DIST + "import os\nmodel.cuda()\ndef restore(self, folder):\n"
+                       "    blob = torch.load(os.path.join(folder, 'opt.pt'), map_location='cpu')\n"
+                       "    self.opt.load_state_dict(blob['opt'])\n"
+                       "    blob = torch.load(os.path.join(folder, 'lr.pt'), map_location='cpu')\n"
+                       "    self.lr_scheduler.load_state_dict(blob['lr_state'])\n"),
+        # The unmapped arm of ``if gpu is None`` runs on a per-rank GPU too when another path
+        # (a cluster launch) sets the device from another value.
+        Invalid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, cfg):\n    cfg.gpu = gpu\n    if cfg.on_cluster:\n"
+                       "        cfg.dev_slot = cfg.rank % torch.cuda.device_count()\n        torch.cuda.set_device(cfg.dev_slot)\n"
+                       "    elif cfg.gpu is not None:\n        torch.cuda.set_device(cfg.gpu)\n    if cfg.gpu is None:\n"
+                       "        snap = torch.load(cfg.resume)\n    else:\n"
+                       "        snap = torch.load(cfg.resume, map_location=f'cuda:{cfg.gpu}')\n"
+                       "    net.load_state_dict(snap['net'])\nmp.spawn(worker, nprocs=4, args=(cfg,))\n",
+                line=12, column=16,
+                fixed=DIST + "import torch.multiprocessing as mp\ndef worker(gpu, cfg):\n    cfg.gpu = gpu\n    if cfg.on_cluster:\n"
+                       "        cfg.dev_slot = cfg.rank % torch.cuda.device_count()\n        torch.cuda.set_device(cfg.dev_slot)\n"
+                       "    elif cfg.gpu is not None:\n        torch.cuda.set_device(cfg.gpu)\n    if cfg.gpu is None:\n"
+                       "        snap = torch.load(cfg.resume, map_location='cpu')\n    else:\n"
+                       "        snap = torch.load(cfg.resume, map_location=f'cuda:{cfg.gpu}')\n"
+                       "    net.load_state_dict(snap['net'])\nmp.spawn(worker, nprocs=4, args=(cfg,))\n"),
         # The mirror method saves the GPU tensors as they are: the class's files hold CUDA tensors.
         Invalid(DIST + "import os\nclass Snapshots:\n    def save_weights(self, net, folder):\n"
                        "        torch.save(net.state_dict(), os.path.join(folder, 'net.pth'))\n"
@@ -296,14 +341,15 @@ class LoadWithoutMapLocation(Rule):
         return sketch.may_call(names.TORCH_LOAD, "torch.hub.load_state_dict_from_url")
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
-        if not _uses_cuda(index):
-            return  # a CPU-only worker: tensors were saved on, and come back to, the CPU
         if module_masks_visible_devices(index):
             return  # each process sees one GPU: cuda:0 is its own
+        cuda = _uses_cuda(index)
         loads = index.calls_to(names.TORCH_LOAD, HUB_LOAD)
         for site in loads:
             if site.has_star_kwargs or site.has_star_args or _maps(site):
                 continue
+            if not cuda and not _called_from_cuda_code(index, site):
+                continue  # a CPU-only worker: tensors were saved on, and come back to, the CPU
             if not is_worker_code(index, site.node) or _other_arm_maps_to_gpu(index, site, loads):
                 continue
             if runs_on_rank_zero_only(index, site.node) or _cpu_payload(index, site):
@@ -364,6 +410,38 @@ def _calls_device_setup(index: SemanticIndex) -> bool:
     return False
 
 
+def _called_from_cuda_code(index: SemanticIndex, site: CallSite) -> bool:
+    """Is the load's function (a checkpoint manager's ``load_checkpoint``, one
+    that restores state with ``load_state_dict``) called,
+    at every call the project knows outside unit tests (at least one), from
+    modules that put data on a GPU? Then it runs in a GPU worker although its own module never says cuda."""
+    from ddplint.analysis.models import function_key
+
+    function = index.enclosing_scope(site.node)
+    if not isinstance(function, cst.FunctionDef):
+        return False
+    if not any(s.scope is function for s in index.method_calls("load_state_dict")) \
+            and not _returned(index, site, function):
+        return False  # not a checkpoint restore (``bounds = torch.load(p)`` of a numpy table)
+    modules = [module for module in project_of(index).caller_modules(index.path, function_key(index, function)) or ()
+               if not names.is_test_module(module.path)]  # (a unit test's CPU round trip says nothing of training)
+    return bool(modules) and all(module.moves_to_cuda for module in modules)
+
+
+def _returned(index: SemanticIndex, site: CallSite, function: cst.FunctionDef) -> bool:
+    """Does the function hand the loaded object back (``return torch.load(p)``,
+    ``blob = torch.load(p)`` ... ``return blob``) for its caller to restore?"""
+    parent = index.parent(site.node)
+    if isinstance(parent, cst.Return):
+        return True
+    if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)):
+        return False
+    name = parent.targets[0].target.value
+    return any(isinstance(exit_, cst.Return) and isinstance(exit_.value, cst.Name) and exit_.value.value == name
+               and index.enclosing_scope(exit_) is function for exit_ in index.exits)
+
+
 def _given_a_device_by_cuda_code(index: SemanticIndex) -> bool:
     """A function of the module takes a ``device`` parameter that some module of
     the project calls it from while putting data on a GPU (``Trainer(args, cfg,
@@ -392,7 +470,31 @@ def _other_arm_maps_to_gpu(index: SemanticIndex, site: CallSite, loads: list[Cal
     for other in loads:
         if other is site or not _maps(other) or _maps_to_cpu(other):
             continue
-        if _arms_of_one_conditional(index, site.node, other.node):
+        if _arms_of_one_conditional(index, site.node, other.node) \
+                and not _sets_device_from_another_value(index, site, other):
+            return True
+    return False
+
+
+def _sets_device_from_another_value(index: SemanticIndex, site: CallSite, mapped: CallSite) -> bool:
+    """Does the function of the two loads also pick this process's GPU from a
+    value the mapped arm does not use (``torch.cuda.set_device(args.gpu_to_work_on)``
+    on a SLURM path that leaves ``args.gpu`` None)? Then the unmapped arm runs on
+    a per-rank GPU too, and restores the tensors onto the saving rank's GPU."""
+    function = index.enclosing_scope(site.node)
+    mapping = mapped.argument("map_location")
+    used = set(names_in(mapping.value)) if mapping is not None else set()
+    if mapping is not None and isinstance(mapping.value, cst.Name):  # ``loc = f"cuda:{args.gpu}"``
+        for value in index.reaching_values(mapping.value) or []:
+            used |= names_in(value)
+    if not used:
+        return False
+    for setter in index.calls_to(names.SET_DEVICE):
+        device = setter.argument("device", 0)
+        if device is None or index.enclosing_scope(setter.node) is not function:
+            continue
+        name = dotted_name(device.value)
+        if name is not None and name not in used:
             return True
     return False
 
@@ -440,6 +542,8 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
         return True
     if any(_METADATA_FILE.search(text) for text in _strings_in(path.value)):
         return True
+    if _dataset_file(path.value):
+        return True
     if _names_sampler_state(index, site, path.value):
         return True
     if _feeds_a_scaler(index, site):
@@ -457,6 +561,18 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
     if _saved_with_offload_elsewhere(index, path.value):
         return True
     return _class_checkpoints_on_cpu(index, site, path.value)
+
+
+def _dataset_file(path: cst.BaseExpression) -> bool:
+    """A file of the dataset folder (``'DATA/{}/node_features.pt'``, ``"data/vocab.pt"``):
+    features prepared ahead, on the CPU, not a checkpoint a rank wrote from its GPU."""
+    texts = _strings_in(path)
+    first = texts[0].lstrip("./").lower() if texts else ""
+    return first.split("/")[0] in ("data", "dataset", "datasets") and "/" in first \
+        and not any(_CHECKPOINT_WORD.search(text) for text in texts)
+
+
+_CHECKPOINT_WORD = re.compile(r"ckpt|checkpoint|model|weight|state|snapshot|best|last|epoch", re.IGNORECASE)
 
 
 def _saved_with_offload_elsewhere(index: SemanticIndex, path: cst.BaseExpression) -> bool:
@@ -683,8 +799,21 @@ def _feeds_a_scaler(index: SemanticIndex, site: CallSite) -> bool:
         return False
     scope = index.enclosing_scope(site.node)
     uses = [s for s in index.method_calls("load_state_dict") if s.scope is scope and s.order > site.order
-            and s.node.args and dotted_name(s.node.args[0].value) == target]
+            and s.node.args and _reads_this_load(index, s.node.args[0].value, target, site)]
     return bool(uses) and all(_is_scaler_load(s.node) for s in uses)
+
+
+def _reads_this_load(index: SemanticIndex, expr: cst.BaseExpression, target: str, site: CallSite) -> bool:
+    """Is ``expr`` the name the load was stored in (``data``), or an entry of it
+    (``data["scheduler_state_dict"]``), where that store reaches it (not a
+    later ``data = torch.load(other)``)?"""
+    if isinstance(expr, cst.Subscript):
+        expr = expr.value
+    if dotted_name(expr) != target:
+        return False
+    if not isinstance(expr, cst.Name):
+        return True
+    return any(binding.value is site.node for binding in index.reaching(target, expr))
 
 
 def _is_scaler_load(call: cst.Call) -> bool:

@@ -8,6 +8,12 @@ reads `os.environ["LOCAL_RANK"]` in this module or anywhere the entry script
 reaches (its imports and calls: an independent script of the same folder does
 not count).
 
+Also flagged: a flag added through an alias of the method (`arg =
+parser.add_argument; arg("--local_rank", ...)`). When several parsers take the
+flag (a pre-parser that reads it, a full parser that only accepts it), only the
+flags whose parsed value is read (`ns.local_rank` with `ns, _ =
+pre.parse_known_args()`) are reported, when that can be told.
+
 Also flagged: the flag copied into a config attribute (`config.LOCAL_RANK =
 args.local_rank`, then `set_device(config.LOCAL_RANK)`): an attribute named
 LOCAL_RANK is no read of the environment variable.
@@ -15,7 +21,8 @@ LOCAL_RANK is no read of the environment variable.
 Not flagged: scripts that read `LOCAL_RANK` from the environment (as a fallback,
 a default, or behind a version check); a parsed `--local_rank` that is never
 used as a device; scripts that are their own launcher (the parent sets
-`args.local_rank = i` before `Process(target=...)` / `mp.spawn`). A longer
+`args.local_rank = i` before `Process(target=...)` / `mp.spawn`, or the spawned
+worker stores the index it was given: `def main(gpu, args): args.local_rank = gpu`). A longer
 variable that ends in LOCAL_RANK (`OMPI_COMM_WORLD_LOCAL_RANK`) is not the one
 torchrun sets.
 
@@ -53,7 +60,7 @@ from ddplint.analysis.models import project_of
 from ddplint.analysis.roles import LAUNCHER, process_role
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.screen.facts import ARGV_LOCAL_RANK
-from ddplint.analysis.semantic import SemanticIndex
+from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
 HEAD = ("import argparse\nimport torch\nimport torch.distributed as dist\n"
         "parser = argparse.ArgumentParser()\n")
@@ -112,8 +119,28 @@ class LocalRankFromArgv(Rule):
         Valid(HEAD + "import os\ndef setup(lrank):\n    torch.cuda.set_device(lrank)\n"
                      "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
                      "setup(args.local_rank if args.local_rank >= 0 else int(os.environ['LOCAL_RANK']))\n"),
+        # The spawned worker stores the index mp.spawn gave it in the flag's attribute.
+        Valid("import argparse\nimport torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n"
+              "def work(idx, cfg):\n    cfg.local_rank = idx\n    torch.cuda.set_device(cfg.local_rank)\n"
+              "    dist.init_process_group('nccl', rank=idx, world_size=2)\n"
+              "if __name__ == '__main__':\n    ap = argparse.ArgumentParser()\n"
+              "    ap.add_argument('--local_rank', type=int, default=-1)\n"
+              "    mp.spawn(work, nprocs=2, args=(ap.parse_args(),))\n"),
     ]
     invalid = [
+        # The flag added through an alias of the parser's method.
+        Invalid("import argparse\nimport torch\nimport torch.distributed as dist\n"
+                "cli = argparse.ArgumentParser()\nopt = cli.add_argument\nopt('--epochs', type=int, default=5)\n"
+                "opt('--local_rank', type=int, default=0)\nflags = cli.parse_args()\n"
+                "torch.cuda.set_device(flags.local_rank)\ndist.init_process_group('nccl')\n", line=7, column=1),
+        # A pre-parser reads the flag and uses it; the full parser only accepts it: one report,
+        # at the flag whose value is used.
+        Invalid("import argparse\nimport torch\nimport torch.distributed as dist\n"
+                "boot = argparse.ArgumentParser()\nboot.add_argument('--local_rank', type=int, default=0)\n"
+                "known, _ = boot.parse_known_args()\ntorch.cuda.set_device(known.local_rank)\n"
+                "def full_options():\n    p = argparse.ArgumentParser()\n"
+                "    p.add_argument('--local_rank', type=int)\n    p.add_argument('--lr', type=float)\n"
+                "    return p.parse_args()\n", line=5, column=1),
         # The flag is copied into a config node whose LOCAL_RANK attribute becomes the device.
         Invalid(HEAD + "from yacs.config import CfgNode\nparser.add_argument('--local_rank', type=int, required=True)\n"
                        "args = parser.parse_args()\ncfg = CfgNode()\ncfg.LOCAL_RANK = args.local_rank\n"
@@ -164,7 +191,7 @@ class LocalRankFromArgv(Rule):
 
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
-        return "add_argument" in sketch.calls and bool(sketch.strings & {"--local_rank", "--local-rank"})
+        return "add_argument" in sketch.words and bool(sketch.strings & {"--local_rank", "--local-rank"})
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
@@ -173,7 +200,7 @@ class LocalRankFromArgv(Rule):
         if _names_the_variable(index) or any(project.modules[other].reads_local_rank_env
                                              for other in project.scope(index.path) if other != index.path):
             return
-        flags = [site for site in index.method_calls("add_argument")
+        flags = [site for site in index.method_calls("add_argument") + _alias_calls(index)
                  if any(literal_str(a.value) in ("--local_rank", "--local-rank") for a in site.node.args)]
         if not flags:
             return
@@ -183,8 +210,60 @@ class LocalRankFromArgv(Rule):
         if _used_as_device(index, attributes) or (
                 project.complete and project.in_scope(index.path, lambda m: m.local_rank_attr_as_device)) \
                 or _passed_into_a_device_parameter(project, index.path):
-            for site in flags:
+            read = [site for site in flags if _parsed_flag_read(index, site, attributes)] if len(flags) > 1 else []
+            for site in read or flags:
                 yield self.report(site.node, _message(site))
+
+
+def _alias_calls(index: SemanticIndex) -> list:
+    """Calls through a name bound to a parser's method: ``arg = parser.add_argument``
+    then ``arg("--local_rank", type=int)``."""
+    found = []
+    for site in index.calls:
+        func = site.node.func
+        if isinstance(func, cst.Name):
+            values = index.reaching_values(func) or []
+            if values and all(isinstance(v, cst.Attribute) and v.attr.value == "add_argument" for v in values):
+                found.append(site)
+    return found
+
+
+def _parsed_flag_read(index: SemanticIndex, flag, attributes: set[str]) -> bool:
+    """Several parsers take ``--local_rank`` (a pre-parser that picks the launch
+    mode, the full parser that only accepts the flag): is this flag's value read,
+    ``ns.local_rank`` where ``ns = parser.parse_args()`` (or ``ns, rest =
+    parser.parse_known_args()``) of this flag's parser?"""
+    parser = dotted_name(flag.receiver) if flag.receiver is not None else None
+    if parser is None:
+        return False
+    namespaces: set[int] = set()
+    for site in index.method_calls("parse_args", "parse_known_args"):
+        if dotted_name(site.receiver) != parser:
+            continue
+        assign = index.parent(site.node)
+        if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+            target = assign.targets[0].target
+            if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
+                target = target.elements[0].value
+            if isinstance(target, cst.Name):
+                namespaces.add(id(site.node))
+    if not namespaces:
+        return False
+    found = []
+
+    class Reads(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if node.attr.value.lower() in attributes and isinstance(node.value, cst.Name):
+                found.append(node.value)
+
+    index.module.visit(Reads())
+    for name in found:
+        for binding in index.reaching(name.value, name):
+            assign = binding.node if isinstance(binding.node, cst.Assign) else index.enclosing(binding.node, cst.Assign)
+            value = binding.value if binding.value is not None else getattr(assign, "value", None)
+            if value is not None and id(value) in namespaces:
+                return True
+    return False
 
 
 def _filled_by_own_launcher(index: SemanticIndex, attributes: set[str]) -> bool:
@@ -196,6 +275,25 @@ def _filled_by_own_launcher(index: SemanticIndex, attributes: set[str]) -> bool:
         if "." not in name or name.split(".")[-1].lower() not in attributes:
             continue
         if any(b.kind == "assign" and process_role(index, b.node) == LAUNCHER for b in bindings):
+            return True
+        if any(b.kind == "assign" and _spawn_index(index, b) for b in bindings):
+            return True
+    return False
+
+
+def _spawn_index(index: SemanticIndex, binding) -> bool:
+    """``args.local_rank = gpu`` in ``def main(gpu, ...)`` that this module starts
+    with ``mp.spawn(main, ...)``: the worker stores the index the spawn gave it."""
+    value = binding.value
+    function = index.enclosing(binding.node, cst.FunctionDef)
+    if not isinstance(value, cst.Name) or not isinstance(function, cst.FunctionDef):
+        return False
+    params = function.params.params
+    if not params or params[0].name.value != value.value:
+        return False
+    for site in index.calls:
+        if (site.qualified_name or "").split(".")[-1] == "spawn" and site.node.args \
+                and dotted_name(site.node.args[0].value) == function.name.value:
             return True
     return False
 

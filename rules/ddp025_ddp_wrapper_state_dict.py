@@ -36,7 +36,9 @@ script in the saving script's folder (`test_x.py` / `eval_x.py` next to
 `train_x.py`, whose weights path is a placeholder); a strip of pretrained or
 teacher weights, of another file, of parameter names, or of a live model's
 `state_dict()` handed to a comparison helper (`sanity_check(model.state_dict(),
-path)`) does not count.
+path)`) does not count, except in a pretraining script (`pretrain_*.py`), whose
+checkpoint is what the "pretrained" loaders read. A loader that takes an entry
+on one branch (`if "model" in ckpt: ckpt = ckpt["model"]`) strips that entry too.
 
 ## Why is this bad?
 The wrapper's state dict prefixes every key with `module.`. Loading the
@@ -130,6 +132,21 @@ class DDPWrapperStateDict(Rule):
     needs_ddp_context = True
 
     valid = [
+        # A pretraining script: the "pretrained" weights other code loads (and strips) are its checkpoint.
+        Valid(DDP_SCRIPT + "torch.save({'state_dict': model.state_dict()}, 'ckpt_last.pth')\n"
+                           "def load_for_probe(net, cfg):\n"
+                           "    sd = torch.load(cfg.pretrained, map_location='cpu')['state_dict']\n"
+                           "    net.load_state_dict({k[len('module.'):]: v for k, v in sd.items()})\n",
+              filename="pretrain_contrast.py"),
+        # The loader takes the checkpoint's 'model' entry when there is one (``ckpt = ckpt['model']``
+        # on one branch) and strips the prefix of what it holds.
+        Valid(DDP_SCRIPT + "def store(net, opt, path):\n"
+                           "    torch.save({'model': net.state_dict(), 'opt': opt.state_dict()}, path)\n"
+                           "def restore(path, net):\n    ckpt = torch.load(path, map_location='cpu')\n"
+                           "    if 'model' in ckpt:\n        ckpt = ckpt['model']\n"
+                           "    clean = {}\n    for k, v in ckpt.items():\n"
+                           "        clean[k.replace('module.', '')] = v\n    net.load_state_dict(clean)\n"
+                           "store(model, optimizer, 'run/last.pt')\n"),
         # A loader that keeps one submodule of the wrapper's checkpoint (``k[len('module.trunk.'):]``).
         Valid(DDP_SCRIPT + "torch.save({'model': model.state_dict()}, args.out)\n"
                            "def load_trunk(trunk, path):\n    sd = torch.load(path, map_location='cpu')['model']\n"
@@ -440,7 +457,8 @@ def _loaders_strip(index: SemanticIndex, name: str, path_text: str, key: str) ->
     scripts reach. Strips of live models' names are not loaders."""
     project = project_of(index)
     scope = project.scope(index.path)
-    lowered = (name + " " + path_text).lower()
+    # A pretraining script's checkpoint is what other scripts load as "pretrained" weights.
+    lowered = (name + " " + path_text + " " + PurePosixPath(index.path).stem).lower()
     for path, module in project.modules.items():
         for strip in module.prefix_strips:
             if strip.source in ("param", "unknown"):

@@ -115,6 +115,17 @@ SHAPES = [
             dist.destroy_process_group()
             """, ddp=True),
     }, [("a_train.py", 8, 1)], also_folder=True),
+    # Gap 3: a save helper imported from a module the project does not hold (its body is not
+    # visible), given the DDP model's state on every rank: reported at the call.
+    _shape("ddp011-unguarded-imported-save-helper", "DDP011", {
+        "train.py": code("""\
+            from ckpt_utils import write_ckpt
+
+            dist.init_process_group("nccl")
+            model = DDP(net)
+            write_ckpt({"net": model.state_dict()}, out)
+            """, ddp=True),
+    }, [("train.py", 9, 1)], also_folder=True),
 ]
 
 

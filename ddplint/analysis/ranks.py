@@ -10,6 +10,9 @@
   ``trainer.is_global_zero``, a local helper whose body returns a rank test, or
   (project analysis) such a helper defined in another module;
 - a name bound from such a test (``master_process = ddp_rank == 0``);
+- (lenient) an attribute that every assignment of the project sets to a rank
+  test or, under a rank guard, to a boolean (``if opt.log:`` after a set-up
+  helper ran ``opt.log = opt.rank % ngpus == 0``: ``Project.is_rank_flag_attribute``);
 - ``not``/``and``/``or`` of tests where one operand is a rank condition.
 
 ``world_size > 1``, epoch and step counters are not rank conditions.
@@ -40,7 +43,8 @@ from ddplint.analysis.semantic import SemanticIndex, dotted_name
 # Functions returning the rank (``get_rank()`` helpers wrap ``dist.get_rank``).
 _RANK_GETTERS = ("get_rank", "get_local_rank", "get_global_rank", "get_node_local_rank", "get_world_rank")
 # Lenient mode: names that are the process index in ``mp.spawn`` workers.
-_PROCESS_INDEX_NAMES = ("gpu", "gpu_id", "device_id", "proc_id", "process_id", "local_gpu", "dev_id")
+_PROCESS_INDEX_NAMES = ("gpu", "gpu_id", "device_id", "proc_id", "process_id", "local_gpu", "dev_id", "gpu_index",
+                        "gpu_idx")
 
 Conditional = Union[cst.If, cst.IfExp]
 
@@ -161,6 +165,12 @@ def is_rank_condition(index: SemanticIndex, test: cst.BaseExpression, lenient: b
             return True  # ``if self.should_save_on_this_rank:`` (a property returning a rank test)
         if lenient and is_rank_value(index, test, lenient):
             return True  # ``if not rank:``
+        if lenient and isinstance(test, cst.Attribute) and not values:
+            from ddplint.analysis.models import project_of
+
+            # ``if opt.log:`` where a set-up helper (here or in another module) ran
+            # ``if opt.rank % ngpus == 0: opt.log = True else: opt.log = False``.
+            return project_of(index).is_rank_flag_attribute(test.attr.value)
     return False
 
 

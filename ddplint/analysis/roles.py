@@ -196,7 +196,7 @@ def is_spawn_call(index: SemanticIndex, site: CallSite) -> bool:
 
 # ---------------------------------------------------------------------- single-process branches
 _DISTRIBUTED_WORDS = ("distributed", "ddp", "is_initialized", "multiprocessing_distributed", "use_dist",
-                      "multi_gpu", "multigpu")
+                      "multi_gpu", "multigpu", "dist_train")
 _RANK_WORDS = ("local_rank", "rank")
 # Names of the number of processes, compared without underscores and case.
 _WORLD_WORDS = ("worldsize", "world", "ngpu", "ngpus", "numgpus", "gpus", "nprocs", "nproc", "numprocesses",

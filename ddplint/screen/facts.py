@@ -53,7 +53,11 @@ SHARDING_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspee
                        "composer", "torchdata", "webdataset", "ffcv")
 _LIBRARY_PREFIXES = ("torch.", "os.", "sys.", "numpy.")
 _SPAWNERS = ("spawn", "start_processes", "Process", "launch", "elastic_launch", "run")
-_PROCESS_INDEX_NAMES = ("gpu", "gpu_id", "device_id", "proc_id", "process_id", "local_gpu", "dev_id")
+# A ``CallFact.maybe_guards`` entry for an attribute tested by an enclosing ``if``
+# (``if args.should_save:``): a guard when it is a rank flag of the project.
+FLAG_PREFIX = "flag:"
+_PROCESS_INDEX_NAMES = ("gpu", "gpu_id", "device_id", "proc_id", "process_id", "local_gpu", "dev_id", "gpu_index",
+                        "gpu_idx")
 # What a call passes in an argument slot (CallFact.args), as far as the screen can
 # tell; ``Project.param_values`` joins them over every call site of a function.
 DDP_MODEL, FSDP_MODEL = "ddp", "fsdp"
@@ -86,7 +90,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "26"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "27"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -150,6 +154,11 @@ class FunctionFacts:
     # object as above, or the file: ``torch.save(state, checkpoint_path)``).
     saves_unguarded: set[str] = field(default_factory=set)
     saves_state: bool = False  # an unguarded torch.save writes model state built here
+    # Saves that would be unguarded but sit in the body of ``if obj.flag:`` (or
+    # ``if obj.flag and ...:``): (the flags' attribute names, the params as in
+    # ``saves_unguarded``, saves_state). The join counts them as unguarded unless
+    # one flag is a rank flag of the project (``Project.is_rank_flag_attribute``).
+    saves_flagged: list = field(default_factory=list)
     # Params handed to a method of an object of unknown class whose name says it
     # evaluates or runs (``pipeline.run(dir, model=model)``): where they go is not visible.
     hands_on: set[str] = field(default_factory=set)
@@ -168,7 +177,13 @@ class ModuleFacts:
     classes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # "Cls" / "Outer.Inner" -> bases
     calls: list[CallFact] = field(default_factory=list)
     calls_set_epoch: bool = False
-    destroys_process_group: bool = False
+    destroys_process_group: bool = False  # at module level (or in a function, before FACTS_VERSION 22)
+    # Functions ("cleanup", "Trainer.close") that call destroy_process_group: a destroy only
+    # when something may run them (``Project.may_run``).
+    destroy_functions: list[str] = field(default_factory=list)
+    # The last names of every callee and of every function handed to a call
+    # (``atexit.register(cleanup)``, ``Process(target=run)``) in the module.
+    call_names: set[str] = field(default_factory=set)
     calls_set_device: bool = False
     # When every ``set_device`` call of the module sits in a plain function that the
     # module never hands on as a value nor decorates (``def init_distributed_mode(args)``):
@@ -192,6 +207,10 @@ class ModuleFacts:
     prefix_strips: list["PrefixStrip"] = field(default_factory=list)
     # The literal text of ``torch.save`` paths ("./cache/{}_{}.pt": "{}" for a placeholder).
     saved_paths: list[str] = field(default_factory=list)
+    # Attribute name -> whether every ``obj.name = ...`` of this module stores a rank
+    # flag: a rank test (``args.should_save = args.save and is_master(args)``) or a
+    # boolean literal under a rank guard (``if rank % n == 0: opt.log = True``).
+    attribute_flags: dict[str, bool] = field(default_factory=dict)
     # The rules' screens on this module (ddplint.screen.screening.Verdict); None
     # when the judge must decide alone.
     screen: Optional[tuple] = None
@@ -258,7 +277,8 @@ EMPTY_SET = _EmptySet()
 EMPTY_MAP = _EmptyMap()
 _FUNCTION_SETS = ("forwards", "forwards_globals", "loads", "device_params", "keeps", "saves", "saves_unguarded",
                   "returns_detached", "hands_on")
-_MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes", "attribute_params")
+_MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes", "attribute_params",
+                "attribute_flags")
 
 
 def intern_strings(facts: "ModuleFacts") -> None:
@@ -279,6 +299,8 @@ def intern_strings(facts: "ModuleFacts") -> None:
             call.args = {intern(k): intern(v) for k, v in call.args.items()}
     if facts.imports:
         facts.imports = {intern(k): intern(v) for k, v in facts.imports.items()}
+    if facts.call_names:
+        facts.call_names = frozenset(intern(name) for name in facts.call_names)
 
 
 def compact(facts: "ModuleFacts") -> "ModuleFacts":
@@ -295,6 +317,8 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
                 setattr(function, name, EMPTY_SET)
         if not function.returns_wrapped:
             function.returns_wrapped = EMPTY_MAP
+        if not function.saves_flagged:
+            function.saves_flagged = ()  # type: ignore[assignment]
     for call in facts.calls:
         if not call.args:
             call.args = EMPTY_MAP
@@ -307,6 +331,10 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
         facts.dynamic_imports = ()  # type: ignore[assignment]
     if not facts.prefix_strips:
         facts.prefix_strips = ()  # type: ignore[assignment]
+    if not facts.destroy_functions:
+        facts.destroy_functions = ()  # type: ignore[assignment]
+    if not facts.call_names:
+        facts.call_names = EMPTY_SET
     return facts
 
 
@@ -398,6 +426,8 @@ def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
     head = parts[0]
     if head in facts.imports:
         return True
+    if facts.star_imports and head not in _BUILTIN_NAMES and (len(parts) == 1 or call.instance and len(parts) == 2):
+        return True  # a function or class that ``from pkg.mod import *`` may bring (``StateTracker(...).load()``)
     if call.instance:
         return ".".join(parts[:-1]) in facts.classes
     if len(parts) > 1 and any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith(PARAM_PREFIX)
@@ -441,6 +471,9 @@ class _Extractor:
         # every other rank runs): what saves (DDP011) and their callers ask.
         self.main_guards: list[bool] = []
         self.maybe_guards: list[str] = []  # imported calls in other enclosing ``if`` tests
+        # Attributes tested in the body of enclosing ``if``s that are no rank test
+        # here (``if args.should_save:``): a rank flag set in another module, maybe.
+        self.flag_guards: list[str] = []
         # Enclosing ``if``s on something other than the rank or "distributed or
         # not" (``if use_fsdp_eval:``): a collective there may never run.
         self.opaque = 0
@@ -512,6 +545,15 @@ class _Extractor:
             return True
         values = self.values_of(dotted) if isinstance(expr, ast.Name) else []
         return bool(values) and all(self.rank_value(v, lenient, depth + 1) for v in values)
+
+    def rank_flag_value(self, value: ast.AST) -> bool:
+        """A value stored as a rank flag: a rank test (a comparison, a predicate
+        call, ``not``/``and``/``or`` of them), or a boolean literal under a rank
+        guard (``if rank == 0: opt.log = True`` / ``else: opt.log = False``)."""
+        if isinstance(value, ast.Constant) and isinstance(value.value, bool):
+            return bool(self.guards)
+        return isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Call)) \
+            and self.rank_test(value, lenient=True)
 
     def env_key(self, expr: ast.AST) -> Optional[str]:
         """The variable an environment read names: ``os.environ["RANK"]``,
@@ -612,6 +654,7 @@ class _Extractor:
             strict = self.rank_test(node.test, lenient=False)
             lenient = strict or self.rank_test(node.test, lenient=True)
             maybe = [] if lenient else self.imported_calls(node.test)
+            flags = [] if lenient else _tested_attributes(node.test)
             opaque = not lenient and (not _is_distribution_test(node.test) or self.reads_flag_parameter(node.test))
             if lenient:
                 self.guards.append(strict)
@@ -621,7 +664,11 @@ class _Extractor:
                 main = lenient and _main_only(node.test, truth)
                 if main:
                     self.main_guards.append(strict)
+                flagged = flags if truth else []
+                self.flag_guards.extend(flagged)
                 self.block(arm)
+                if flagged:
+                    del self.flag_guards[-len(flagged):]
                 if main:
                     self.main_guards.pop()
             self.opaque -= opaque
@@ -657,6 +704,9 @@ class _Extractor:
                     dotted = _dotted(target)
                     if dotted is not None:
                         self.assigned[-1].setdefault(dotted, []).append(node.value)
+                    if isinstance(target, ast.Attribute):
+                        flags = self.facts.attribute_flags
+                        flags[target.attr] = flags.get(target.attr, True) and self.rank_flag_value(node.value)
                     elif _same_length_tuples(target, node.value):  # ``a, b = 0, 0``: element by element
                         for element, value in zip(target.elts, node.value.elts):
                             name = _dotted(element)
@@ -818,8 +868,9 @@ class _Extractor:
             in _rank_zero_decorators() for d in node.decorator_list)
         self.expressions(node.decorator_list)
         outer, outer_guards, outer_maybe, outer_opaque = self.function, self.guards, self.maybe_guards, self.opaque
-        outer_main = self.main_guards
+        outer_main, outer_flags = self.main_guards, self.flag_guards
         self.function, self.guards, self.maybe_guards, self.opaque, self.main_guards = facts, [], [], 0, []
+        self.flag_guards = []
         self.assigned.append({})
         self.unpacked.append({})
         self.returns.append([])
@@ -836,7 +887,7 @@ class _Extractor:
         self.assigned.pop()
         self.unpacked.pop()
         self.function, self.guards, self.maybe_guards, self.opaque = outer, outer_guards, outer_maybe, outer_opaque
-        self.main_guards = outer_main
+        self.main_guards, self.flag_guards = outer_main, outer_flags
         self.owner, self.self_class = outer_owner, outer_self
         self.facts.functions.setdefault(key, facts)
 
@@ -888,10 +939,15 @@ class _Extractor:
             target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"), None)
             if not self.main_guards and not self.maybe_guards and not function.rank_zero_only \
                     and not self.per_rank_path(target):
-                function.saves_unguarded |= params | self.path_params(target)
-                function.saves_state |= saved is not None and (_holds_model_state(saved) or any(
+                unguarded = params | self.path_params(target)
+                state = saved is not None and (_holds_model_state(saved) or any(
                     _holds_model_state(value) for value in (self.values_of(saved.id) if isinstance(saved, ast.Name)
                                                             else ())))
+                if self.flag_guards:
+                    function.saves_flagged.append((tuple(self.flag_guards), unguarded, state))
+                else:
+                    function.saves_unguarded |= unguarded
+                    function.saves_state |= state
         if qualified == names.TORCH_SAVE:
             target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"),
                                                                     None)
@@ -900,7 +956,9 @@ class _Extractor:
                 facts.saved_paths.append(text)
         if qualified in _AGREEING_COLLECTIVES and node.args and isinstance(node.args[0], ast.Name):
             self.agreed[-1].add(node.args[0].id)
-        if method == "add_argument" and any(
+        if (method == "add_argument" or isinstance(node.func, ast.Name) and any(
+                isinstance(v, ast.Attribute) and v.attr == "add_argument" for v in self.values_of(node.func.id))) \
+                and any(
                 isinstance(a, ast.Constant) and a.value in ("--local_rank", "--local-rank") for a in node.args):
             facts.adds_local_rank_flag = True
         if "set_epoch" in method:
@@ -908,7 +966,15 @@ class _Extractor:
             if function is not None:
                 function.calls_set_epoch = True
         if qualified == names.DESTROY_PROCESS_GROUP or method == "destroy_process_group":
-            facts.destroys_process_group = True
+            if function is None:
+                facts.destroys_process_group = True
+            else:
+                facts.destroy_functions.append(function.name)
+        if method:
+            facts.call_names.add(method)
+        for arg in [*node.args, *(k.value for k in node.keywords)]:
+            if isinstance(arg, (ast.Name, ast.Attribute)):
+                facts.call_names.add(arg.id if isinstance(arg, ast.Name) else arg.attr)
         if qualified == names.SET_DEVICE or method == "set_device":
             facts.calls_set_device = True
             if function is not None:
@@ -1099,7 +1165,8 @@ class _Extractor:
                 if tag:
                     slots[keyword.arg] = tag
         self.facts.calls.append(CallFact(dotted, self.caller(), strict, lenient, slots,
-                                         tuple(self.maybe_guards), instance))
+                                         tuple(self.maybe_guards) + tuple(FLAG_PREFIX + a for a in self.flag_guards),
+                                         instance))
 
     def wrapped_attribute(self, expr: ast.AST) -> str:
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
@@ -1631,7 +1698,12 @@ def _strip_of(facts: ModuleFacts, expr: Optional[ast.AST], assigned, params, key
     if isinstance(expr, ast.Name):
         if expr.id in assigned:
             results = [_strip_of(facts, v, assigned, params, keys, depth + 1) for v in assigned[expr.id]]
-            return next((r for r in results if r.source == "load"), results[0])
+            loads = [r for r in results if r.source == "load"]
+            if len(loads) > 1:  # ``ckpt = torch.load(p)`` then ``if "model" in ckpt: ckpt = ckpt["model"]``
+                return PrefixStrip("load", next((r.path for r in loads if r.path), ""),
+                                   next((r.path_text for r in loads if r.path_text), ""),
+                                   tuple(dict.fromkeys(key for r in loads for key in r.keys)))
+            return loads[0] if loads else results[0]
         if expr.id in params:
             return PrefixStrip("param", keys=keys)
     return PrefixStrip("unknown", keys=keys)
@@ -1746,3 +1818,13 @@ def _always_exits(body: list[ast.stmt]) -> bool:
         return True
     return isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and \
         _dotted(last.value.func) in ("sys.exit", "exit", "os._exit")
+
+
+def _tested_attributes(test: ast.AST) -> list[str]:
+    """The attributes an ``if`` test requires to be true: ``if args.should_save:``,
+    ``if opt.log and epoch % 5 == 0:`` (not under ``not`` nor one arm of ``or``)."""
+    if isinstance(test, ast.Attribute) and _dotted(test) is not None:
+        return [test.attr]
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [name for value in test.values for name in _tested_attributes(value)]
+    return []

@@ -15,7 +15,7 @@ import os
 from typing import Callable, Iterable, Optional
 
 from ddplint import names
-from ddplint.screen.facts import (ARGV_LOCAL_RANK, DDP_MODEL, FSDP_MODEL, LOCAL_RANK_ATTRIBUTE, PARAM_PREFIX,
+from ddplint.screen.facts import (ARGV_LOCAL_RANK, DDP_MODEL, FLAG_PREFIX, FSDP_MODEL, LOCAL_RANK_ATTRIBUTE, PARAM_PREFIX,
                                   RETURN_PREFIX,
                                   UNKNOWN, CallFact, FunctionFacts, ModuleFacts)
 
@@ -52,6 +52,7 @@ class Project:
         self._forwards = self._propagate_param_use("forwards")
         self._loads = self._propagate_param_use("loads")
         self._saves_state: set[FunctionKey] = set()
+        self._resolve_flagged_saves()
         self._saves = self._propagate_saves("saves", through_guards=True)
         self._saves_unguarded = self._propagate_saves("saves_unguarded", through_guards=False)
         self._context: dict[str, bool] = {}
@@ -206,6 +207,11 @@ class Project:
         for path, module in self.modules.items():
             resolved = []
             for call in module.calls:
+                flags = [g for g in call.maybe_guards if g.startswith(FLAG_PREFIX)]
+                if flags:  # ``if args.should_save:``: a guard when the attribute is a rank flag
+                    call.maybe_guards = tuple(g for g in call.maybe_guards if not g.startswith(FLAG_PREFIX))
+                    if any(self.is_rank_flag_attribute(g[len(FLAG_PREFIX):]) for g in flags):
+                        call.guarded_lenient = True
                 if call.maybe_guards and not call.guarded and any(
                         self.is_rank_predicate(path, module.imports, g) for g in call.maybe_guards):
                     call.guarded = call.guarded_lenient = True
@@ -372,6 +378,16 @@ class Project:
                             uses.setdefault(caller, set()).add(tag[6:])
                             changed = True
         return uses
+
+    def _resolve_flagged_saves(self) -> None:
+        """Saves under ``if obj.flag:`` (``FunctionFacts.saves_flagged``) are
+        unguarded unless one of the flags is a rank flag of the project."""
+        for module in self.modules.values():
+            for function in module.functions.values():
+                for flags, params, state in function.saves_flagged:
+                    if not any(self.is_rank_flag_attribute(flag) for flag in flags):
+                        function.saves_unguarded |= params
+                        function.saves_state |= state
 
     def _propagate_saves(self, attribute: str, through_guards: bool) -> dict[FunctionKey, set[str]]:
         """Params a function hands to ``torch.save`` (see ``FunctionFacts.saves``),
@@ -690,6 +706,46 @@ class Project:
         key = self.resolve_function(path, callee, imports)
         function = self.function(key) if key else None
         return function is not None and function.rank_predicate
+
+    def destroys_process_group(self, path: str) -> bool:
+        """Does module ``path`` destroy the process group where something may run
+        it: at module level, or in a function that ``may_run``? A ``cleanup()``
+        nobody calls destroys nothing."""
+        module = self.modules.get(path)
+        if module is None:
+            return False
+        return module.destroys_process_group or any(self.may_run(path, f) for f in module.destroy_functions)
+
+    def may_run(self, path: str, function: str) -> bool:
+        """May something run the function ("cleanup", "Trainer.close") of module
+        ``path``: the project calls it, names it as a call or hands it to one
+        anywhere (``atexit.register(cleanup)``, ``self.close()``), or it is a
+        dunder or a method of a class with bases (a framework's hook)?"""
+        module = self.modules.get(path)
+        if module is None:
+            return True
+        if self.callers.get((path, function)) or self.weak_callers.get((path, function)):
+            return True
+        owner, _, name = function.rpartition(".")
+        if name.startswith("__") or owner and module.classes.get(owner):
+            return True
+        called = getattr(self, "_call_names", None)
+        if called is None:
+            called = self._call_names = frozenset().union(*(m.call_names for m in self.modules.values()))
+        return name in called
+
+    def is_rank_flag_attribute(self, attribute: str) -> bool:
+        """Is ``obj.<attribute>`` a rank flag: every assignment of an attribute of
+        that name in the project (at least one) stores a rank test or a boolean
+        under a rank guard (``ModuleFacts.attribute_flags``)? ``if opt.log:`` after
+        a set-up helper ran ``opt.log = opt.rank % ngpus == 0`` tests the rank."""
+        flags = getattr(self, "_attribute_flags", None)
+        if flags is None:
+            flags = self._attribute_flags = {}
+            for module in self.modules.values():
+                for name, flag in module.attribute_flags.items():
+                    flags[name] = flags.get(name, True) and flag
+        return flags.get(attribute, False)
 
     def callers_guarded(self, path: str, function: str, _seen: Optional[set] = None) -> Optional[bool]:
         """True when every known call of the function runs under a rank guard
