@@ -40,7 +40,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.values import literal_bool, literal_str
+from ddplint.analysis.values import literal_bool, literal_str, name_reads
 from ddplint.analysis.models import function_key, project_of
 from ddplint.screen.facts import SHARDING_FRAMEWORKS
 from ddplint.analysis.ranks import is_rank_guarded, is_rank_value
@@ -90,6 +90,21 @@ class MissingDistributedSampler(Rule):
                         "train_loader = DataLoader(train_set, batch_size=8, shuffle=True)\n"),
         Valid(IMPORTS + "def main(rank, world_size):\n    ds = Shards(root)\n    ds.select(rank, world_size)\n"
                         "    train_loader = DataLoader(ds, batch_size=8, shuffle=True)\n"),
+        # A shuffling loader only rank 0 reads (a batch for plots).
+        Valid(IMPORTS + """\
+class Runner:
+    def __init__(self, ds, local_rank):
+        self.local_rank = local_rank
+        self.train_loader = DataLoader(ds, batch_size=4, sampler=DistributedSampler(ds))
+        self.vis_loader = DataLoader(ds, batch_size=2, shuffle=True)
+
+    def run(self, epochs):
+        for ep in range(epochs):
+            if self.local_rank == 0 and ep % 10 == 0:
+                render(next(iter(self.vis_loader)))
+            for batch in self.train_loader:
+                self.step(batch)
+"""),
         # The single-process branch.
         Valid(IMPORTS + "if args.distributed:\n    sampler = DistributedSampler(ds)\n"
                         "    train_loader = DataLoader(ds, batch_size=8, sampler=sampler)\nelse:\n"
@@ -127,6 +142,20 @@ class MissingDistributedSampler(Rule):
                         "    parallel_state.initialize_model_parallel(tensor_model_parallel_size=2)\n"
                         "def batches(ds):\n    train_loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
                         "    return iter(train_loader)\n", line=8, column=20),
+        # The same loader read on every rank.
+        Invalid(IMPORTS + """\
+class Runner:
+    def __init__(self, ds, local_rank):
+        self.local_rank = local_rank
+        self.vis_loader = DataLoader(ds, batch_size=2, shuffle=True)
+
+    def run(self, epochs):
+        for ep in range(epochs):
+            if self.local_rank == 0:
+                render(next(iter(self.vis_loader)))
+            for batch in self.vis_loader:
+                self.step(batch)
+""", line=6, column=27),
         Invalid(IMPORTS + "kw = dict(batch_size=8)\nkw.update({'shuffle': True, 'drop_last': True})\n"
                           "loader = DataLoader(ds, **kw)\n", line=5, column=10),
     ]
@@ -155,6 +184,8 @@ class MissingDistributedSampler(Rule):
                     or not is_worker_code(index, site.node):
                 continue
             if _returned(index, site, target) and not _callers_known_plain(index, site):
+                continue
+            if target is not None and _read_on_rank_zero_only(index, site, target):
                 continue
             yield self.report(site.node, message)
 
@@ -255,6 +286,31 @@ def _callers_known_plain(index: SemanticIndex, site: CallSite) -> bool:
         return False
     callers = project.caller_modules(index.path, function_key(index, scope))
     return callers is not None and not any(m.uses_sharding_framework for m in callers)
+
+
+def _read_on_rank_zero_only(index: SemanticIndex, site: CallSite, target: str) -> bool:
+    """``self.plot_loader = DataLoader(...)`` (an attribute, or a name of the
+    function) whose every read in the module is under a rank guard
+    (``if rank == 0 and do_vis: batch = next(iter(self.plot_loader))``): a
+    loader only rank 0 iterates, for plots or evaluation."""
+    if "." in target:
+        if not target.startswith("self.") or target.count(".") != 1:
+            return False
+        owner = index.enclosing(site.node, cst.ClassDef)
+        reads = [node for node in index._parents if isinstance(node, cst.Attribute)
+                 and node.attr.value == target[5:] and dotted_name(node) == target
+                 and not _is_assignment_target(index, node)
+                 and (owner is None or any(a is owner for a in index.ancestors(node)))]
+    else:
+        scope = index.enclosing_scope(site.node)
+        reads = [node for node in name_reads(index, target) if index.enclosing_scope(node) is scope]
+    return bool(reads) and all(is_rank_guarded(index, node) for node in reads)
+
+
+def _is_assignment_target(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    parent = index.parent(node)
+    return isinstance(parent, cst.AssignTarget) or (
+        isinstance(parent, (cst.AnnAssign, cst.AugAssign)) and parent.target is node)
 
 
 def _has_sampler(site: CallSite) -> bool:
