@@ -57,7 +57,7 @@ _SPAWN_MODULES = ("torch.multiprocessing", "multiprocessing", "torch.distributed
 def process_role(index: SemanticIndex, node: cst.CSTNode) -> str:
     """LAUNCHER, SINGLE_PROCESS or WORKER for the code at ``node``."""
     if in_single_process_branch(index, node) or in_standalone_main_block(index, node) \
-            or holds_single_process_trainer(index, node):
+            or holds_single_process_trainer(index, node) or overridden_for_ddp_importers(index, node):
         return SINGLE_PROCESS
     in_test = test_function_role(index, node)
     if in_test is not None:
@@ -392,6 +392,52 @@ def _left_single_process(init: cst.FunctionDef, call: cst.Call) -> bool:
             return False
         switches.append(name)
     return bool(switches)
+
+
+def overridden_for_ddp_importers(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """``node`` is in method ``M`` of class ``C`` of a module that is in DDP
+    context only because DDP modules import it, and each of them imports ``C``
+    alone, only to subclass it with classes that all override ``M`` (a
+    single-GPU ``Predictor.predict_loop`` whose distributed users define their
+    own): no DDP code reaches it; the module's own callers are single-process."""
+    method = next((a for a in index.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+    owner = index.parent(index.parent(method)) if method is not None else None
+    if not isinstance(owner, cst.ClassDef) or index.parent(owner) is not index.module:
+        return False
+    key = ("roles.overridden", id(method))
+    if key not in index.cache:
+        index.cache[key] = _overridden_for_ddp_importers(index, owner.name.value, method.name.value)
+    return index.cache[key]
+
+
+def _overridden_for_ddp_importers(index: SemanticIndex, cls: str, method: str) -> bool:
+    from ddplint.analysis.models import project_of
+
+    project = project_of(index)
+    importers = project.ddp_importers_only(index.path) if project.complete else None
+    if not importers:
+        return False
+    for importer in importers:
+        if importer.star_imports or importer.dynamic_imports:
+            return False
+        aliases = []
+        for alias, target in importer.imports.items():
+            if project.resolve_module(importer.path, target) == index.path:
+                return False  # the whole module: any of its code may be reached
+            holder, _, name = target.rpartition(".")
+            if holder and project.resolve_module(importer.path, holder) == index.path:
+                if name != cls:
+                    return False
+                aliases.append(alias)
+        for alias in aliases:
+            subclasses = [sub for sub, bases in importer.classes.items()
+                          if any(base == alias or base.endswith("." + alias) for base in bases)]
+            if not subclasses or any(f"{sub}.{method}" not in importer.functions
+                                     or f"{sub}.{method}" in importer.super_calls for sub in subclasses):
+                return False  # used as it is, or a subclass runs the method (inherited or through super())
+            if any(call.callee == alias or call.callee.startswith(alias + ".") for call in importer.calls):
+                return False
+    return True
 
 
 # ---------------------------------------------------------------------- self-test blocks

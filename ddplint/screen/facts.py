@@ -85,7 +85,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "20"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "23"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -181,6 +181,9 @@ class ModuleFacts:
     # "Cls" -> {"dis": ("__init__", "Dis")} for ``self.dis = Dis`` with ``Dis`` a
     # parameter of the method: the attribute holds what callers pass there.
     attribute_params: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+    # "Cls.method" for ``super().method(...)`` (or ``super(Cls, self).method``)
+    # called in a method of class Cls: the base class's method runs there too.
+    super_calls: list[str] = field(default_factory=list)
     # Code that strips the 'module.' prefix of a loaded state dict (see ``prefix_strips``).
     prefix_strips: list["PrefixStrip"] = field(default_factory=list)
     # The literal text of ``torch.save`` paths ("./cache/{}_{}.pt": "{}" for a placeholder).
@@ -296,6 +299,8 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
         facts.dynamic_imports = ()  # type: ignore[assignment]
     if not facts.prefix_strips:
         facts.prefix_strips = ()  # type: ignore[assignment]
+    if not facts.super_calls:
+        facts.super_calls = ()  # type: ignore[assignment]
     return facts
 
 
@@ -653,6 +658,14 @@ class _Extractor:
         stored = _attribute_params(node, self.subtrees)
         if stored:
             self.facts.attribute_params.setdefault(key, stored)
+        for method in node.body:
+            if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for call in self.subtrees.of_kind(method, ast.Call):
+                    func = call.func
+                    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) \
+                            and isinstance(func.value.func, ast.Name) and func.value.func.id == "super" \
+                            and f"{key}.{func.attr}" not in self.facts.super_calls:
+                        self.facts.super_calls.append(f"{key}.{func.attr}")
         outer = self.owner
         for statement in node.body:
             direct = isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))

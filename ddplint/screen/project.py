@@ -749,6 +749,18 @@ class Project:
             self._context[path] = self._compute_context(path)
         return self._context[path]
 
+    def ddp_importers_only(self, path: str) -> Optional[list[ModuleFacts]]:
+        """The DDP modules that import module ``path`` when that is its only
+        reason to be in DDP context (no DDP code of its own, no DDP model passed
+        to or returned into it); None otherwise."""
+        module = self.modules.get(path)
+        if module is None or module.own_ddp_context or path in self._receives_wrapped \
+                or path in self._gets_wrapped_back:
+            return None
+        found = [other for other_path, other in self.modules.items()
+                 if other.own_ddp_context and path in self.imported[other_path]]
+        return found or None
+
     def _compute_context(self, path: str) -> bool:
         module = self.modules.get(path)
         if module is None:
