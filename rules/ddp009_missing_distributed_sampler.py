@@ -57,7 +57,8 @@ _SHARDED_BY_HAND = re.compile(r"rank|world_size|num_replicas|shard|split_by_node
 class MissingDistributedSampler(Rule):
     code, name, severity = "DDP009", "missing-distributed-sampler", "warning"
     message = "training DataLoader without a DistributedSampler: every rank iterates the whole dataset"
-    triggers = ("DataLoader",)
+    # A DataLoader, or a call of a loader builder (``get_loader(...)``, FunctionFacts.sampler_switch).
+    triggers = ("DataLoader", "loader(")
     needs_ddp_context = True
     uses_project = True
 
@@ -162,7 +163,7 @@ class Runner:
 
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
-        return sketch.may_call(names.DATALOADER)
+        return True if sketch.may_call(names.DATALOADER) else ("loader",)  # or calls a loader builder
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if any(index.imports_module(framework) for framework in SHARDING_FRAMEWORKS):
@@ -188,6 +189,46 @@ class Runner:
             if target is not None and _read_on_rank_zero_only(index, site, target):
                 continue
             yield self.report(site.node, message)
+        for site in index.calls:
+            if _builder_leaves_out_sampler(index, site):
+                yield self.report(site.node, message)
+
+
+def _builder_leaves_out_sampler(index: SemanticIndex, site: CallSite) -> bool:
+    """``train_loader = get_loader(shard, batch_size)`` where the project
+    function ``get_loader`` builds its sampler only when a flag parameter that
+    defaults to False is passed (``dist=False``) and this call does not pass
+    it: a training loader with no sampler, over data not split by rank."""
+    if isinstance(site.node.func, cst.Name) and site.node.func.value == "DataLoader" or site.has_star_kwargs \
+            or site.has_star_args or site.qualified_name == names.DATALOADER:
+        return False
+    target = _assigned_name(index, site.node)
+    if target is None or "train" not in target.lower() or _EVAL_NAME.search(target):
+        return False
+    callee = dotted_name(site.node.func)
+    project = project_of(index)
+    key = project.resolve_function(index.path, callee, index.imports) if callee else None
+    function = project.function(key) if key else None
+    if function is None or not function.sampler_switch:
+        return False
+    params = [p for p in function.params if p not in ("self", "cls")] if "." in key[1] else list(function.params)
+    switch = function.sampler_switch
+    if site.argument(switch, params.index(switch) if switch in params else None) is not None:
+        return False
+    for arg in site.node.args:
+        values = [arg.value, *(index.reaching_values(arg.value) or [])] if isinstance(arg.value, cst.Name) \
+            else [arg.value]
+        if any(is_rank_value(index, v) or _SPLIT_BY_RANK.search(index.module.code_for_node(v)) for v in values):
+            return False  # the data is split by rank before
+    function = index.enclosing_scope(site.node)
+    if _PROFILING.search(index.path.rsplit("/", 1)[-1]) or (
+            isinstance(function, cst.FunctionDef) and _PROFILING.search(function.name.value)):
+        return False  # a throughput harness: duplicated batches change no training outcome
+    return not is_rank_guarded(index, site.node) and is_worker_code(index, site.node)
+
+
+_PROFILING = re.compile(r"profil|benchmark|throughput", re.IGNORECASE)
+_SPLIT_BY_RANK = re.compile(r"rank|world_size|num_replicas|process_index|num_processes", re.IGNORECASE)
 
 
 def _model_parallel(index: SemanticIndex) -> bool:

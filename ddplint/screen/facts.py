@@ -16,6 +16,7 @@ and call records.
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 import sys
 from dataclasses import dataclass, field
@@ -152,6 +153,10 @@ class FunctionFacts:
     # Params handed to a method of an object of unknown class whose name says it
     # evaluates or runs (``pipeline.run(dir, model=model)``): where they go is not visible.
     hands_on: set[str] = field(default_factory=set)
+    # A loader builder (``def get_loader(ds, bs, dist=False): sampler =
+    # DistributedSampler(ds) if dist else None; return DataLoader(ds, sampler=sampler)``):
+    # the parameter, False or None by default, without which the returned loader has no sampler.
+    sampler_switch: str = ""
 
 
 @dataclass(slots=True)
@@ -366,7 +371,12 @@ def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
     if len(parts) > 1 and any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith(PARAM_PREFIX)
                               for tag in call.args.values()):
         return True  # ``trainer.train(model)`` on an instance of unknown class: Project._by_method_name
+    if len(parts) == 1 and facts.star_imports and head not in _BUILTIN_NAMES:
+        return True  # ``from pkg.data import *`` then ``get_loader(...)``: Project._star_definition
     return len(parts) == 1 and (head in facts.functions or head in facts.classes)
+
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 
@@ -795,6 +805,7 @@ class _Extractor:
         facts.returns_params = {p for p in params if self.returns[-1] and all(
             self.passes_through(value, p) for value in self.returns[-1])}
         self.loop_facts(node, facts)
+        facts.sampler_switch = self.sampler_switch(node)
         self.agreed.pop()
         self.returns.pop()
         self.assigned.pop()
@@ -803,6 +814,43 @@ class _Extractor:
         self.main_guards = outer_main
         self.owner, self.self_class = outer_owner, outer_self
         self.facts.functions.setdefault(key, facts)
+
+    def sampler_switch(self, node: ast.AST) -> str:
+        """The ``sampler_switch`` of FunctionFacts: every return hands back
+        ``DataLoader(..., sampler=s)`` (or a name bound to it) where ``s`` is a
+        ``DistributedSampler(...)`` only in the arm of ``if <param>:`` (``== True``,
+        ``is True``) and None otherwise; the param defaults to False or None."""
+        args = node.args
+        positional = [*args.posonlyargs, *args.args]
+        defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
+        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+        returns = self.returns[-1]
+        if not returns or not any(isinstance(d, ast.Constant) and d.value in (False, None) for d in defaults.values()):
+            return ""
+        samplers = set()
+        for value in returns:
+            values = self.values_of(value.id) if isinstance(value, ast.Name) else [value]
+            calls = [v for v in values if isinstance(v, ast.Call) and self.qualified(v.func) == names.DATALOADER]
+            if not values or len(calls) != len(values):
+                return ""
+            for call in calls:
+                keyword = next((k for k in call.keywords if k.arg == "sampler"), None)
+                if keyword is None or not isinstance(keyword.value, ast.Name) \
+                        or any(k.arg in (None, "batch_sampler") for k in call.keywords):
+                    return ""
+                samplers.add(keyword.value.id)
+        if len(samplers) != 1:
+            return ""
+        sampler = samplers.pop()
+        for branch in (n for n in self.subtrees.under(node) if type(n) is ast.If):
+            flag = _switch_param(branch.test)
+            default = defaults.get(flag or "")
+            if not (isinstance(default, ast.Constant) and default.value in (False, None)):
+                continue
+            if _binds_call_to(branch.body, sampler, self, names.DISTRIBUTED_SAMPLER) \
+                    and _binds_none_to(branch.orelse, sampler):
+                return flag
+        return ""
 
     def returns_rank_test(self, node: ast.AST) -> bool:
         returns = self.returns[-1]
@@ -1645,6 +1693,29 @@ def _attribute_params(node: ast.ClassDef, subtrees) -> dict[str, tuple[str, str]
                         twice.add(target.attr)
                     found.setdefault(target.attr, (method.name, child.value.id))
     return {name: where for name, where in found.items() if name not in twice}
+
+
+def _switch_param(test: ast.AST) -> Optional[str]:
+    """``flag`` / ``flag == True`` / ``flag is True``: the flag's name."""
+    if isinstance(test, ast.Name):
+        return test.id
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) \
+            and isinstance(test.left, ast.Name) and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value is True:
+        return test.left.id
+    return None
+
+
+def _binds_call_to(body: list[ast.stmt], name: str, extractor, qualified: str) -> bool:
+    return any(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+               and s.targets[0].id == name and isinstance(s.value, ast.Call)
+               and extractor.qualified(s.value.func) == qualified for s in body)
+
+
+def _binds_none_to(body: list[ast.stmt], name: str) -> bool:
+    return any(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+               and s.targets[0].id == name and isinstance(s.value, ast.Constant) and s.value.value is None
+               for s in body)
 
 
 def _one_tag(tags: set[str]) -> str:

@@ -133,7 +133,9 @@ class Project:
         imports = module.imports if imports is None else imports
         head, _, rest = name.partition(".")
         if head not in imports:
-            return (path, name) if name in module.functions or name in module.classes else None
+            if name in module.functions or name in module.classes:
+                return (path, name)
+            return self._star_definition(path, module, name, depth) if "." not in name else None
         target = imports[head] + ("." + rest if rest else "")
         level = len(target) - len(target.lstrip("."))
         pieces = target[level:].split(".")
@@ -146,6 +148,19 @@ class Project:
                 found = self._definition(resolved, inner, None, depth + 1)
                 if found is not None:
                     return found
+        return None
+
+    def _star_definition(self, path: str, module: ModuleFacts, name: str, depth: int) -> Optional[tuple[str, str]]:
+        """``from pkg.data import *`` then ``get_loader(...)``: the function or
+        class of that name defined in a star-imported project module (the last
+        star import that defines it wins, as in Python)."""
+        for star in reversed(module.star_imports):
+            resolved = self.resolve_module(path, star)
+            if resolved is None or resolved == path:
+                continue
+            found = self._definition(resolved, name, None, depth + 1)
+            if found is not None:
+                return found
         return None
 
     def _method(self, owner: tuple[str, str], method: str, depth: int = 0) -> Optional[FunctionKey]:
@@ -547,7 +562,8 @@ class Project:
         "receives_ddp" when a function of it is given a DDP model by some call
         site, "wrapped" when it may hold a model wrapped elsewhere (a function
         given a DDP/FSDP model, a call returning one, a class related to one
-        that wraps an attribute)."""
+        that wraps an attribute), "loader" when it calls a loader builder whose
+        DistributedSampler depends on a flag (FunctionFacts.sampler_switch)."""
         if not hasattr(self, "_screen_cache"):
             found: dict[str, set[str]] = {}
             for key, calls in self.callers.items():
@@ -564,6 +580,8 @@ class Project:
                     kinds.add("collective")
                 if function is not None and function.returns_wrapped:
                     kinds.add("wrapped")
+                if function is not None and function.sampler_switch:
+                    kinds.add("loader")  # a loader builder whose sampler is optional (DDP009)
                 if kinds:
                     for caller_path, _ in calls:
                         found.setdefault(caller_path, set()).update(kinds)
