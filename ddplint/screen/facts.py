@@ -74,6 +74,9 @@ LOCAL_RANK_ATTRIBUTE = "attr:local_rank"  # X.local_rank: ARGV_LOCAL_RANK once t
 # callee's returns_wrapped (a model wrapped by a setup helper, passed on).
 # Several bindings give several such tags joined by "|".
 RETURN_PREFIX = "ret:"
+# "self:Cls.NAME": ``self.NAME`` of class Cls, stored from a parameter of one of
+# its methods (ModuleFacts.attribute_params): what its callers passed there.
+SELF_ATTRIBUTE_PREFIX = "self:"
 
 _GLOBAL_RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 _LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
@@ -1131,7 +1134,11 @@ class _Extractor:
                 wrapped = self.wrapper_of(value)
                 if wrapped:
                     return wrapped
-        return _one_tag(self.value_tags(expr)) or self.return_tag(expr)
+        found = _one_tag(self.value_tags(expr)) or self.return_tag(expr)
+        if not found and isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) \
+                and expr.value.id == "self" and expr.attr in self.facts.attribute_params.get(self.self_class, {}):
+            return f"{SELF_ATTRIBUTE_PREFIX}{self.self_class}.{expr.attr}"
+        return found
 
     def may_be_project_callee(self, callee: str) -> bool:
         """An imported name, or a function or class this module defined so far."""

@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Optional
 
 from ddplint import names
 from ddplint.screen.facts import (ARGV_LOCAL_RANK, DDP_MODEL, FSDP_MODEL, LOCAL_RANK_ATTRIBUTE, PARAM_PREFIX,
-                                  RETURN_PREFIX,
+                                  RETURN_PREFIX, SELF_ATTRIBUTE_PREFIX,
                                   UNKNOWN, CallFact, FunctionFacts, ModuleFacts)
 
 # ---------------------------------------------------------------------- the join
@@ -311,6 +311,9 @@ class Project:
                             tag = self.ddp_params.get((caller_path, call.caller), {}).get(tag[6:], "")
                         elif tag.startswith(RETURN_PREFIX):
                             tag = self.returned_tag(caller_path, tag)
+                        elif tag.startswith(SELF_ATTRIBUTE_PREFIX):  # ``self.student`` stored from a parameter
+                            owner, _, attribute = tag[len(SELF_ATTRIBUTE_PREFIX):].rpartition(".")
+                            tag = self.attribute_wrapped(caller_path, owner, attribute)
                         if tag not in (DDP_MODEL, FSDP_MODEL):
                             continue
                         param = self._param_for_slot(key, call, slot)
@@ -481,6 +484,8 @@ class Project:
                 feeding.append(((caller_path, call.caller), tag[len(PARAM_PREFIX):]))
             elif tag.startswith(RETURN_PREFIX):
                 tags.add(self.returned_tag(caller_path, tag) or UNKNOWN)
+            elif tag.startswith(SELF_ATTRIBUTE_PREFIX):
+                tags.add(UNKNOWN)
             elif tag == LOCAL_RANK_ATTRIBUTE:  # ``args.local_rank``: parsed from argv?
                 tags.add(ARGV_LOCAL_RANK if self.in_scope(caller_path, lambda m: m.adds_local_rank_flag)
                          else UNKNOWN)
