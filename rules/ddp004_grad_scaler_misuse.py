@@ -44,7 +44,9 @@ Not flagged: a scaler wrapped by a helper class that does step and update;
 (`if scaler is not None: ... else: optimizer.step()`); a warm-up loop that
 runs plain `backward()` and never steps before the scaled loop (backwards are
 compared with the `scaler.step` of their own loop only); a plain backward whose
-next step is a plain `optimizer.step()` (a regulariser pass with its own step).
+next step is a plain `optimizer.step()` (a regulariser pass with its own step);
+a scaler built in a function that runs a whole training (its own epoch loop)
+and is called in a loop of runs (hyper-parameter search: each run starts afresh).
 
 ## References
 - https://pytorch.org/docs/stable/amp.html#gradient-scaling

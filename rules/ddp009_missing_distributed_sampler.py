@@ -3,11 +3,15 @@ Flags a training `DataLoader` (its name says `train`, or it shuffles) over a
 map-style dataset, in DDP code, built with no `sampler` and no `batch_sampler`;
 also `DataLoader(ds, **kw)` where `kw` is a dict built in the function from
 literal keys (`{"shuffle": True, ...}`, `dict(...)`, `kw.update({...})`) that
-shuffles and carries no sampler.
+shuffles and carries no sampler; and `train_loader = get_loader(ds, bs)`
+calling a project function that builds a `DistributedSampler` only when a flag
+defaulting to False is passed (`dist=False`) without passing it, over data not
+split by rank.
 
 Not flagged: an `IterableDataset` (it shards itself); a custom sampler or batch
 sampler; data sharded by rank by hand (`Subset(ds, range(rank, n, world))`,
-`ds.use_partition(rank)`); evaluation loaders and loaders built on rank 0 only;
+`ds.use_partition(rank)`); evaluation loaders and loaders built on rank 0 only,
+or read only under a rank guard (`if local_rank == 0: next(iter(self.vis_loader))`);
 single-process branches and launcher-parent code; `**kwargs` ddplint cannot
 read; loaders prepared by accelerate / Lightning. In a module that sets up
 tensor or pipeline parallelism (`initialize_model_parallel(...)`) the message

@@ -5,7 +5,8 @@ collective state-dict call (`fsdp_model.state_dict()`, `FSDP.full_optim_state_di
 `get_model_state_dict`, `torch.distributed.checkpoint.save/load`,
 `ZeroRedundancyOptimizer.consolidate_state_dict()`) or a forward pass of
 a DDP/FSDP-wrapped model that runs only under a rank condition (`if rank == 0:`,
-`if is_main_process():`, after `if rank != 0: return`), directly or through a
+`if is_main_process():`, after `if rank != 0: return`, `if self.gpu_index == 0:`
+where the project's callers fill `gpu_index` with a rank), directly or through a
 function of the project that reaches one (`if rank == 0: evaluate(ddp_model)`,
 `self.checkpoint()` ending in `dist.barrier()`, a nested `test(loader)` whose
 `model(x)` reads the enclosing function's `model = DDP(model)`, `search()` that builds a DDP model,

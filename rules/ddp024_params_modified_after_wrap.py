@@ -8,8 +8,13 @@ the project (`freeze_head(ddp_model)`), and a function of the module handed the
 DDP model's parameters collected after the wrap that sets `requires_grad =
 False` on some of them (`filter_parameters(list(model.named_parameters()), rx)`,
 reported at that call).
+Also a DDP model kept by an object (``self.student = student`` in its
+constructor) and handed on from there (``self.helper(self.student, x)``) to a
+function that freezes it.
 Not flagged: changes before the wrap, a re-wrap after the change, EMA/teacher
-copies (modules that never run backward).
+copies (modules that never run backward), also through a helper that freezes
+the model it is given when every call of it passes a DDP model whose forwards
+all run under `torch.no_grad()`.
 
 ## Why is this bad?
 DDP builds its reducer (gradient buckets, the set of parameters that must

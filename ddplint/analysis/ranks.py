@@ -10,6 +10,9 @@
   ``trainer.is_global_zero``, a local helper whose body returns a rank test, or
   (project analysis) such a helper defined in another module;
 - a name bound from such a test (``master_process = ddp_rank == 0``);
+- a rank value is also a parameter, a ``**kwargs`` key or a ``self`` attribute
+  stored from one that every call site of the project fills with a rank
+  (``Runner(gpu_index=opt.local_rank)`` ... ``if self.gpu_index == 0:``);
 - ``not``/``and``/``or`` of tests where one operand is a rank condition.
 
 ``world_size > 1``, epoch and step counters are not rank conditions.
