@@ -26,7 +26,8 @@ else "cpu"`) has no index either, and `device_ids=[device]` with such a device
 both are flagged.
 
 Not flagged: `set_device` called on the path (here or anywhere the entry script
-reaches); explicit per-rank devices (`.cuda(local_rank)`, `torch.device("cuda",
+reaches; a `set_device` inside a helper function that no module of the project
+calls, spawns or imports by name never runs and does not count); explicit per-rank devices (`.cuda(local_rank)`, `torch.device("cuda",
 local_rank)`, `f"cuda:{local_rank}"`, `device_ids=[local_rank]`); per-process
 `CUDA_VISIBLE_DEVICES` masking to one GPU; frameworks that place each rank
 themselves (Accelerate, Lightning, DeepSpeed, ...); launcher-parent code and
@@ -132,7 +133,7 @@ class WorkerWithoutSetDevice(Rule):
         if not index.calls_to(names.INIT_PROCESS_GROUP, names.DDP):
             return  # not a worker (or the worker is set up elsewhere)
         if index.calls_to(names.SET_DEVICE) or index.method_calls("set_device") \
-                or project_of(index).in_scope(index.path, lambda m: m.calls_set_device):
+                or project_of(index).sets_device_in_scope(index.path):
             return
         if any(index.imports_module(f) for f in _FRAMEWORKS) or module_masks_visible_devices(index):
             return

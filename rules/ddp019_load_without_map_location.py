@@ -37,7 +37,9 @@ writes, a class's `load_x(path)` whose mirror `save_x` writes only `.cpu()`
 entries), LR scheduler states, random generator states (`torch.cuda.get_rng_state()` is
 a CPU tensor), full state dicts saved with CPU offload (also by another function of the module that writes
 the same file-name template after `cfg.offload_to_cpu = ...`), `GradScaler.state_dict()`, metadata-only files
-such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer);
+such as `meta.pt`, a sampler's state, files saved by a CPU-only Fabric/Trainer); processes that see one GPU
+(`os.environ["CUDA_VISIBLE_DEVICES"] = str(local_rank)` here, or in every script that imports this module):
+a tensor saved from `cuda:0` comes back to the process's own GPU;
 per-rank files (a name built from this process's rank: `f"model_rank{rank}.bin"`,
 each rank reads the shard it wrote); in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
 or bytes another machine serialised); a file saved and loaded under the same rank
@@ -68,7 +70,7 @@ from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
 from ddplint.analysis.flow import precedes
 from ddplint.analysis.ranks import is_rank_value
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name, iter_literal_strings
-from ddplint.analysis.values import literal_str
+from ddplint.analysis.values import literal_str, module_masks_visible_devices
 from ddplint.fixes import UNSAFE, add_keyword, node_fix, replace, string_literal
 from ddplint.rule import Invalid, Report, Rule, Valid
 
@@ -296,6 +298,8 @@ class LoadWithoutMapLocation(Rule):
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if not _uses_cuda(index):
             return  # a CPU-only worker: tensors were saved on, and come back to, the CPU
+        if module_masks_visible_devices(index):
+            return  # each process sees one GPU: cuda:0 is its own
         loads = index.calls_to(names.TORCH_LOAD, HUB_LOAD)
         for site in loads:
             if site.has_star_kwargs or site.has_star_args or _maps(site):

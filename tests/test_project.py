@@ -543,3 +543,44 @@ def test_run_time_imports_link_the_modules_their_pattern_names():
     project = Project(modules)
     assert project.modules_matching("pkg.trainers.*_trainer") == ["pkg/trainers/depth_trainer.py"]
     assert project.imported["pkg/builder.py"] == {"pkg/trainers/depth_trainer.py", "pkg/hooks.py"}
+
+
+SETUP_HELPER = "import torch\ndef seed(s):\n    torch.manual_seed(s)\ndef setup(gpu):\n    torch.cuda.set_device(gpu)\n"
+
+
+@pytest.mark.parametrize("helpers, train, runs", [
+    # imported for another helper only: the set_device of setup() never runs
+    (SETUP_HELPER, "from helpers import seed\nseed(1)\n", False),
+    # called from the script, or by any module of the project (precision first)
+    (SETUP_HELPER, "from helpers import seed, setup\nsetup(0)\n", True),
+    (SETUP_HELPER + "def main():\n    setup(0)\n", "from helpers import seed\n", True),
+    # imported by name (may be handed on), handed on as a value, decorated, at module level, a method
+    (SETUP_HELPER, "import helpers\nfrom helpers import setup as s\n", True),
+    (SETUP_HELPER + "import multiprocessing as mp\np = mp.Process(target=setup, args=(0,))\n",
+     "from helpers import seed\n", True),
+    ("import torch, functools\n@functools.lru_cache\ndef setup(gpu):\n    torch.cuda.set_device(gpu)\n",
+     "import helpers\n", True),
+    ("import torch\ntorch.cuda.set_device(0)\n", "import helpers\n", True),
+    ("import torch\nclass Env:\n    def setup(self, gpu):\n        torch.cuda.set_device(gpu)\n",
+     "import helpers\n", True),
+])
+def test_a_set_device_counts_only_where_it_may_run(helpers, train, runs):
+    project = _project({"helpers.py": helpers, "train.py": train})
+    assert "helpers.py" in project.scope("train.py")
+    assert project.sets_device_in_scope("train.py") is runs
+
+
+MASKING = "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = str(local_rank)\nimport helpers\n"
+
+
+@pytest.mark.parametrize("scripts, masked", [
+    ({"train.py": MASKING}, True),
+    ({"train.py": MASKING, "eval.py": MASKING.replace("helpers", "glue"), "glue.py": "import helpers\n"}, True),
+    # another script imports the helpers without masking, or masks with a literal list
+    ({"train.py": MASKING, "plot.py": "import helpers\n"}, False),
+    ({"train.py": "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0,1'\nimport helpers\n"}, False),
+    ({}, False),  # nothing imports the module: it is a script of its own
+])
+def test_a_helper_module_sees_one_gpu_only_when_every_importer_masks(scripts, masked):
+    project = _project({"helpers.py": "import torch\nx = torch.zeros(1, device='cuda:0')\n", **scripts})
+    assert project.only_masked_processes_reach("helpers.py") is masked

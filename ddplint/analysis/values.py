@@ -534,11 +534,14 @@ def in_device_list(index: SemanticIndex, node: cst.CSTNode) -> bool:
 def module_masks_visible_devices(index: SemanticIndex) -> bool:
     """Does the module give each process its own GPU through
     ``CUDA_VISIBLE_DEVICES`` set from a non-literal (``str(local_rank)``)? Then
-    ``cuda:0`` inside the worker is correct."""
+    ``cuda:0`` inside the worker is correct. A helper module that only such
+    scripts import (tgl's ``utils.py``) runs in those processes too."""
     for target, value in index.subscript_assignments:
         if index.qualified_name(target.value) != "os.environ":
             continue
         key = literal_str(target.slice[0].slice.value) if isinstance(target.slice[0].slice, cst.Index) else None
         if key == "CUDA_VISIBLE_DEVICES" and literal_str(value) is None:
             return True
-    return False
+    if index.project is None:
+        return False  # a text on its own: nothing imports it
+    return index.project.only_masked_processes_reach(index.path)

@@ -89,7 +89,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "23"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "26"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -177,6 +177,12 @@ class ModuleFacts:
     calls_set_epoch: bool = False
     destroys_process_group: bool = False
     calls_set_device: bool = False
+    # When every ``set_device`` call of the module sits in a plain function that the
+    # module never hands on as a value nor decorates (``def init_distributed_mode(args)``):
+    # those functions. The call runs only if some module calls or imports one of them.
+    set_device_only_in: tuple[str, ...] = ()
+    # ``os.environ["CUDA_VISIBLE_DEVICES"] = str(local_rank)``: each process sees one GPU
+    masks_visible_devices: bool = False
     has_epoch_loop: bool = False
     reads_local_rank_env: bool = False
     local_rank_attr_as_device: bool = False
@@ -211,7 +217,10 @@ def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFac
     facts = ModuleFacts(path)
     try:
         subtrees = Subtrees(tree)
-        _Extractor(facts, "local_rank" in source, subtrees).module(tree)
+        extractor = _Extractor(facts, "local_rank" in source, subtrees)
+        extractor.module(tree)
+        if facts.calls_set_device and not extractor.module_sets_device:
+            facts.set_device_only_in = _plain_device_setters(tree, facts, subtrees)
         if screen:
             from ddplint.screen.screening import screen_tree
 
@@ -222,6 +231,7 @@ def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFac
     facts.calls = [call for call in facts.calls if _may_reach_project_function(call, facts)]
     facts.reads_local_rank_env = "LOCAL_RANK" in source and _names_local_rank_variable(tree)
     facts.moves_to_cuda = _CUDA_USE.search(source) is not None
+    facts.masks_visible_devices = "CUDA_VISIBLE_DEVICES" in source and _masks_visible_devices(tree, subtrees)
     if any(marker in source for marker in _STRIP_MARKERS):
         facts.prefix_strips = prefix_strips(tree, facts, subtrees)
     facts.uses_sharding_framework = any(
@@ -338,6 +348,34 @@ def _record_hand_ons(facts: "ModuleFacts") -> None:
                 function.hands_on.add(tag[len(PARAM_PREFIX):])
 
 
+def _masks_visible_devices(tree: ast.AST, subtrees: Subtrees) -> bool:
+    """``os.environ["CUDA_VISIBLE_DEVICES"] = <not a literal>`` (values.module_masks_visible_devices)."""
+    for node in subtrees.of_kind(tree, ast.Assign):
+        for target in node.targets:
+            if isinstance(target, ast.Subscript) and _dotted(target.value) == "os.environ" \
+                    and isinstance(target.slice, ast.Constant) and target.slice.value == "CUDA_VISIBLE_DEVICES" \
+                    and not isinstance(node.value, ast.Constant):
+                return True
+    return False
+
+
+def _plain_device_setters(tree: ast.AST, facts: "ModuleFacts", subtrees: Subtrees) -> tuple[str, ...]:
+    """The functions holding the module's ``set_device`` calls, when each is a plain
+    function (not a method, not decorated) that the module itself only calls; ()
+    when one of them may run some other way (a callback, a decorator's entry point)."""
+    setters = {name for name, function in facts.functions.items() if function.sets_device}
+    if not setters or any("." in name for name in setters):
+        return ()
+    for node in subtrees.of_kind(tree, ast.FunctionDef) + subtrees.of_kind(tree, ast.AsyncFunctionDef):
+        if node.name in setters and node.decorator_list:
+            return ()
+    called = {id(node.func) for node in subtrees.of_kind(tree, ast.Call)}
+    if any(node.id in setters and id(node) not in called and isinstance(node.ctx, ast.Load)
+           for node in subtrees.order if type(node) is ast.Name):
+        return ()  # handed on as a value: ``Process(target=setup)``, ``fire.Fire(main)``
+    return tuple(sorted(setters))
+
+
 def _names_local_rank_variable(tree: ast.AST) -> bool:
     """A string of the module names the LOCAL_RANK variable (``os.environ["LOCAL_RANK"]``,
     ``getenv("LOCAL_RANK")``, ``f"...{os.environ['LOCAL_RANK']}"``); not ``config.LOCAL_RANK``
@@ -403,6 +441,7 @@ class _Extractor:
         self.subtrees = subtrees
         self.mentions_local_rank = mentions_local_rank  # skips an ast.dump per device call
         self.function: Optional[FunctionFacts] = None
+        self.module_sets_device = False  # a set_device call outside every function
         self.guards: list[bool] = []  # one entry per enclosing rank guard: strict?
         # The guards of the arm the code sits in that leave the main rank only
         # (the body of ``if rank == 0:``, the ``else`` of ``if rank != 0:``, after
@@ -928,6 +967,8 @@ class _Extractor:
             facts.calls_set_device = True
             if function is not None:
                 function.sets_device = True
+            else:
+                self.module_sets_device = True
         if function is not None and function.params:
             for used in _device_operands(node, qualified, method):
                 if isinstance(used, ast.Name) and used.id in function.params:

@@ -751,6 +751,36 @@ class Project:
         """Does some module in ``scope(path)`` satisfy ``predicate``?"""
         return any(predicate(self.modules[other]) for other in self.scope(path))
 
+    def sets_device_in_scope(self, path: str) -> bool:
+        """Does a ``torch.cuda.set_device`` call that may run sit anywhere in the
+        project as seen from ``path``? One inside a helper that no module calls nor
+        imports by name (``init_distributed_mode`` of a utils module the script
+        imports for ``seed_everything``) never runs."""
+        for other in self.scope(path):
+            module = self.modules[other]
+            if module.calls_set_device and (other == path or not module.set_device_only_in or any(
+                    self.may_be_called(other, name) for name in module.set_device_only_in)):
+                return True
+        return False
+
+    def only_masked_processes_reach(self, path: str) -> bool:
+        """Does every process that runs module ``path`` see one GPU? The module is
+        imported only by scripts that set ``CUDA_VISIBLE_DEVICES`` per process (and
+        by modules imported only by such scripts): its ``cuda:0`` is the rank's GPU."""
+        reachers = _closure([path], self._reached_by) - {path}
+        entries = [other for other in reachers if not (self._reached_by.get(other, set()) - {other})]
+        return bool(entries) and all(self.modules[other].masks_visible_devices for other in entries)
+
+    def may_be_called(self, path: str, function: str) -> bool:
+        """Some module calls (or spawns) ``function`` of module ``path``, or imports
+        it by name (and may hand it on)."""
+        key = (path, function)
+        if self.callers.get(key) or self.weak_callers.get(key):
+            return True
+        return any(other != path and any(target == function or target.endswith("." + function)
+                                         for target in module.imports.values())
+                   for other, module in self.modules.items())
+
     def reached_by(self, path: str) -> frozenset[str]:
         """The other modules that import or call into module ``path`` directly."""
         return frozenset(self._reached_by.get(path, set()) - {path})
