@@ -44,7 +44,9 @@ Not flagged: a scaler wrapped by a helper class that does step and update;
 (`if scaler is not None: ... else: optimizer.step()`); a warm-up loop that
 runs plain `backward()` and never steps before the scaled loop (backwards are
 compared with the `scaler.step` of their own loop only); a plain backward whose
-next step is a plain `optimizer.step()` (a regulariser pass with its own step).
+next step is a plain `optimizer.step()` (a regulariser pass with its own step);
+a scaler built in a function that runs a whole training (its own epoch loop)
+and is called in a loop of runs (hyper-parameter search: each run starts afresh).
 
 ## References
 - https://pytorch.org/docs/stable/amp.html#gradient-scaling
@@ -225,6 +227,21 @@ def train(model, loader, optimizer, epochs):
 
 def main():
     train(build(), loader(), optim(), 10)
+"""),
+        # The function runs a whole training (its own epoch loop): a loop calling it
+        # starts a new run each time (a hyper-parameter search), so a fresh scaler is right.
+        Valid(AMP + """\
+def fit(hparams, net, batches, opt, n_epochs):
+    amp_scaler = GradScaler()
+    for ep in range(n_epochs):
+        for xb in batches:
+            amp_scaler.scale(net(xb).mean() * hparams["w"]).backward()
+            amp_scaler.step(opt)
+            amp_scaler.update()
+
+if __name__ == "__main__":
+    for trial in range(50):
+        fit(sample_hparams(), make_net(), make_batches(), make_opt(), 30)
 """),
         # A regulariser pass: plain backward, then its own plain step (no scaler in that step).
         Valid(AMP + """\
@@ -460,7 +477,23 @@ def _built_in_training_loop(index: SemanticIndex, site: CallSite) -> bool:
     # ``def train_one_epoch(...): scaler = GradScaler(); for batch in loader: ...``
     # called from the epoch loop: a new scaler every epoch.
     function = flow.enclosing_function(index, site.node)
-    if function is None or not any(flow.is_training_loop(index, loop) and flow.precedes(index, site.node, loop)
-                                   and flow.enclosing_function(index, loop) is function for loop in index.loops):
+    later = [loop for loop in index.loops if flow.is_training_loop(index, loop)
+             and flow.precedes(index, site.node, loop) and flow.enclosing_function(index, loop) is function]
+    if function is None or not later:
         return False
+    if any(_is_epoch_loop(index, loop) for loop in later):
+        return False  # the function runs whole trainings: a loop calling it starts new runs (hyper-parameter search)
     return any(flow.enclosing_loops(index, call.node) for call in flow.callers(index, function))
+
+
+def _is_epoch_loop(index: SemanticIndex, loop: flow.Loop) -> bool:
+    """``for epoch in range(start_epoch, epochs):`` around a step loop: a loop
+    named for epochs that holds another training loop."""
+    if not isinstance(loop, cst.For):
+        return False
+    words = flow.dotted_name(loop.target) or ""
+    words += " " + (index.module.code_for_node(loop.iter) if loop.iter is not None else "")
+    if "epoch" not in words.lower():
+        return False
+    return any(inner is not loop and flow.is_training_loop(index, inner)
+               and any(outer is loop for outer in flow.enclosing_loops(index, inner)) for inner in index.loops)

@@ -33,7 +33,9 @@ choice); `**kwargs` that may carry it; `num_workers=0` or no `num_workers`;
 CPU-only code; a module that feeds another accelerator itself (JAX/Flax,
 `torch_xla`) and uses no CUDA, whatever CUDA code the libraries it imports
 contain; a loader factory of a module without CUDA use that only the module's
-own `__main__` smoke test calls; a dataset that already holds CUDA tensors (cached latents on the
+own `__main__` smoke test calls; a dataset class of the module whose
+`__getitem__` returns only its index and text attributes (`{"prompt":
+self.prompt, "index": index}`: prompts to generate images from); a dataset that already holds CUDA tensors (cached latents on the
 GPU: there is nothing to copy, and `pin_memory=True` would raise); unit tests
 (`test_*.py`, `tests/`), whose loaders test behaviour, not throughput; a
 loader in the arm of `if mode == "test":` where `mode` is a parameter that
@@ -116,6 +118,32 @@ class DataLoaderWithoutPinMemory(Rule):
     uses_project = True
 
     valid = [
+        # A dataset of prompts and indices (class images to generate): nothing to pin.
+        Valid("""\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Prompts(Dataset):
+    def __init__(self, prompt, n, pixels):
+        self.prompt = prompt
+        self.n = n
+        self.pixels = pixels
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        item = {}
+        item["prompt"] = self.prompt
+        item["index"] = i
+        return item
+
+pipe = build_pipeline().to("cuda")
+prompts = Prompts(args.class_prompt, 200, None)
+loader = DataLoader(prompts, batch_size=4, num_workers=2)
+for batch in loader:
+    save(pipe(batch["prompt"]).images, batch["index"])
+"""),
         # An identity collate_fn: the batches are raw examples, turned into tensors after the loader.
         Valid(LOADER + "import torch\ndef keep(examples):\n    return examples\n"
                        "loader = DataLoader(records, batch_size=16, num_workers=4, collate_fn=keep)\n"
@@ -168,6 +196,58 @@ def run(cfg, model, train_set, val_set):
 """),
     ]
     invalid = [
+        # The same dataset also returning an image tensor.
+        Invalid("""\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Prompts(Dataset):
+    def __init__(self, prompt, n, pixels):
+        self.prompt = prompt
+        self.n = n
+        self.pixels = pixels
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        item = {}
+        item["prompt"] = self.prompt
+        item["index"] = i
+        item["pixels"] = self.pixels[i]
+        return item
+
+pipe = build_pipeline().to("cuda")
+prompts = Prompts(args.class_prompt, 200, None)
+loader = DataLoader(prompts, batch_size=4, num_workers=2)
+for batch in loader:
+    save(pipe(batch["prompt"]).images, batch["index"])
+""", line=22, column=10, fixed="""\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Prompts(Dataset):
+    def __init__(self, prompt, n, pixels):
+        self.prompt = prompt
+        self.n = n
+        self.pixels = pixels
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        item = {}
+        item["prompt"] = self.prompt
+        item["index"] = i
+        item["pixels"] = self.pixels[i]
+        return item
+
+pipe = build_pipeline().to("cuda")
+prompts = Prompts(args.class_prompt, 200, None)
+loader = DataLoader(prompts, batch_size=4, num_workers=2, pin_memory=True)
+for batch in loader:
+    save(pipe(batch["prompt"]).images, batch["index"])
+"""),
         # The same class with a caller that builds the "test" loader.
         Invalid(LOADER + """\
 class Batches:
@@ -291,7 +371,7 @@ def run(cfg, model, train_set, val_set):
             return
         own_cuda = uses_cuda(index)
         for call in calls:
-            if _holds_cuda_tensors(index, call) or _identity_collate(index, call) \
+            if _holds_cuda_tensors(index, call) or _identity_collate(index, call) or _yields_text_only(index, call) \
                     or (not own_cuda and _only_self_tested(index, call)) \
                     or flow.in_branch_no_caller_takes(index, call.node):
                 continue
@@ -365,6 +445,70 @@ def _identity_function(function: cst.FunctionDef) -> bool:
 
 def _returns_its_argument(params: cst.Parameters, value) -> bool:
     return len(params.params) == 1 and isinstance(value, cst.Name) and value.value == params.params[0].name.value
+
+
+_TEXT_ATTRIBUTE = re.compile(r"^(class_|instance_)?(prompt|text|caption|name|path|file_?name)s?$", re.IGNORECASE)
+
+
+def _yields_text_only(index: SemanticIndex, call) -> bool:
+    """The loader's dataset is a class of this module whose ``__getitem__``
+    returns a dict of its index and text attributes only (``{"prompt":
+    self.prompt, "index": index}``: prompts to generate from): its batches hold
+    no tensor worth pinning."""
+    if call.argument("collate_fn") is not None:
+        return False
+    dataset = call.argument("dataset", 0)
+    values = index.reaching_values(dataset.value) if dataset is not None and isinstance(dataset.value, cst.Name) \
+        else None
+    if not values or not all(isinstance(v, cst.Call) and isinstance(v.func, cst.Name) for v in values):
+        return False
+    classes = {c.name.value: c for c in index.classes}
+    for value in values:
+        owner = classes.get(value.func.value)
+        getitem = next((f for f in index.functions_named("__getitem__")
+                        if owner is not None and index.parent(index.parent(f)) is owner), None)
+        if getitem is None or not _returns_text_dict(getitem):
+            return False
+    return True
+
+
+def _returns_text_dict(function: cst.FunctionDef) -> bool:
+    params = [p.name.value for p in function.params.params]
+    position = params[1] if len(params) > 1 else None
+    statements = [s.body[0] for s in function.body.body if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1]
+    if len(statements) != len(function.body.body) or not statements or not isinstance(statements[-1], cst.Return):
+        return False
+    returned = statements[-1].value
+    items: list[cst.BaseExpression] = []
+    if isinstance(returned, cst.Dict):
+        items = [e.value for e in returned.elements if isinstance(e, cst.DictElement)]
+        if len(items) != len(returned.elements):
+            return False
+    elif isinstance(returned, cst.Name):
+        for statement in statements[:-1]:
+            if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+                return False
+            target = statement.targets[0].target
+            if isinstance(target, cst.Name) and target.value == returned.value:
+                if not (isinstance(statement.value, cst.Dict) and not statement.value.elements):
+                    return False
+            elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) \
+                    and target.value.value == returned.value:
+                items.append(statement.value)
+            else:
+                return False
+    else:
+        return False
+
+    def text_or_index(item: cst.BaseExpression) -> bool:
+        if isinstance(item, cst.Name):
+            return item.value == position
+        if isinstance(item, (cst.SimpleString, cst.Integer)):
+            return True
+        return isinstance(item, cst.Attribute) and isinstance(item.value, cst.Name) and item.value.value == "self" \
+            and _TEXT_ATTRIBUTE.match(item.attr.value) is not None
+
+    return bool(items) and all(text_or_index(item) for item in items)
 
 
 def _holds_cuda_tensors(index: SemanticIndex, call) -> bool:

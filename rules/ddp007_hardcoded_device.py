@@ -147,6 +147,17 @@ def worker(rank, world_size):
     dist.init_process_group("nccl", rank=rank, world_size=world_size)
     Runner("exp", rank=rank, world_size=world_size)
 """),
+        # The single-process arm of a flag read from nested option dicts.
+        Valid(DIST + """\
+class Engine:
+    def setup_devices(self):
+        if self.cfg["run"]["use_ddp"]:
+            self.dev = torch.device(self.cfg["run"]["rank"])
+            dist.init_process_group("nccl")
+        else:
+            self.dev = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+        self.net = self.net.to(self.dev)
+"""),
         # One GPU visible to the process (one GPU per task): index 0 is its own.
         Valid(DIST + "import os\ndef pin_gpu():\n    if torch.cuda.device_count() == 1:\n"
                      "        torch.cuda.set_device(0)\n        return\n"
@@ -209,6 +220,17 @@ def worker(rank, world_size):
         # the main block of a DDP script is worker code
         Invalid(DIST + "if __name__ == '__main__':\n    dist.init_process_group('nccl')\n"
                        "    model = Net().to('cuda:0')\n", line=5, column=22),
+        # the distributed arm of a flag read from nested option dicts is a worker
+        Invalid(DIST + """\
+class Engine:
+    def setup_devices(self):
+        if self.cfg["run"]["use_ddp"]:
+            dist.init_process_group("nccl")
+            self.dev = torch.device("cuda:0")
+        else:
+            self.dev = torch.device("cpu")
+        self.net = self.net.to(self.dev)
+""", line=7, column=37),
         # the distributed arm of a world-size test is a worker
         Invalid(DIST + "if num_processes > 1:\n    torch.cuda.set_device(0)\n", line=4, column=27),
     ]
@@ -223,7 +245,7 @@ def worker(rank, world_size):
             return
         for node in _hardcoded_device_literals(index):
             if is_worker_code(index, node) and not in_device_list(index, node) and not _left_at_once(index, node) \
-                    and not runs_on_rank_zero_only(index, node) and not _holds_single_process_trainer(index, node) \
+                    and not runs_on_rank_zero_only(index, node) \
                     and not _one_gpu_visible(index, node):
                 yield self.report(node, _message(index, node))
 
@@ -241,61 +263,6 @@ def _message(index: SemanticIndex, node: cst.CSTNode) -> str:
     else:
         return HardcodedDevice.message
     return f"hard-coded device index: every rank puts its tensors on {device}; derive the index from LOCAL_RANK"
-
-
-# Parameters that make a trainer distributed: a world size whose default is 1,
-# or a switch whose default is False.
-_WORLD_SIZE_PARAMS = ("world_size", "worldsize", "nprocs", "num_processes", "num_gpus", "ngpus", "n_gpus")
-_DDP_SWITCH_PARAMS = ("is_ddp", "ddp", "use_ddp", "distributed", "is_distributed", "multiprocessing_distributed")
-
-
-def _holds_single_process_trainer(index: SemanticIndex, node: cst.CSTNode) -> bool:
-    """``node`` is in a method of a class whose ``__init__`` builds a class of
-    this module with its single-process defaults: ``self.model =
-    Trainer(name=name)`` where ``Trainer.__init__(..., is_ddp=False, rank=0,
-    world_size=1)`` and the call passes none of them (an inference helper such
-    as a ``ModelLoader``: one process, one GPU). A process role question
-    (``roles.process_role``), kept here while only this rule asks it."""
-    method = next((a for a in index.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
-    owner = index.parent(index.parent(method)) if method is not None else None
-    if not isinstance(owner, cst.ClassDef):
-        return False
-    init = next((f for f in index.functions_named("__init__") if index.parent(index.parent(f)) is owner), None)
-    if init is None:
-        return False
-    classes = {c.name.value: c for c in index.classes}
-    for site in index.calls:
-        func = site.node.func
-        if site.scope is not init or not isinstance(func, cst.Name) or func.value not in classes \
-                or classes[func.value] is owner:
-            continue
-        built = next((f for f in index.functions_named("__init__")
-                      if index.parent(index.parent(f)) is classes[func.value]), None)
-        if built is not None and _left_single_process(built, site.node):
-            return True
-    return False
-
-
-def _left_single_process(init: cst.FunctionDef, call: cst.Call) -> bool:
-    """Does ``call`` of the class whose constructor is ``init`` leave every
-    distributed parameter at a single-process default (at least one)?"""
-    if any(arg.star for arg in call.args):
-        return False
-    params = [p for p in init.params.params][1:]  # after ``self``
-    positional = sum(1 for arg in call.args if arg.keyword is None)
-    passed = {arg.keyword.value for arg in call.args if arg.keyword is not None}
-    switches = []
-    for position, param in enumerate([*params, *init.params.kwonly_params]):
-        name = param.name.value.lower()
-        if name not in _WORLD_SIZE_PARAMS and name not in _DDP_SWITCH_PARAMS:
-            continue
-        default = param.default
-        single = (name in _WORLD_SIZE_PARAMS and literal_int(default) == 1) or (
-            name in _DDP_SWITCH_PARAMS and isinstance(default, cst.Name) and default.value == "False")
-        if not single or param.name.value in passed or (position < len(params) and position < positional):
-            return False
-        switches.append(name)
-    return bool(switches)
 
 
 def _one_gpu_visible(index: SemanticIndex, node: cst.CSTNode) -> bool:

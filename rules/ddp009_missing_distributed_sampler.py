@@ -3,11 +3,15 @@ Flags a training `DataLoader` (its name says `train`, or it shuffles) over a
 map-style dataset, in DDP code, built with no `sampler` and no `batch_sampler`;
 also `DataLoader(ds, **kw)` where `kw` is a dict built in the function from
 literal keys (`{"shuffle": True, ...}`, `dict(...)`, `kw.update({...})`) that
-shuffles and carries no sampler.
+shuffles and carries no sampler; and `train_loader = get_loader(ds, bs)`
+calling a project function that builds a `DistributedSampler` only when a flag
+defaulting to False is passed (`dist=False`) without passing it, over data not
+split by rank.
 
 Not flagged: an `IterableDataset` (it shards itself); a custom sampler or batch
 sampler; data sharded by rank by hand (`Subset(ds, range(rank, n, world))`,
-`ds.use_partition(rank)`); evaluation loaders and loaders built on rank 0 only;
+`ds.use_partition(rank)`); evaluation loaders and loaders built on rank 0 only,
+or read only under a rank guard (`if local_rank == 0: next(iter(self.vis_loader))`);
 single-process branches and launcher-parent code; `**kwargs` ddplint cannot
 read; loaders prepared by accelerate / Lightning. In a module that sets up
 tensor or pipeline parallelism (`initialize_model_parallel(...)`) the message
@@ -40,7 +44,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.values import literal_bool, literal_str
+from ddplint.analysis.values import literal_bool, literal_str, name_reads
 from ddplint.analysis.models import function_key, project_of
 from ddplint.screen.facts import SHARDING_FRAMEWORKS
 from ddplint.analysis.ranks import is_rank_guarded, is_rank_value
@@ -57,7 +61,8 @@ _SHARDED_BY_HAND = re.compile(r"rank|world_size|num_replicas|shard|split_by_node
 class MissingDistributedSampler(Rule):
     code, name, severity = "DDP009", "missing-distributed-sampler", "warning"
     message = "training DataLoader without a DistributedSampler: every rank iterates the whole dataset"
-    triggers = ("DataLoader",)
+    # A DataLoader, or a call of a loader builder (``get_loader(...)``, FunctionFacts.sampler_switch).
+    triggers = ("DataLoader", "loader(")
     needs_ddp_context = True
     uses_project = True
 
@@ -90,6 +95,21 @@ class MissingDistributedSampler(Rule):
                         "train_loader = DataLoader(train_set, batch_size=8, shuffle=True)\n"),
         Valid(IMPORTS + "def main(rank, world_size):\n    ds = Shards(root)\n    ds.select(rank, world_size)\n"
                         "    train_loader = DataLoader(ds, batch_size=8, shuffle=True)\n"),
+        # A shuffling loader only rank 0 reads (a batch for plots).
+        Valid(IMPORTS + """\
+class Runner:
+    def __init__(self, ds, local_rank):
+        self.local_rank = local_rank
+        self.train_loader = DataLoader(ds, batch_size=4, sampler=DistributedSampler(ds))
+        self.vis_loader = DataLoader(ds, batch_size=2, shuffle=True)
+
+    def run(self, epochs):
+        for ep in range(epochs):
+            if self.local_rank == 0 and ep % 10 == 0:
+                render(next(iter(self.vis_loader)))
+            for batch in self.train_loader:
+                self.step(batch)
+"""),
         # The single-process branch.
         Valid(IMPORTS + "if args.distributed:\n    sampler = DistributedSampler(ds)\n"
                         "    train_loader = DataLoader(ds, batch_size=8, sampler=sampler)\nelse:\n"
@@ -127,13 +147,27 @@ class MissingDistributedSampler(Rule):
                         "    parallel_state.initialize_model_parallel(tensor_model_parallel_size=2)\n"
                         "def batches(ds):\n    train_loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
                         "    return iter(train_loader)\n", line=8, column=20),
+        # The same loader read on every rank.
+        Invalid(IMPORTS + """\
+class Runner:
+    def __init__(self, ds, local_rank):
+        self.local_rank = local_rank
+        self.vis_loader = DataLoader(ds, batch_size=2, shuffle=True)
+
+    def run(self, epochs):
+        for ep in range(epochs):
+            if self.local_rank == 0:
+                render(next(iter(self.vis_loader)))
+            for batch in self.vis_loader:
+                self.step(batch)
+""", line=6, column=27),
         Invalid(IMPORTS + "kw = dict(batch_size=8)\nkw.update({'shuffle': True, 'drop_last': True})\n"
                           "loader = DataLoader(ds, **kw)\n", line=5, column=10),
     ]
 
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
-        return sketch.may_call(names.DATALOADER)
+        return True if sketch.may_call(names.DATALOADER) else ("loader",)  # or calls a loader builder
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         if any(index.imports_module(framework) for framework in SHARDING_FRAMEWORKS):
@@ -156,7 +190,49 @@ class MissingDistributedSampler(Rule):
                 continue
             if _returned(index, site, target) and not _callers_known_plain(index, site):
                 continue
+            if target is not None and _read_on_rank_zero_only(index, site, target):
+                continue
             yield self.report(site.node, message)
+        for site in index.calls:
+            if _builder_leaves_out_sampler(index, site):
+                yield self.report(site.node, message)
+
+
+def _builder_leaves_out_sampler(index: SemanticIndex, site: CallSite) -> bool:
+    """``train_loader = get_loader(shard, batch_size)`` where the project
+    function ``get_loader`` builds its sampler only when a flag parameter that
+    defaults to False is passed (``dist=False``) and this call does not pass
+    it: a training loader with no sampler, over data not split by rank."""
+    if isinstance(site.node.func, cst.Name) and site.node.func.value == "DataLoader" or site.has_star_kwargs \
+            or site.has_star_args or site.qualified_name == names.DATALOADER:
+        return False
+    target = _assigned_name(index, site.node)
+    if target is None or "train" not in target.lower() or _EVAL_NAME.search(target):
+        return False
+    callee = dotted_name(site.node.func)
+    project = project_of(index)
+    key = project.resolve_function(index.path, callee, index.imports) if callee else None
+    function = project.function(key) if key else None
+    if function is None or not function.sampler_switch:
+        return False
+    params = [p for p in function.params if p not in ("self", "cls")] if "." in key[1] else list(function.params)
+    switch = function.sampler_switch
+    if site.argument(switch, params.index(switch) if switch in params else None) is not None:
+        return False
+    for arg in site.node.args:
+        values = [arg.value, *(index.reaching_values(arg.value) or [])] if isinstance(arg.value, cst.Name) \
+            else [arg.value]
+        if any(is_rank_value(index, v) or _SPLIT_BY_RANK.search(index.module.code_for_node(v)) for v in values):
+            return False  # the data is split by rank before
+    function = index.enclosing_scope(site.node)
+    if _PROFILING.search(index.path.rsplit("/", 1)[-1]) or (
+            isinstance(function, cst.FunctionDef) and _PROFILING.search(function.name.value)):
+        return False  # a throughput harness: duplicated batches change no training outcome
+    return not is_rank_guarded(index, site.node) and is_worker_code(index, site.node)
+
+
+_PROFILING = re.compile(r"profil|benchmark|throughput", re.IGNORECASE)
+_SPLIT_BY_RANK = re.compile(r"rank|world_size|num_replicas|process_index|num_processes", re.IGNORECASE)
 
 
 def _model_parallel(index: SemanticIndex) -> bool:
@@ -255,6 +331,31 @@ def _callers_known_plain(index: SemanticIndex, site: CallSite) -> bool:
         return False
     callers = project.caller_modules(index.path, function_key(index, scope))
     return callers is not None and not any(m.uses_sharding_framework for m in callers)
+
+
+def _read_on_rank_zero_only(index: SemanticIndex, site: CallSite, target: str) -> bool:
+    """``self.plot_loader = DataLoader(...)`` (an attribute, or a name of the
+    function) whose every read in the module is under a rank guard
+    (``if rank == 0 and do_vis: batch = next(iter(self.plot_loader))``): a
+    loader only rank 0 iterates, for plots or evaluation."""
+    if "." in target:
+        if not target.startswith("self.") or target.count(".") != 1:
+            return False
+        owner = index.enclosing(site.node, cst.ClassDef)
+        reads = [node for node in index._parents if isinstance(node, cst.Attribute)
+                 and node.attr.value == target[5:] and dotted_name(node) == target
+                 and not _is_assignment_target(index, node)
+                 and (owner is None or any(a is owner for a in index.ancestors(node)))]
+    else:
+        scope = index.enclosing_scope(site.node)
+        reads = [node for node in name_reads(index, target) if index.enclosing_scope(node) is scope]
+    return bool(reads) and all(is_rank_guarded(index, node) for node in reads)
+
+
+def _is_assignment_target(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    parent = index.parent(node)
+    return isinstance(parent, cst.AssignTarget) or (
+        isinstance(parent, (cst.AnnAssign, cst.AugAssign)) and parent.target is node)
 
 
 def _has_sampler(site: CallSite) -> bool:

@@ -5,7 +5,8 @@ collective state-dict call (`fsdp_model.state_dict()`, `FSDP.full_optim_state_di
 `get_model_state_dict`, `torch.distributed.checkpoint.save/load`,
 `ZeroRedundancyOptimizer.consolidate_state_dict()`) or a forward pass of
 a DDP/FSDP-wrapped model that runs only under a rank condition (`if rank == 0:`,
-`if is_main_process():`, after `if rank != 0: return`), directly or through a
+`if is_main_process():`, after `if rank != 0: return`, `if self.gpu_index == 0:`
+where the project's callers fill `gpu_index` with a rank), directly or through a
 function of the project that reaches one (`if rank == 0: evaluate(ddp_model)`,
 `self.checkpoint()` ending in `dist.barrier()`, a nested `test(loader)` whose
 `model(x)` reads the enclosing function's `model = DDP(model)`, `search()` that builds a DDP model,
@@ -203,8 +204,44 @@ class RankConditionalCollective(Rule):
                            "model = DDP(net)\nif rank == 0:\n    print(evaluate_size(model))\n"),
         # The rank test also encloses the wrap: the ranks that own the model run it.
         Valid(DDP_IMPORT + "if rank in trainers:\n    model = DDP(net, process_group=pg)\n    out = model(x)\n"),
+        # The same index filled with a device number that is not a rank: not a rank test.
+        Valid(DIST + "import os\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n" + """\
+class Renderer:
+    def __init__(self, **opts):
+        self.dev_idx = opts["dev_idx"]
+        self.field = DDP(build_field().cuda(self.dev_idx), device_ids=[self.dev_idx])
+
+    def fit(self, rays, show):
+        for r in rays:
+            self.field(r).mean().backward()
+            if self.dev_idx == 0 and show:
+                preview = self.field(r[:64])
+                save_image(preview)
+
+if __name__ == "__main__":
+    dist.init_process_group("nccl")
+    Renderer(dev_idx=args.device_number).fit(load_rays(), True)
+"""),
     ]
     invalid = [
+        # A rank passed by keyword into **opts and kept on self: the forward runs on local rank 0 only.
+        Invalid(DIST + "import os\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n" + """\
+class Renderer:
+    def __init__(self, **opts):
+        self.dev_idx = opts["dev_idx"]
+        self.field = DDP(build_field().cuda(self.dev_idx), device_ids=[self.dev_idx])
+
+    def fit(self, rays, show):
+        for r in rays:
+            self.field(r).mean().backward()
+            if self.dev_idx == 0 and show:
+                preview = self.field(r[:64])
+                save_image(preview)
+
+if __name__ == "__main__":
+    dist.init_process_group("nccl")
+    Renderer(dev_idx=int(os.environ["LOCAL_RANK"])).fit(load_rays(), True)
+""", line=14, column=27),
         Invalid(DIST + "if dist.get_rank() == 0:\n    dist.barrier()\n", line=4, column=5),
         Invalid(DIST + "def is_main_process():\n    return dist.get_rank() == 0\n"
                        "if is_main_process():\n    dist.all_reduce(loss)\n", line=6, column=5),

@@ -8,8 +8,13 @@ the project (`freeze_head(ddp_model)`), and a function of the module handed the
 DDP model's parameters collected after the wrap that sets `requires_grad =
 False` on some of them (`filter_parameters(list(model.named_parameters()), rx)`,
 reported at that call).
+Also a DDP model kept by an object (``self.student = student`` in its
+constructor) and handed on from there (``self.helper(self.student, x)``) to a
+function that freezes it.
 Not flagged: changes before the wrap, a re-wrap after the change, EMA/teacher
-copies (modules that never run backward).
+copies (modules that never run backward), also through a helper that freezes
+the model it is given when every call of it passes a DDP model whose forwards
+all run under `torch.no_grad()`.
 
 ## Why is this bad?
 DDP builds its reducer (gradient buckets, the set of parameters that must
@@ -85,8 +90,44 @@ class ParamsModifiedAfterWrap(Rule):
         # A momentum (EMA) target network that never runs backward.
         Valid(IMPORTS + "target_encoder = DDP(target_encoder)\nfor p in target_encoder.parameters():\n"
                         "    p.requires_grad = False\nwith torch.no_grad():\n    h = target_encoder(x)\n"),
+        # A helper freezes every parameter of the model it is given, and the one DDP
+        # model handed to it only runs under no_grad (a frozen auxiliary predictor).
+        Valid(IMPORTS + """\
+class Forecaster:
+    def __init__(self, backbone, helper_net, rank):
+        self.net = DDP(backbone.cuda(), device_ids=[rank])
+        self.aux = DDP(helper_net.cuda(), device_ids=[rank])
+        self.freeze_all(self.aux)
+
+    def freeze_all(self, module):
+        for w in module.parameters():
+            w.requires_grad = False
+
+    def step(self, x, y, opt):
+        with torch.no_grad():
+            x = self.aux(x)
+        (self.net(x) - y).pow(2).mean().backward()
+        opt.step()
+"""),
     ]
     invalid = [
+        # The same helper given a DDP model that also runs backward.
+        Invalid(IMPORTS + """\
+class Forecaster:
+    def __init__(self, backbone, helper_net, rank):
+        self.net = DDP(backbone.cuda(), device_ids=[rank])
+        self.aux = DDP(helper_net.cuda(), device_ids=[rank])
+        self.freeze_all(self.aux)
+
+    def freeze_all(self, module):
+        for w in module.parameters():
+            w.requires_grad = False
+
+    def step(self, x, y, opt):
+        x = self.aux(x)
+        (self.net(x) - y).pow(2).mean().backward()
+        opt.step()
+""", line=12, column=13),
         # The wrapped model's parameters, collected after the wrap, handed to a selector that
         # freezes the ones it drops (through a nested predicate given to filter()).
         Invalid(IMPORTS + "def keep_matching(pairs, pattern):\n    def keep(item):\n        name, w = item\n"
@@ -290,7 +331,7 @@ def _wrapped_and_not_rewrapped(index: SemanticIndex, expr: cst.BaseExpression, o
     if root is None:
         return False
     inner = root.split(".module")[0]
-    if _never_runs_backward(index, inner):
+    if _never_runs_backward(index, inner) or _given_only_models_without_backward(index, expr, inner):
         return False
     for site in index.calls_to(names.DDP):
         module = site.argument("module", 0)
@@ -308,6 +349,34 @@ def _never_runs_backward(index: SemanticIndex, name: str) -> bool:
         forwards = [site for site in index.calls if dotted_name(site.node.func) in (name, name + ".module")]
         index.cache[key] = bool(forwards) and all(grad_mode(index, site.node) == "off" for site in forwards)
     return index.cache[key]
+
+
+def _given_only_models_without_backward(index: SemanticIndex, expr: cst.BaseExpression, name: str) -> bool:
+    """``def switch_off_grad(self, model): for p in model.parameters(): ...``
+    where ``model`` is a parameter of the function and every call of it in this
+    module passes a DDP model that never runs backward (``self.model_wind``
+    whose forwards all run under ``torch.no_grad()``): nothing to reduce."""
+    from ddplint.analysis.flow import callers
+
+    if "." in name:
+        return False
+    function = index.enclosing_scope(expr)
+    if not isinstance(function, cst.FunctionDef):
+        return False
+    params = [p.name.value for p in function.params.params]
+    if name not in params:
+        return False
+    sites = callers(index, function)
+    if not sites:
+        return False
+    if params and params[0] in ("self", "cls") and isinstance(sites[0].node.func, cst.Attribute):
+        params = params[1:]
+    for site in sites:
+        arg = site.argument(name, params.index(name) if name in params else None)
+        passed = dotted_name(arg.value) if arg is not None else None
+        if passed is None or not _never_runs_backward(index, passed.split(".module")[0]):
+            return False
+    return True
 
 
 def _parameters_owner(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:

@@ -212,8 +212,6 @@ def wrapped_by_key(index, expr) -> str:
     argument (``StateTracker(..., model=ddp_model)``) or a dict entry bound to
     a name (``state = {"model": ddp_model}``). The holder itself is not
     resolved; the key ties them."""
-    import libcst as cst
-
     key = _string_key(expr)
     if key is None:
         return ""

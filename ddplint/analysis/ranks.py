@@ -13,6 +13,9 @@
 - (lenient) an attribute that every assignment of the project sets to a rank
   test or, under a rank guard, to a boolean (``if opt.log:`` after a set-up
   helper ran ``opt.log = opt.rank % ngpus == 0``: ``Project.is_rank_flag_attribute``);
+- a rank value is also a parameter, a ``**kwargs`` key or a ``self`` attribute
+  stored from one that every call site of the project fills with a rank
+  (``Runner(gpu_index=opt.local_rank)`` ... ``if self.gpu_index == 0:``);
 - ``not``/``and``/``or`` of tests where one operand is a rank condition.
 
 ``world_size > 1``, epoch and step counters are not rank conditions.
@@ -80,7 +83,9 @@ def is_rank_value(index: SemanticIndex, expr: cst.BaseExpression, lenient: bool 
         # ``config["rank"]``, ``args["local_rank"]``: a rank kept in a dict
         key = expr.slice[0].slice if len(expr.slice) == 1 else None
         text = literal_str(key.value) if isinstance(key, cst.Index) else None
-        return text is not None and RANK_NAME.match(text) is not None
+        if text is not None and RANK_NAME.match(text) is not None:
+            return True
+        return text is not None and _keyword_filled_with_rank(index, expr.value, text)
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Modulo, cst.FloorDivide)):
         # ``args.rank % ngpus_per_node`` is the local rank.
         return is_rank_value(index, expr.left, lenient, depth + 1)
@@ -93,7 +98,54 @@ def is_rank_value(index: SemanticIndex, expr: cst.BaseExpression, lenient: bool 
     if lenient and last.lower() in _PROCESS_INDEX_NAMES:
         return True
     values = index.reaching_values(expr) if isinstance(expr, cst.Name) else None
-    return bool(values) and all(is_rank_value(index, v, lenient, depth + 1) for v in values)
+    if values:
+        return all(is_rank_value(index, v, lenient, depth + 1) for v in values)
+    if isinstance(expr, cst.Name):
+        return _parameter_filled_with_rank(index, expr)
+    return isinstance(expr, cst.Attribute) and _attribute_holds_rank(index, expr, name, lenient, depth)
+
+
+# Project tags (``ddplint.screen.facts``) of values that are a rank.
+_RANK_TAGS = frozenset({"global_rank", "local_rank", "argv_local_rank", "spawn_index"})
+
+
+def _parameter_filled_with_rank(index: SemanticIndex, expr: cst.Name) -> bool:
+    """``def fit(gpu_index): ... if gpu_index == 0:`` where every call site of
+    the project passes a rank (``fit(args.local_rank)``, ``mp.spawn(fit)``)."""
+    from ddplint.analysis.models import parameter_values
+
+    bindings = index.reaching(expr.value, expr)
+    if len(bindings) != 1 or bindings[0].kind != "param":
+        return False
+    tags = parameter_values(index, bindings[0])
+    return bool(tags) and tags <= _RANK_TAGS
+
+
+def _keyword_filled_with_rank(index: SemanticIndex, holder: cst.BaseExpression, key: str) -> bool:
+    """``kwargs["gpu_index"]`` where ``kwargs`` is the ``**`` parameter of the
+    enclosing function and every call site of the project passes a rank as
+    ``gpu_index=`` (``Runner(gpu_index=opt.local_rank)``)."""
+    from ddplint.analysis.models import function_key, project_of
+
+    if not isinstance(holder, cst.Name):
+        return False
+    function = index.enclosing_scope(holder)
+    if not isinstance(function, cst.FunctionDef) or not isinstance(function.params.star_kwarg, cst.Param) \
+            or function.params.star_kwarg.name.value != holder.value:
+        return False
+    tags = project_of(index).param_values(index.path, function_key(index, function), key)
+    return bool(tags) and tags <= _RANK_TAGS
+
+
+def _attribute_holds_rank(index: SemanticIndex, expr: cst.Attribute, name: str, lenient: bool,
+                          depth: int) -> bool:
+    """``self.gpu_index`` whose every assignment stores a rank value
+    (``self.gpu_index = kwargs["gpu_index"]``, filled with a rank by the callers)."""
+    if not name.startswith("self.") or name.count(".") != 1:
+        return False
+    bindings = [b for b in index.visible_bindings(name, expr) or [] if b.kind in ("assign", "annassign")]
+    return bool(bindings) and all(b.value is not None and is_rank_value(index, b.value, lenient, depth + 1)
+                                  for b in bindings)
 
 
 def _is_minus_one(expr: cst.BaseExpression) -> bool:

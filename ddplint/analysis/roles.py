@@ -11,7 +11,12 @@ A DDP script's code runs in one of three roles (RULES.md, Clarifications):
   after the workers joined);
 - a **single-process branch**: the arm of an ``if`` that runs only without
   distributed training (``else`` of ``if args.distributed:``, ``if not use_ddp:``,
-  ``if world_size == 1:``, ``if args.local_rank == -1:``);
+  ``if world_size == 1:``, ``if args.local_rank == -1:``, the ``else`` of
+  ``if self.params["training"]["use_ddp"]:`` (nested option dicts));
+- the methods of a class whose ``__init__`` builds a trainer class of the
+  module with its single-process defaults (``Trainer(name)`` where
+  ``Trainer.__init__`` takes ``rank=0, world_size=1``: an inference helper such
+  as a ``ModelLoader``) are single-process too (``holds_single_process_trainer``);
 - a **DDP worker**: everything else.
 
 The ``if __name__ == "__main__":`` block of a module that is in DDP context
@@ -51,7 +56,8 @@ _SPAWN_MODULES = ("torch.multiprocessing", "multiprocessing", "torch.distributed
 
 def process_role(index: SemanticIndex, node: cst.CSTNode) -> str:
     """LAUNCHER, SINGLE_PROCESS or WORKER for the code at ``node``."""
-    if in_single_process_branch(index, node) or in_standalone_main_block(index, node):
+    if in_single_process_branch(index, node) or in_standalone_main_block(index, node) \
+            or holds_single_process_trainer(index, node) or overridden_for_ddp_importers(index, node):
         return SINGLE_PROCESS
     in_test = test_function_role(index, node)
     if in_test is not None:
@@ -248,12 +254,23 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
 
 def _option_key(test: cst.BaseExpression) -> Optional[str]:
     """The literal key of ``opt['dist']`` (lower case), else None."""
-    if isinstance(test, cst.Subscript) and len(test.slice) == 1 and dotted_name(test.value) is not None:
+    if isinstance(test, cst.Subscript) and len(test.slice) == 1 and _option_holder(test.value):
         element = test.slice[0].slice
         if isinstance(element, cst.Index):
             key = literal_str(element.value)
             return key.lower() if key is not None else None
     return None
+
+
+def _option_holder(expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """``opt`` / ``self.cfg`` / ``self.params["training"]``: a dotted name, or a
+    literal-key subscript of one (nested option dicts)."""
+    if dotted_name(expr) is not None:
+        return True
+    if depth < 3 and isinstance(expr, cst.Subscript) and len(expr.slice) == 1 \
+            and isinstance(expr.slice[0].slice, cst.Index) and literal_str(expr.slice[0].slice.value) is not None:
+        return _option_holder(expr.value, depth + 1)
+    return False
 
 
 def _plain_option(test: cst.BaseExpression) -> bool:
@@ -313,6 +330,114 @@ def in_single_process_branch(index: SemanticIndex, node: cst.CSTNode) -> bool:
                     return True
         child = ancestor
     return False
+
+
+# ---------------------------------------------------------------------- single-process helpers
+# Parameters that make a trainer distributed: a world size whose default is 1,
+# or a switch whose default is False.
+_WORLD_SIZE_PARAMS = ("world_size", "worldsize", "nprocs", "num_processes", "num_gpus", "ngpus", "n_gpus")
+_DDP_SWITCH_PARAMS = ("is_ddp", "ddp", "use_ddp", "distributed", "is_distributed", "multiprocessing_distributed")
+
+
+def holds_single_process_trainer(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """``node`` is in a method of a class whose ``__init__`` builds a class of
+    this module with its single-process defaults: ``self.model =
+    Trainer(name=name)`` where ``Trainer.__init__(..., is_ddp=False, rank=0,
+    world_size=1)`` and the call passes none of them (an inference helper such
+    as a ``ModelLoader``: one process, one GPU)."""
+    method = next((a for a in index.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+    owner = index.parent(index.parent(method)) if method is not None else None
+    if not isinstance(owner, cst.ClassDef):
+        return False
+    key = ("roles.single_process_trainer", id(owner))
+    if key not in index.cache:
+        index.cache[key] = _builds_single_process_trainer(index, owner)
+    return index.cache[key]
+
+
+def _builds_single_process_trainer(index: SemanticIndex, owner: cst.ClassDef) -> bool:
+    init = next((f for f in index.functions_named("__init__") if index.parent(index.parent(f)) is owner), None)
+    if init is None:
+        return False
+    classes = {c.name.value: c for c in index.classes}
+    for site in index.calls:
+        func = site.node.func
+        if site.scope is not init or not isinstance(func, cst.Name) or func.value not in classes \
+                or classes[func.value] is owner:
+            continue
+        built = next((f for f in index.functions_named("__init__")
+                      if index.parent(index.parent(f)) is classes[func.value]), None)
+        if built is not None and _left_single_process(built, site.node):
+            return True
+    return False
+
+
+def _left_single_process(init: cst.FunctionDef, call: cst.Call) -> bool:
+    """Does ``call`` of the class whose constructor is ``init`` leave every
+    distributed parameter at a single-process default (at least one)?"""
+    if any(arg.star for arg in call.args):
+        return False
+    params = [p for p in init.params.params][1:]  # after ``self``
+    positional = sum(1 for arg in call.args if arg.keyword is None)
+    passed = {arg.keyword.value for arg in call.args if arg.keyword is not None}
+    switches = []
+    for position, param in enumerate([*params, *init.params.kwonly_params]):
+        name = param.name.value.lower()
+        if name not in _WORLD_SIZE_PARAMS and name not in _DDP_SWITCH_PARAMS:
+            continue
+        default = param.default
+        single = (name in _WORLD_SIZE_PARAMS and literal_int(default) == 1) or (
+            name in _DDP_SWITCH_PARAMS and isinstance(default, cst.Name) and default.value == "False")
+        if not single or param.name.value in passed or (position < len(params) and position < positional):
+            return False
+        switches.append(name)
+    return bool(switches)
+
+
+def overridden_for_ddp_importers(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """``node`` is in method ``M`` of class ``C`` of a module that is in DDP
+    context only because DDP modules import it, and each of them imports ``C``
+    alone, only to subclass it with classes that all override ``M`` (a
+    single-GPU ``Predictor.predict_loop`` whose distributed users define their
+    own): no DDP code reaches it; the module's own callers are single-process."""
+    method = next((a for a in index.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+    owner = index.parent(index.parent(method)) if method is not None else None
+    if not isinstance(owner, cst.ClassDef) or index.parent(owner) is not index.module:
+        return False
+    key = ("roles.overridden", id(method))
+    if key not in index.cache:
+        index.cache[key] = _overridden_for_ddp_importers(index, owner.name.value, method.name.value)
+    return index.cache[key]
+
+
+def _overridden_for_ddp_importers(index: SemanticIndex, cls: str, method: str) -> bool:
+    from ddplint.analysis.models import project_of
+
+    project = project_of(index)
+    importers = project.ddp_importers_only(index.path) if project.complete else None
+    if not importers:
+        return False
+    for importer in importers:
+        if importer.star_imports or importer.dynamic_imports:
+            return False
+        aliases = []
+        for alias, target in importer.imports.items():
+            if project.resolve_module(importer.path, target) == index.path:
+                return False  # the whole module: any of its code may be reached
+            holder, _, name = target.rpartition(".")
+            if holder and project.resolve_module(importer.path, holder) == index.path:
+                if name != cls:
+                    return False
+                aliases.append(alias)
+        for alias in aliases:
+            subclasses = [sub for sub, bases in importer.classes.items()
+                          if any(base == alias or base.endswith("." + alias) for base in bases)]
+            if not subclasses or any(f"{sub}.{method}" not in importer.functions
+                                     or f"{sub}.{method}" in importer.super_calls for sub in subclasses):
+                return False  # used as it is, or a subclass runs the method (inherited or through super())
+            if any(call.callee == alias or call.callee.startswith(alias + ".") for call in importer.calls):
+                return False
+    return True
 
 
 # ---------------------------------------------------------------------- self-test blocks

@@ -78,6 +78,9 @@ LOCAL_RANK_ATTRIBUTE = "attr:local_rank"  # X.local_rank: ARGV_LOCAL_RANK once t
 # callee's returns_wrapped (a model wrapped by a setup helper, passed on).
 # Several bindings give several such tags joined by "|".
 RETURN_PREFIX = "ret:"
+# "self:Cls.NAME": ``self.NAME`` of class Cls, stored from a parameter of one of
+# its methods (ModuleFacts.attribute_params): what its callers passed there.
+SELF_ATTRIBUTE_PREFIX = "self:"
 
 _GLOBAL_RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 _LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
@@ -90,7 +93,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "27"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "28"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -162,6 +165,10 @@ class FunctionFacts:
     # Params handed to a method of an object of unknown class whose name says it
     # evaluates or runs (``pipeline.run(dir, model=model)``): where they go is not visible.
     hands_on: set[str] = field(default_factory=set)
+    # A loader builder (``def get_loader(ds, bs, dist=False): sampler =
+    # DistributedSampler(ds) if dist else None; return DataLoader(ds, sampler=sampler)``):
+    # the parameter, False or None by default, without which the returned loader has no sampler.
+    sampler_switch: str = ""
 
 
 @dataclass(slots=True)
@@ -203,6 +210,9 @@ class ModuleFacts:
     # "Cls" -> {"dis": ("__init__", "Dis")} for ``self.dis = Dis`` with ``Dis`` a
     # parameter of the method: the attribute holds what callers pass there.
     attribute_params: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+    # "Cls.method" for ``super().method(...)`` (or ``super(Cls, self).method``)
+    # called in a method of class Cls: the base class's method runs there too.
+    super_calls: list[str] = field(default_factory=list)
     # Code that strips the 'module.' prefix of a loaded state dict (see ``prefix_strips``).
     prefix_strips: list["PrefixStrip"] = field(default_factory=list)
     # The literal text of ``torch.save`` paths ("./cache/{}_{}.pt": "{}" for a placeholder).
@@ -335,6 +345,8 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
         facts.destroy_functions = ()  # type: ignore[assignment]
     if not facts.call_names:
         facts.call_names = EMPTY_SET
+    if not facts.super_calls:
+        facts.super_calls = ()  # type: ignore[assignment]
     return facts
 
 
@@ -433,13 +445,12 @@ def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
     if len(parts) > 1 and any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith(PARAM_PREFIX)
                               for tag in call.args.values()):
         return True  # ``trainer.train(model)`` on an instance of unknown class: Project._by_method_name
-    if len(parts) == 1 and (head in facts.functions or head in facts.classes):
-        return True
-    # ``Trainer(model=ddp_model)`` with ``Trainer`` from ``from pkg import *``: only
-    # calls that hand a wrapped model on (links for every other star-imported
-    # call would change callers, hence process roles, that nothing checked).
-    return bool(facts.star_imports) and len(parts) == 1 and head not in _BUILTIN_NAMES and any(
-        tag in (DDP_MODEL, FSDP_MODEL) for tag in call.args.values())
+    if len(parts) == 1 and facts.star_imports and head not in _BUILTIN_NAMES:
+        return True  # ``from pkg.data import *`` then ``get_loader(...)``: Project._star_definition
+    return len(parts) == 1 and (head in facts.functions or head in facts.classes)
+
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 
@@ -752,6 +763,14 @@ class _Extractor:
         stored = _attribute_params(node, self.subtrees)
         if stored:
             self.facts.attribute_params.setdefault(key, stored)
+        for method in node.body:
+            if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for call in self.subtrees.of_kind(method, ast.Call):
+                    func = call.func
+                    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) \
+                            and isinstance(func.value.func, ast.Name) and func.value.func.id == "super" \
+                            and f"{key}.{func.attr}" not in self.facts.super_calls:
+                        self.facts.super_calls.append(f"{key}.{func.attr}")
         outer = self.owner
         for statement in node.body:
             direct = isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
@@ -882,6 +901,7 @@ class _Extractor:
         facts.returns_params = {p for p in params if self.returns[-1] and all(
             self.passes_through(value, p) for value in self.returns[-1])}
         self.loop_facts(node, facts)
+        facts.sampler_switch = self.sampler_switch(node)
         self.agreed.pop()
         self.returns.pop()
         self.assigned.pop()
@@ -890,6 +910,43 @@ class _Extractor:
         self.main_guards, self.flag_guards = outer_main, outer_flags
         self.owner, self.self_class = outer_owner, outer_self
         self.facts.functions.setdefault(key, facts)
+
+    def sampler_switch(self, node: ast.AST) -> str:
+        """The ``sampler_switch`` of FunctionFacts: every return hands back
+        ``DataLoader(..., sampler=s)`` (or a name bound to it) where ``s`` is a
+        ``DistributedSampler(...)`` only in the arm of ``if <param>:`` (``== True``,
+        ``is True``) and None otherwise; the param defaults to False or None."""
+        args = node.args
+        positional = [*args.posonlyargs, *args.args]
+        defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
+        defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+        returns = self.returns[-1]
+        if not returns or not any(isinstance(d, ast.Constant) and d.value in (False, None) for d in defaults.values()):
+            return ""
+        samplers = set()
+        for value in returns:
+            values = self.values_of(value.id) if isinstance(value, ast.Name) else [value]
+            calls = [v for v in values if isinstance(v, ast.Call) and self.qualified(v.func) == names.DATALOADER]
+            if not values or len(calls) != len(values):
+                return ""
+            for call in calls:
+                keyword = next((k for k in call.keywords if k.arg == "sampler"), None)
+                if keyword is None or not isinstance(keyword.value, ast.Name) \
+                        or any(k.arg in (None, "batch_sampler") for k in call.keywords):
+                    return ""
+                samplers.add(keyword.value.id)
+        if len(samplers) != 1:
+            return ""
+        sampler = samplers.pop()
+        for branch in (n for n in self.subtrees.under(node) if type(n) is ast.If):
+            flag = _switch_param(branch.test)
+            default = defaults.get(flag or "")
+            if not (isinstance(default, ast.Constant) and default.value in (False, None)):
+                continue
+            if _binds_call_to(branch.body, sampler, self, names.DISTRIBUTED_SAMPLER) \
+                    and _binds_none_to(branch.orelse, sampler):
+                return flag
+        return ""
 
     def returns_rank_test(self, node: ast.AST) -> bool:
         returns = self.returns[-1]
@@ -1188,7 +1245,11 @@ class _Extractor:
                 wrapped = self.wrapper_of(value)
                 if wrapped:
                     return wrapped
-        return _one_tag(self.value_tags(expr)) or self.return_tag(expr)
+        found = _one_tag(self.value_tags(expr)) or self.return_tag(expr)
+        if not found and isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) \
+                and expr.value.id == "self" and expr.attr in self.facts.attribute_params.get(self.self_class, {}):
+            return f"{SELF_ATTRIBUTE_PREFIX}{self.self_class}.{expr.attr}"
+        return found
 
     def may_be_project_callee(self, callee: str) -> bool:
         """An imported name, or a function or class this module defined so far."""
@@ -1755,6 +1816,29 @@ def _attribute_params(node: ast.ClassDef, subtrees) -> dict[str, tuple[str, str]
                         twice.add(target.attr)
                     found.setdefault(target.attr, (method.name, child.value.id))
     return {name: where for name, where in found.items() if name not in twice}
+
+
+def _switch_param(test: ast.AST) -> Optional[str]:
+    """``flag`` / ``flag == True`` / ``flag is True``: the flag's name."""
+    if isinstance(test, ast.Name):
+        return test.id
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)) \
+            and isinstance(test.left, ast.Name) and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value is True:
+        return test.left.id
+    return None
+
+
+def _binds_call_to(body: list[ast.stmt], name: str, extractor, qualified: str) -> bool:
+    return any(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+               and s.targets[0].id == name and isinstance(s.value, ast.Call)
+               and extractor.qualified(s.value.func) == qualified for s in body)
+
+
+def _binds_none_to(body: list[ast.stmt], name: str) -> bool:
+    return any(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+               and s.targets[0].id == name and isinstance(s.value, ast.Constant) and s.value.value is None
+               for s in body)
 
 
 def _one_tag(tags: set[str]) -> str:

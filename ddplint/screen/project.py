@@ -16,7 +16,7 @@ from typing import Callable, Iterable, Optional
 
 from ddplint import names
 from ddplint.screen.facts import (ARGV_LOCAL_RANK, DDP_MODEL, FLAG_PREFIX, FSDP_MODEL, LOCAL_RANK_ATTRIBUTE, PARAM_PREFIX,
-                                  RETURN_PREFIX,
+                                  RETURN_PREFIX, SELF_ATTRIBUTE_PREFIX,
                                   UNKNOWN, CallFact, FunctionFacts, ModuleFacts)
 
 # ---------------------------------------------------------------------- the join
@@ -153,11 +153,13 @@ class Project:
 
     def _star_definition(self, path: str, name: str, depth: int) -> Optional[tuple[str, str]]:
         """``name`` brought in by a star import of a project module (``from
-        ddpm_torch import *`` whose ``__init__`` re-exports ``Trainer``): the
-        first star-imported module that defines or imports it."""
+        ddpm_torch import *`` whose ``__init__`` re-exports ``Trainer``; ``from
+        pkg.data import *`` then ``get_loader(...)``): the star-imported module
+        that defines or imports it, the last one first (the last star import
+        that defines a name wins, as in Python)."""
         module = self.modules[path]
         head = name.partition(".")[0]
-        for base in module.star_imports:
+        for base in reversed(module.star_imports):
             resolved = self.resolve_module(path, base)
             if resolved is None or resolved == path:
                 continue
@@ -322,6 +324,9 @@ class Project:
                             tag = self.ddp_params.get((caller_path, call.caller), {}).get(tag[6:], "")
                         elif tag.startswith(RETURN_PREFIX):
                             tag = self.returned_tag(caller_path, tag)
+                        elif tag.startswith(SELF_ATTRIBUTE_PREFIX):  # ``self.student`` stored from a parameter
+                            owner, _, attribute = tag[len(SELF_ATTRIBUTE_PREFIX):].rpartition(".")
+                            tag = self.attribute_wrapped(caller_path, owner, attribute)
                         if tag not in (DDP_MODEL, FSDP_MODEL):
                             continue
                         param = self._param_for_slot(key, call, slot)
@@ -502,6 +507,8 @@ class Project:
                 feeding.append(((caller_path, call.caller), tag[len(PARAM_PREFIX):]))
             elif tag.startswith(RETURN_PREFIX):
                 tags.add(self.returned_tag(caller_path, tag) or UNKNOWN)
+            elif tag.startswith(SELF_ATTRIBUTE_PREFIX):
+                tags.add(UNKNOWN)
             elif tag == LOCAL_RANK_ATTRIBUTE:  # ``args.local_rank``: parsed from argv?
                 tags.add(ARGV_LOCAL_RANK if self.in_scope(caller_path, lambda m: m.adds_local_rank_flag)
                          else UNKNOWN)
@@ -583,7 +590,8 @@ class Project:
         "receives_ddp" when a function of it is given a DDP model by some call
         site, "wrapped" when it may hold a model wrapped elsewhere (a function
         given a DDP/FSDP model, a call returning one, a class related to one
-        that wraps an attribute)."""
+        that wraps an attribute), "loader" when it calls a loader builder whose
+        DistributedSampler depends on a flag (FunctionFacts.sampler_switch)."""
         if not hasattr(self, "_screen_cache"):
             found: dict[str, set[str]] = {}
             for key, calls in self.callers.items():
@@ -600,6 +608,8 @@ class Project:
                     kinds.add("collective")
                 if function is not None and function.returns_wrapped:
                     kinds.add("wrapped")
+                if function is not None and function.sampler_switch:
+                    kinds.add("loader")  # a loader builder whose sampler is optional (DDP009)
                 if kinds:
                     for caller_path, _ in calls:
                         found.setdefault(caller_path, set()).update(kinds)
@@ -854,6 +864,18 @@ class Project:
         if path not in self._context:
             self._context[path] = self._compute_context(path)
         return self._context[path]
+
+    def ddp_importers_only(self, path: str) -> Optional[list[ModuleFacts]]:
+        """The DDP modules that import module ``path`` when that is its only
+        reason to be in DDP context (no DDP code of its own, no DDP model passed
+        to or returned into it); None otherwise."""
+        module = self.modules.get(path)
+        if module is None or module.own_ddp_context or path in self._receives_wrapped \
+                or path in self._gets_wrapped_back:
+            return None
+        found = [other for other_path, other in self.modules.items()
+                 if other.own_ddp_context and path in self.imported[other_path]]
+        return found or None
 
     def _compute_context(self, path: str) -> bool:
         module = self.modules.get(path)
