@@ -118,6 +118,21 @@ class MissingNoSyncAccumulation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # The same sync choice written once per input mode, around a step helper that steps
+        # only on the syncing iteration: the no_sync arm covers the accumulating ones.
+        Valid(DDP + "def run_epoch(model, loader, opt, k, packed):\n"
+                    "    can_skip = hasattr(model, 'no_sync')\n"
+                    "    for i, (x, y) in enumerate(loader):\n        last = (i + 1) % k == 0\n"
+                    "        def fwd():\n            return model(x).sub(y).pow(2).mean() / k\n"
+                    "        def bwd(loss):\n            loss.backward()\n            if last:\n"
+                    "                opt.step()\n                opt.zero_grad()\n"
+                    "        if packed:\n            x = x.flatten(1)\n"
+                    "            if can_skip and not last:\n                with model.no_sync():\n"
+                    "                    bwd(fwd())\n            else:\n                bwd(fwd())\n"
+                    "        else:\n            if can_skip and not last:\n                with model.no_sync():\n"
+                    "                    bwd(fwd())\n            else:\n                bwd(fwd())\n"
+                    "def main(net, loader):\n    model = DDP(net)\n"
+                    "    run_epoch(model, loader, torch.optim.SGD(model.parameters(), lr=0.1), 4, True)\n"),
         # Each helper steps right after its own backward; one helper runs every other iteration.
         Valid(DDP + "class Trainer:\n    def __init__(self, net):\n        self.ddp = DDP(net)\n"
                     "        self.opt = torch.optim.Adam(self.ddp.parameters())\n"
@@ -1603,11 +1618,18 @@ def _chooses_sync(index: SemanticIndex, with_node: cst.With, loop: flow.Loop, ba
     if branch is None or not flow.is_inside(index, backward, branch) or flow.is_inside(index, backward, branch.test):
         return False
     chosen_on = flow.names_in(branch.test)
+    choice = index.module.code_for_node(branch.test)
     for event in flow.events(index, loop):
         if not flow.any_step(index, event.site):
             continue
         for node in {id(event.anchor): event.anchor, id(event.site.node): event.site.node}.values():
             for test, _ in flow.if_ancestors(index, node):
+                if test is branch or (index.module.code_for_node(test.test) == choice
+                                      and ".no_sync(" in index.module.code_for_node(test)):
+                    # the choice itself, or the same choice written again in another arm
+                    # (timm: ``if has_no_sync and not need_update:`` per input mode), around a
+                    # step helper called in its sync arm: not the step's own test
+                    continue
                 if chosen_on and chosen_on <= flow.names_in(test.test):
                     return False  # the same test decides the step: the arms can be judged
     return True
