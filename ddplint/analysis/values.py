@@ -302,7 +302,14 @@ def is_global_rank(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
 # ---------------------------------------------------------------------- models
 def _is_wrap_call(index: SemanticIndex, expr: cst.BaseExpression, wrappers: tuple[str, ...]) -> bool:
     if isinstance(expr, cst.Call):
-        return index.qualified_name(expr.func) in wrappers
+        if index.qualified_name(expr.func) in wrappers:
+            return True
+        # A project subclass of the wrapper (``class DDP(DistributedDataParallel)``
+        # overriding ``forward`` or ``__getattr__``) wraps as the library class does.
+        if names.DDP in wrappers and not isinstance(expr.func, (cst.Call, cst.Subscript)):
+            from ddplint.analysis.models import wrapper_subclass
+
+            return wrapper_subclass(index, expr.func, names.DDP)
     return False
 
 
