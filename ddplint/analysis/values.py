@@ -538,6 +538,29 @@ def in_device_list(index: SemanticIndex, node: cst.CSTNode) -> bool:
     return False
 
 
+def _joined_device_list(index: SemanticIndex, value: cst.BaseExpression, depth: int = 0) -> bool:
+    """``",".join(str(g) for g in gpu_ids)`` (directly or through a name every
+    binding of which is one): a list of several GPUs for the whole run, not one
+    GPU per process. A join that reads a rank (``gpus[local_rank]``) is not."""
+    if isinstance(value, cst.Name) and depth < 2:
+        values = index.reaching_values(value)
+        return bool(values) and all(_joined_device_list(index, v, depth + 1) for v in values)
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "join" and isinstance(value.func.value, cst.SimpleString)):
+        return False
+    return not any(isinstance(node, cst.Name) and names.RANK_NAME.match(node.value)
+                   for arg in value.args for node in _names_in(arg.value))
+
+
+def _names_in(expr: cst.CSTNode) -> list[cst.CSTNode]:
+    found, pending = [], [expr]
+    while pending and len(found) < 200:
+        node = pending.pop()
+        found.append(node)
+        pending.extend(node.children)
+    return found
+
+
 def module_masks_visible_devices(index: SemanticIndex) -> bool:
     """Does the module give each process its own GPU through
     ``CUDA_VISIBLE_DEVICES`` set from a non-literal (``str(local_rank)``)? Then
@@ -547,7 +570,7 @@ def module_masks_visible_devices(index: SemanticIndex) -> bool:
         if index.qualified_name(target.value) != "os.environ":
             continue
         key = literal_str(target.slice[0].slice.value) if isinstance(target.slice[0].slice, cst.Index) else None
-        if key == "CUDA_VISIBLE_DEVICES" and literal_str(value) is None:
+        if key == "CUDA_VISIBLE_DEVICES" and literal_str(value) is None and not _joined_device_list(index, value):
             return True
     if index.project is None:
         return False  # a text on its own: nothing imports it

@@ -93,7 +93,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "28"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "31"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -382,9 +382,24 @@ def _masks_visible_devices(tree: ast.AST, subtrees: Subtrees) -> bool:
         for target in node.targets:
             if isinstance(target, ast.Subscript) and _dotted(target.value) == "os.environ" \
                     and isinstance(target.slice, ast.Constant) and target.slice.value == "CUDA_VISIBLE_DEVICES" \
-                    and not isinstance(node.value, ast.Constant):
+                    and not isinstance(node.value, ast.Constant) and not _joined_list(node.value, tree, subtrees):
                 return True
     return False
+
+
+def _joined_list(value: ast.AST, tree: ast.AST, subtrees: Subtrees, depth: int = 0) -> bool:
+    """``",".join(...)`` with no rank name in it, or a name that every
+    assignment of the module binds to one: several GPUs for the whole run, not
+    one per process (values._joined_device_list)."""
+    if isinstance(value, ast.Name) and depth == 0:
+        found = [node.value for node in subtrees.of_kind(tree, ast.Assign)
+                 if any(isinstance(t, ast.Name) and t.id == value.id for t in node.targets)]
+        return bool(found) and all(_joined_list(v, tree, subtrees, 1) for v in found)
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "join"
+            and isinstance(value.func.value, ast.Constant) and isinstance(value.func.value.value, str)):
+        return False
+    return not any(isinstance(node, ast.Name) and names.RANK_NAME.match(node.id)
+                   for arg in value.args for node in ast.walk(arg))
 
 
 def _plain_device_setters(tree: ast.AST, facts: "ModuleFacts", subtrees: Subtrees) -> tuple[str, ...]:
