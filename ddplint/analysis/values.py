@@ -126,7 +126,7 @@ def rank_sources(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0)
         # rank of a multi-node launch; other arithmetic is not a rank at all.
         if isinstance(expr.operator, cst.Modulo):
             return frozenset({LOCAL})
-        if isinstance(expr.operator, cst.Add) and (_counts_nodes(expr.left) or _counts_nodes(expr.right)):
+        if isinstance(expr.operator, cst.Add) and (_counts_nodes(expr.left, index) or _counts_nodes(expr.right, index)):
             return frozenset({GLOBAL})
         return frozenset({UNKNOWN})
     key = environ_key(index, expr)
@@ -201,11 +201,34 @@ def _element_sources(index: SemanticIndex, value: cst.BaseExpression, position: 
 _NODE_WORDS = ("node_rank", "noderank", "nr", "node_id", "node_idx", "machine_rank", "node")
 
 
-def _counts_nodes(expr: cst.BaseExpression) -> bool:
-    """``args.node_rank * ngpus_per_node`` (one operand of a product names the node)."""
+def _counts_nodes(expr: cst.BaseExpression, index: Optional[SemanticIndex] = None) -> bool:
+    """``args.node_rank * ngpus_per_node`` (one operand of a product names the
+    node); also ``args.rank * ngpus_per_node`` (PyTorch's ImageNet example: the
+    node's rank, read from the same option that then receives the global rank)
+    where the other operand is the per-node GPU count (``torch.cuda.device_count()``,
+    a name bound to it, or a ``*_per_node`` count)."""
     if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply)):
         return False
-    return any((dotted_name(side) or "").split(".")[-1].lower() in _NODE_WORDS for side in (expr.left, expr.right))
+    sides = (expr.left, expr.right)
+    lasts = [(dotted_name(side) or "").split(".")[-1] for side in sides]
+    if any(last.lower() in _NODE_WORDS for last in lasts):
+        return True
+    return index is not None and any(
+        names.RANK_NAME.match(lasts[i]) and _gpus_per_node(index, sides[1 - i]) for i in (0, 1))
+
+
+def _gpus_per_node(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    if isinstance(expr, cst.Call):
+        return index.qualified_name(expr.func) == "torch.cuda.device_count"
+    name = dotted_name(expr)
+    if name is None:
+        return False
+    if "per_node" in name.split(".")[-1].lower():
+        return True
+    if depth > 1 or "." in name:
+        return False
+    values = index.reaching_values(expr) if isinstance(expr, cst.Name) else None
+    return bool(values) and all(_gpus_per_node(index, value, depth + 1) for value in values)
 
 
 def _call_rank_sources(index: SemanticIndex, call: cst.Call, depth: int) -> frozenset[str]:
