@@ -11,7 +11,9 @@ reported at that call).
 Also a method of the model's class run on the DDP model's `.module` after the
 wrap (`model.module.expand_heads(n)`) when every method of that name in the
 project's classes assigns a new torch.nn module or Parameter to `self.x` or sets
-`requires_grad = False` on `self`'s parameters.
+`requires_grad = False` on `self`'s parameters (a freezing method only when the
+module's wraps do not pass `find_unused_parameters=True`, with which DDP marks
+the frozen parameters ready).
 Also a DDP model kept by an object (``self.student = student`` in its
 constructor) and handed on from there (``self.helper(self.student, x)``) to a
 function that freezes it.
@@ -140,8 +142,25 @@ class B(nn.Module):
 model = DDP(build(), device_ids=[rank])
 model.module.adapt()
 """),
+        # A freezing method with find_unused_parameters=True: DDP marks the frozen parameters ready.
+        Valid(IMPORTS + """\
+class TwoStage(nn.Module):
+    def freeze_teacher(self):
+        for p in self.teacher.parameters():
+            p.requires_grad = False
+model = DDP(TwoStage().cuda(), device_ids=[rank], find_unused_parameters=True)
+model.module.freeze_teacher()
+"""),
     ]
     invalid = [
+        # New parameters are never synchronised, whatever find_unused_parameters says.
+        Invalid(IMPORTS + """\
+class Net(nn.Module):
+    def add_task_head(self, n):
+        self.heads = nn.ModuleList([nn.Linear(16, n)])
+model = DDP(Net().cuda(), device_ids=[rank], find_unused_parameters=True)
+model.module.add_task_head(5)
+""", line=8, column=1),
         # A method of the model run on the DDP model's .module after the wrap: new Parameters and submodules.
         Invalid(IMPORTS + """\
 class Encoder(nn.Module):
@@ -296,7 +315,18 @@ def _reshaping_method_on_inner_model(index: SemanticIndex, site: CallSite) -> bo
     methods = _project_methods(index).get(site.method)
     if not methods or not all(function.reshapes_self for function in methods):
         return False
+    if any(function.reshapes_self == "freeze" for function in methods) and _finds_unused_parameters(index):
+        return False  # frozen parameters are found unused and marked ready: no error, nothing to sync
     return _wrapped_and_not_rewrapped(index, receiver, site.order)
+
+
+def _finds_unused_parameters(index: SemanticIndex) -> bool:
+    """Does a DDP wrap of this module pass a literal ``find_unused_parameters=True``?"""
+    for site in index.calls_to(names.DDP):
+        arg = site.argument("find_unused_parameters")
+        if arg is not None and literal_bool(arg.value) is True:
+            return True
+    return False
 
 
 def _project_methods(index: SemanticIndex) -> dict:

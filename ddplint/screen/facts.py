@@ -170,10 +170,11 @@ class FunctionFacts:
     # the parameter, False or None by default, without which the returned loader has no sampler.
     sampler_switch: str = ""
     # A method that changes its own module's parameters (DDP024 when it runs on a
-    # DDP model's ``.module`` after the wrap): assigns a new torch.nn module or
-    # Parameter to ``self.x`` / ``self.a.b`` (also through a local name), or sets
-    # ``requires_grad = False`` over ``self....parameters()`` / ``self....requires_grad_(False)``.
-    reshapes_self: bool = False
+    # DDP model's ``.module`` after the wrap): "new" when it assigns a new torch.nn
+    # module or Parameter to ``self.x`` / ``self.a.b`` (also through a local name),
+    # "freeze" when it sets ``requires_grad = False`` over ``self....parameters()``
+    # or calls ``self....requires_grad_(False)``; "" otherwise.
+    reshapes_self: str = ""
 
 
 @dataclass(slots=True)
@@ -940,7 +941,7 @@ class _Extractor:
         self.owner, self.self_class = outer_owner, outer_self
         self.facts.functions.setdefault(key, facts)
 
-    def reshapes_self(self, node: ast.AST) -> bool:
+    def reshapes_self(self, node: ast.AST) -> str:
         """FunctionFacts.reshapes_self for the method ``node``."""
         of_kind = self.subtrees.of_kind
         assigns = of_kind(node, ast.Assign)
@@ -950,8 +951,8 @@ class _Extractor:
             value = a.value
             new = (isinstance(value, ast.Call) and self.nn_module_class(value.func)) \
                 or (isinstance(value, ast.Name) and value.id in made)
-            if new and any(isinstance(t, ast.Attribute) and _self_part(t.value) for t in a.targets):
-                return True
+            if new and any(isinstance(t, ast.Attribute) and _self_part(t.value, True) for t in a.targets):
+                return "new"
         for loop in (n for n in self.subtrees.under(node) if type(n) is ast.For):
             it = loop.iter
             if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
@@ -964,13 +965,13 @@ class _Extractor:
                 if isinstance(a.value, ast.Constant) and a.value.value is False and any(
                         isinstance(t, ast.Attribute) and t.attr == "requires_grad"
                         and isinstance(t.value, ast.Name) and t.value.id == target.id for t in a.targets):
-                    return True
+                    return "freeze"
         for call in of_kind(node, ast.Call):
             func = call.func
             if isinstance(func, ast.Attribute) and func.attr == "requires_grad_" and _self_part(func.value, True) \
                     and call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value is False:
-                return True
-        return False
+                return "freeze"
+        return ""
 
     def nn_module_class(self, func: ast.AST) -> bool:
         """A torch.nn class with parameters (not a loss, not the wrappers)."""
