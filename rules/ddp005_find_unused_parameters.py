@@ -1,7 +1,9 @@
 """## What it does
 Flags `DistributedDataParallel(..., find_unused_parameters=True)` (and accelerate's
 `DistributedDataParallelKwargs(find_unused_parameters=True)`) written with a literal
-`True`.
+`True`; also a project subclass of DDP that keeps DDP's constructor
+(`class _DDP(DistributedDataParallel)` adding only `forward` or `__getattr__`,
+here or in another module of the project).
 
 ## Why is this bad?
 With the flag on, DDP traverses the autograd graph from the outputs after every
@@ -11,6 +13,7 @@ used, and it also hides real bugs (a branch that silently never trains).
 Turn it on only for models whose forward genuinely skips parameters.
 
 Not flagged: a non-literal value (`find_unused_parameters=args.unused`); a
+project subclass with its own `__init__` (it decides what reaches DDP); a
 `**kwargs` that may carry it; unit tests (`test_*.py`, `*_test.py`, `tests/`),
 where the flag is what the test checks, not a cost paid over a training run.
 
