@@ -816,3 +816,47 @@ def linked_modules(index) -> frozenset:
                 pending.append(other)
     index.cache[key] = frozenset(seen)
     return index.cache[key]
+
+
+def wrapper_subclass(index, func, wrapper: str = names.DDP, same_init: bool = False) -> bool:
+    """Does the callee ``func`` name a project class whose bases lead to
+    ``wrapper`` (``class _DDP(torch.nn.parallel.DistributedDataParallel)`` that
+    only adds ``__getattr__`` or ``forward``; defined here or imported from a
+    project module, through project bases)? Constructing it wraps a model as
+    the library class does. With ``same_init``, only when no project class on
+    the way defines ``__init__`` (the call's keywords reach the wrapper's own
+    constructor unchanged). Bounded (16 classes) and memoised per callee."""
+    from ddplint.analysis.semantic import dotted_name
+
+    dotted = dotted_name(func)
+    if dotted is None:
+        return False
+    memo = index.cache.setdefault("wrapper_subclass", {})
+    key = (dotted, wrapper, same_init, index.qualified_name(func))
+    if key in memo:
+        return memo[key]
+    memo[key] = False
+    project = project_of(index)
+    start = project._definition(index.path, dotted) if index.path in project.modules else None
+    if start is None or start[1] not in project.modules[start[0]].classes:
+        return False
+    pending, seen, found = [start], set(), False
+    while pending and len(seen) < 16 and not found:
+        path, cls = pending.pop()
+        if (path, cls) in seen:
+            continue
+        seen.add((path, cls))
+        module = project.modules[path]
+        if same_init and f"{cls}.__init__" in module.functions:
+            break  # its own constructor decides what reaches the wrapper
+        for base in module.classes.get(cls, ()):
+            definition = project._definition(path, base)
+            if definition is not None and definition[1] in project.modules[definition[0]].classes:
+                pending.append(definition)
+                continue
+            head, _, rest = base.partition(".")
+            target = module.imports.get(head)
+            if target and names.canonical(target + ("." + rest if rest else "")) == wrapper:
+                found = True
+    memo[key] = found
+    return found
