@@ -532,6 +532,37 @@ def predict(model, x):
         preds.append(model(batch))
     return torch.cat(preds)
 """),
+        # A training-step helper that returns its loss detached (or as a float).
+        Valid(TRAIN + """\
+class Runner:
+    def step(self, batch):
+        loss = criterion(self.model(batch["x"]), batch["y"])
+        loss.backward()
+        self.opt.step()
+        return loss.detach(), batch["x"].shape[0]
+
+    def epoch(self, loader):
+        history = []
+        for batch in loader:
+            loss, n = self.step(batch)
+            history.append(loss)
+        return history
+"""),
+        Valid(TRAIN + """\
+def train_step(model, opt, x, y):
+    opt.zero_grad()
+    out = criterion(model(x), y)
+    out.backward()
+    opt.step()
+    return out.item(), y.shape[0]
+
+def fit(model, opt, loader):
+    seen = []
+    for x, y in loader:
+        value, n = train_step(model, opt, x, y)
+        seen.append(value)
+    return seen
+"""),
     ]
     invalid = [
         # The project's forward hands back an item with history (``scores``): kept, it holds every graph.
@@ -1060,6 +1091,98 @@ def main(model, loader):
     with torch.no_grad():
         warm = model(next(iter(loader)))
     print(predict_all(model, loader).shape, warm.shape)
+"""),
+        # A loss returned by a training-step helper after its backward keeps its history.
+        Invalid(TRAIN + """\
+class Runner:
+    def step(self, batch):
+        loss = criterion(self.model(batch["x"]), batch["y"])
+        loss.backward()
+        self.opt.step()
+        return loss, batch["x"].shape[0]
+
+    def epoch(self, loader):
+        history = []
+        for batch in loader:
+            loss, n = self.step(batch)
+            history.append(loss)
+        return history
+""", line=15, column=13, severity="warning", fixed=TRAIN + """\
+class Runner:
+    def step(self, batch):
+        loss = criterion(self.model(batch["x"]), batch["y"])
+        loss.backward()
+        self.opt.step()
+        return loss, batch["x"].shape[0]
+
+    def epoch(self, loader):
+        history = []
+        for batch in loader:
+            loss, n = self.step(batch)
+            history.append(loss.item())
+        return history
+"""),
+        Invalid(TRAIN + """\
+def train_step(model, opt, x, y):
+    opt.zero_grad()
+    out = criterion(model(x), y)
+    out.backward()
+    opt.step()
+    return out
+
+def fit(model, opt, loader):
+    seen = []
+    for x, y in loader:
+        seen.append(train_step(model, opt, x, y))
+    return seen
+""", line=14, column=9, severity="warning", fixed=TRAIN + """\
+def train_step(model, opt, x, y):
+    opt.zero_grad()
+    out = criterion(model(x), y)
+    out.backward()
+    opt.step()
+    return out
+
+def fit(model, opt, loader):
+    seen = []
+    for x, y in loader:
+        seen.append(train_step(model, opt, x, y).detach())
+    return seen
+"""),
+        Invalid(TRAIN + """\
+class PPO:
+    def update(self, mb):
+        actor_loss = -(self.policy(mb["obs"]) * mb["adv"]).mean()
+        critic_loss = (self.value(mb["obs"]) - mb["ret"]).pow(2).mean()
+        total = actor_loss + 0.5 * critic_loss
+        self.opt.zero_grad()
+        total.backward()
+        self.opt.step()
+        return actor_loss, critic_loss
+
+    def train(self, minibatches):
+        actor_losses = []
+        for mb in minibatches:
+            a_loss, c_loss = self.update(mb)
+            actor_losses.append(a_loss)
+        return actor_losses
+""", line=18, column=13, severity="warning", fixed=TRAIN + """\
+class PPO:
+    def update(self, mb):
+        actor_loss = -(self.policy(mb["obs"]) * mb["adv"]).mean()
+        critic_loss = (self.value(mb["obs"]) - mb["ret"]).pow(2).mean()
+        total = actor_loss + 0.5 * critic_loss
+        self.opt.zero_grad()
+        total.backward()
+        self.opt.step()
+        return actor_loss, critic_loss
+
+    def train(self, minibatches):
+        actor_losses = []
+        for mb in minibatches:
+            a_loss, c_loss = self.update(mb)
+            actor_losses.append(a_loss.item())
+        return actor_losses
 """),
     ]
 

@@ -794,7 +794,84 @@ def _call_carries_graph(index: SemanticIndex, call: cst.Call, at_order: int, dep
         return True
     if is_criterion(index, func):
         return any(follow(a.value) for a in call.args)
+    if returns_backward_operand(index, call, None):
+        return True
     return _helper_returns_graph(index, call, at_order, depth)
+
+
+def returns_backward_operand(index: SemanticIndex, call: cst.Call, position: Optional[int]) -> bool:
+    """A same-module helper (``f(...)``, ``self.m(...)``) that runs a tensor
+    backward and returns the tensor it ran it on (``loss.backward(); return
+    loss``), or a tuple holding it at ``position`` (``return loss, logs``): the
+    caller's value keeps its autograd history (the graph's skeleton, grad_fn
+    and all) after the backward. A term of the backward's operand returned as
+    it is (``loss = a + b; loss.backward(); return a, b``) counts too.
+    Memoised per (call, position)."""
+    memo = index.cache.setdefault("flow.returns_backward_operand", {})
+    key = (id(call), position)
+    if key in memo:
+        return memo[key][1]
+    memo[key] = (call, False)
+    site = index.call_site(call)
+    found = False
+    if site is not None:
+        for function in helper_functions(index, site):
+            if _function_returns_backward_operand(index, function, position):
+                found = True
+                break
+    memo[key] = (call, found)
+    return found
+
+
+def _function_returns_backward_operand(index: SemanticIndex, function: cst.FunctionDef,
+                                       position: Optional[int]) -> bool:
+    operands: set[str] = set()
+    for site in tensor_backwards(index):
+        if enclosing_function(index, site.node) is not function:
+            continue
+        operand = backward_operand(site)
+        if isinstance(operand, cst.BinaryOperation) and isinstance(operand.operator, (cst.Divide, cst.Multiply)):
+            operand = operand.left  # ``(loss / k).backward()``
+        if not isinstance(operand, cst.Name):
+            continue
+        operands.add(operand.value)
+        for binding in index.reaching(operand.value, operand):
+            # the named terms of ``loss = a_loss + c * c_loss - e * entropy``
+            if binding.kind in ("assign", "annassign") and not in_no_grad_region(index, binding.node):
+                operands.update(_summed_terms(binding.value))
+    params = {p.name.value for p in (*function.params.posonly_params, *function.params.params,
+                                      *function.params.kwonly_params)}
+    operands -= params  # a coefficient handed in (``loss = a + coef * b``)
+    if not operands:
+        return False
+    returns = [e for e in index.exits if isinstance(e, cst.Return) and e.value is not None
+               and enclosing_function(index, e) is function]
+    for exit_node in returns:
+        value = exit_node.value
+        if position is not None:
+            if not isinstance(value, (cst.Tuple, cst.List)) or position >= len(value.elements):
+                continue
+            value = value.elements[position].value
+        if isinstance(value, cst.Name) and value.value in operands:
+            return True
+    return False
+
+
+def _summed_terms(expr: Optional[cst.BaseExpression]) -> set[str]:
+    """The names added or subtracted in ``a + c * b - e``: a, b, e (a factor's
+    tensor side as well as the coefficient; the caller checks it is returned)."""
+    found: set[str] = set()
+    stack = [expr] if expr is not None else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found.add(node.value)
+        elif isinstance(node, cst.BinaryOperation) and isinstance(
+                node.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, cst.UnaryOperation):
+            stack.append(node.expression)
+    return found
 
 
 def _passes_argument_history(index: SemanticIndex, call: cst.Call, follow) -> bool:
@@ -904,6 +981,8 @@ def _binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) -
             position = unpack_position(node, binding.name)
             if position is not None and position < len(value.elements):
                 return carries_graph(index, value.elements[position].value, binding.order, depth + 1)
+        if isinstance(value, cst.Call) and returns_backward_operand(index, value, unpack_position(node, binding.name)):
+            return True  # ``loss, logs = self.update_fn(batch)``: the helper ran ``loss.backward()`` and returns it
         if isinstance(value, cst.Call):
             # ``loss, loss_items = compute_loss(pred, y)`` where the project's
             # function returns ``..., torch.cat(parts).detach()``: that item has no history.
