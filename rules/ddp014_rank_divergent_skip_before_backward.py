@@ -351,6 +351,19 @@ def train_epoch(model, loader, opt, max_iters):
 
 train_epoch(DDP(net), loader, opt, 500)
 """),
+        # The epoch counter of a progress bar bound by ``with``: the same on every rank.
+        Valid(DIST + """\
+import tqdm
+
+def fit(model, loader, opt, n_epochs):
+    with tqdm.tqdm(range(n_epochs)) as bar:
+        for epoch in bar:
+            if epoch > n_epochs:
+                break
+            for xb in loader:
+                model(xb).mean().backward()
+                opt.step()
+"""),
     ]
     invalid = [
         # A structural check joined with a per-rank value check is per rank.

@@ -1427,6 +1427,11 @@ def loop_counter_names(index: SemanticIndex, loop: Loop) -> set[str]:
     if isinstance(iterable, cst.Name):
         # ``pbar = tqdm(enumerate(loader), total=n)`` then ``for i, sample in pbar``
         values = index.reaching_values(iterable) or []
+        if not values:
+            # ``with tqdm(range(n)) as bar:`` then ``for epoch in bar``
+            bindings = index.reaching(iterable.value, iterable)
+            if len(bindings) == 1 and bindings[0].kind == "with":
+                values = [bindings[0].value]
         if len(values) == 1 and isinstance(values[0], cst.Call):
             iterable = values[0]
     callee = dotted_name(iterable.func) if isinstance(iterable, cst.Call) else None
