@@ -364,6 +364,38 @@ def fit(model, loader, opt, n_epochs):
                 model(xb).mean().backward()
                 opt.step()
 """),
+        # A history filled only with all-reduced values: every rank tests the same mean.
+        Valid(DIST + """\
+import numpy as np
+
+def train(model, loader, opt, distributed):
+    logs = {"loss": []}
+    for xb in loader:
+        loss = model(xb).mean()
+        loss.backward()
+        opt.step()
+        avg = loss.detach().clone()
+        if distributed:
+            dist.all_reduce(avg, dist.ReduceOp.AVG)
+        logs["loss"].append(avg.item())
+        if not np.isfinite(np.mean(logs["loss"])):
+            raise RuntimeError("diverged")
+"""),
+        Valid(DIST + """\
+import numpy as np
+
+def train(model, loader, opt):
+    seen = []
+    for xb in loader:
+        loss = model(xb).mean()
+        loss.backward()
+        opt.step()
+        t = torch.tensor([loss.item()])
+        dist.all_reduce(t)
+        seen.append(t.item() / dist.get_world_size())
+        if np.isnan(sum(seen)):
+            break
+"""),
     ]
     invalid = [
         # A structural check joined with a per-rank value check is per rank.
@@ -587,6 +619,21 @@ def train(model, loader, opt, max_disp):
 
 train(DDP(net), loader, opt, 192)
 """, line=12, column=13, severity="error"),
+        # A history of this rank's own losses: the test is per rank.
+        Invalid(DIST + """\
+import numpy as np
+
+def train(model, loader, opt):
+    seen = []
+    for xb in loader:
+        loss = model(xb).mean()
+        loss.backward()
+        opt.step()
+        t = torch.tensor([loss.item()])
+        seen.append(t.item())
+        if np.isnan(sum(seen)):
+            break
+""", line=16, column=13, severity="error"),
     ]
 
     def screen(self, sketch):
@@ -785,6 +832,8 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
         return False  # DDP's backward made the gradients, hence their norm, equal on every rank
     if any(_depends_on_agreed(index, name, order, test) for name in read if "." not in name):
         return False
+    if _reads_agreed_container(index, test):
+        return False  # ``np.mean(history["loss"])`` of values all-reduced before each append
     if _has_non_finite_check(test):
         return True
     data = set().union(*(flow.loop_data_names(index, loop) for loop in loops
@@ -804,6 +853,55 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
                         or (value is not None and flow.forward_sites(index, value, binding.order))):
                     return True  # this rank's loss or model output (``kl = (...).mean().item()``)
     return False
+
+
+def _reads_agreed_container(index: SemanticIndex, test: cst.BaseExpression) -> bool:
+    """The test reads a list (``losses``, or ``logs["loss"]`` with a literal
+    key) that its function fills only with values every rank agrees on
+    (``dist.all_reduce(t, AVG)`` then ``logs["loss"].append(t.item())``)."""
+    function = flow.enclosing_function(index, test) or index.module
+    code = cst.Module([]).code_for_node
+    containers = set()
+    for node in _nodes_in(test):
+        if isinstance(node, cst.Name) or (
+                isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and len(node.slice) == 1
+                and isinstance(node.slice[0].slice, cst.Index)
+                and isinstance(node.slice[0].slice.value, cst.SimpleString)):
+            containers.add(code(node))
+    for container in containers:
+        fills = [site for site in flow.calls_in_function(index, function)
+                 if site.method in ("append", "extend") and site.receiver is not None
+                 and code(site.receiver) == container and site.node.args]
+        if fills and all(_agreed_fill(index, site.node.args[0].value, site.node) for site in fills):
+            return True
+    return False
+
+
+def _agreed_fill(index: SemanticIndex, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+    """Every name the appended value reads was made equal on every rank by a
+    collective of the function written before the append (or comes from a
+    helper that returns an agreed value)."""
+    names = [n for n in flow.names_in(value) if "." not in n and index.reaching(n, at)
+             and not all(b.kind in ("import", "def", "class") for b in index.reaching(n, at))]
+    site = index.call_site(at)
+    if not names or site is None:
+        return False
+    function = flow.enclosing_function(index, at) or index.module
+    agreed = set()
+    for other in flow.calls_in_function(index, function):
+        if other.method in flow.AGREEING_COLLECTIVES and other.order < site.order:
+            first = other.positional(0) or other.keyword("tensor")
+            if first is not None:
+                agreed |= flow.names_in(first.value)
+    return all(n in agreed or flow.is_agreed_value(index, n, at) for n in names)
+
+
+def _nodes_in(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(node.children)
 
 
 # Tensor attributes set by the code's structure, not by the values of this rank's batch.
