@@ -520,6 +520,32 @@ for it, (x, y) in enumerate(loader):
 """),
     ]
     invalid = [
+        # A subclass of DDP of this module wraps the model; the step is gated by
+        # ``if steps % k > 0: continue`` after the backward.
+        Invalid("""\
+import torch
+
+class ForwardingDDP(torch.nn.parallel.DistributedDataParallel):
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.module, name)
+
+def fit(task, loader, opt, accumulate, world_size):
+    model = task.cuda()
+    if world_size > 1:
+        model = ForwardingDDP(task, device_ids=[0])
+    steps = 0
+    for batch in loader:
+        loss = model(batch).mean()
+        (loss / accumulate).backward()
+        steps += 1
+        if steps % accumulate > 0:
+            continue
+        opt.step()
+        opt.zero_grad()
+""", line=17, column=9),
         # A step function of this module told when to step (``is_update``): reported at its backward.
         Invalid(DDP + """\
 def apply_update(loss, opt, net, cfg, is_update=True):

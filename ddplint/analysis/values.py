@@ -302,8 +302,26 @@ def is_global_rank(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
 # ---------------------------------------------------------------------- models
 def _is_wrap_call(index: SemanticIndex, expr: cst.BaseExpression, wrappers: tuple[str, ...]) -> bool:
     if isinstance(expr, cst.Call):
-        return index.qualified_name(expr.func) in wrappers
+        if index.qualified_name(expr.func) in wrappers:
+            return True
+        # ``class _DDP(DistributedDataParallel): ...`` of this module, then ``_DDP(task)``
+        return isinstance(expr.func, cst.Name) and bool(wrapper_subclasses(index, wrappers).get(expr.func.value))
     return False
+
+
+def wrapper_subclasses(index: SemanticIndex, wrappers: tuple[str, ...]) -> dict[str, bool]:
+    """Classes of this module (by name) that subclass one of ``wrappers``
+    directly (``class MyDDP(torch.nn.parallel.DistributedDataParallel)``):
+    constructing one wraps the model. Memoised per index and wrappers."""
+    memo = index.cache.setdefault("values.wrapper_subclasses", {})
+    found = memo.get(wrappers)
+    if found is None:
+        found = {}
+        for klass in index.classes:
+            if any(index.qualified_name(base.value) in wrappers for base in klass.bases):
+                found[klass.name.value] = True
+        memo[wrappers] = found
+    return found
 
 
 # nn.Module methods that return the module itself: a wrapped model stays wrapped.
