@@ -396,6 +396,36 @@ def train(model, loader, opt):
         if np.isnan(sum(seen)):
             break
 """),
+        # A per-step function that returns on configuration, or after its backward.
+        Valid(DIST + """\
+class Runner:
+    def run_batch(self, batch, i):
+        if not self.trainable:
+            return None
+        out = self.model(batch["x"])
+        out.sum().backward()
+        if torch.isnan(out.sum()):
+            return None
+        self.opt.step()
+        return i
+
+    def run_epoch(self, loader):
+        for i, batch in enumerate(loader):
+            self.run_batch(batch, i)
+"""),
+        # A parameter its callers do not take from a loop: not this rank's batch.
+        Valid(DIST + """\
+def train_step(model, sample, opt, schedule):
+    if schedule is None:
+        return
+    model(sample).mean().backward()
+    opt.step()
+
+def main(model, loader, opt):
+    schedule = make_schedule()
+    for sample in loader:
+        train_step(model, sample, opt, schedule)
+"""),
     ]
     invalid = [
         # A structural check joined with a per-rank value check is per rank.
@@ -634,20 +664,64 @@ def train(model, loader, opt):
         if np.isnan(sum(seen)):
             break
 """, line=16, column=13, severity="error"),
+        # A per-step function returns on this rank's non-finite loss before its backward.
+        Invalid(DIST + """\
+import numpy as np
+
+def train_batch(model, sample, optimizer, scaler):
+    loss = model(sample["x"]).mean()
+    value = loss.item()
+    if np.isnan(value):
+        optimizer.zero_grad()
+        return value
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return value
+""", line=12, column=9, severity="error"),
+        # A step method whose same-module caller hands it the loop's batch.
+        Invalid(DIST + """\
+class Runner:
+    def run_batch(self, batch, i):
+        if batch is None:
+            return {}
+        out = self.model(batch["x"])
+        out.sum().backward()
+        self.opt.step()
+        return {"i": i}
+
+    def run_epoch(self, loader):
+        for i, batch in enumerate(loader):
+            self.run_batch(batch, i)
+""", line=8, column=13, severity="error"),
+        # The same with a raise: a warning.
+        Invalid(DIST + """\
+def optimize(net, xb, yb, opt):
+    loss = torch.nn.functional.mse_loss(net(xb), yb)
+    if not torch.isfinite(loss):
+        raise FloatingPointError("loss diverged")
+    loss.backward()
+    opt.step()
+""", line=8, column=9, severity="warning"),
     ]
 
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
-        return sketch.exits_in_loop
+        # exits outside loops matter only before a backward of this module (a per-step function)
+        return sketch.exits_in_loop or "backward" in sketch.calls
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for exit_node in index.exits:
             severity = _skip_severity(index, exit_node)
             if severity is not None:
-                yield self.report(exit_node, _message(exit_node), severity=severity)
+                yield self.report(exit_node, _message(index, exit_node), severity=severity)
 
 
-def _message(exit_node: cst.CSTNode) -> str:
+def _message(index: SemanticIndex, exit_node: cst.CSTNode) -> str:
+    if isinstance(exit_node, cst.Return) and not flow.enclosing_loops(index, exit_node):
+        return ("this rank may return before backward() while its peers run it: their all-reduce waits "
+                "for it and the job hangs until the collective timeout; agree on the decision across "
+                "ranks first (all_reduce the flag)")
     if isinstance(exit_node, cst.Continue):
         return ("this rank may skip backward() while its peers run it: their all-reduce waits for it "
                 "and the job hangs until the collective timeout; agree on the decision across ranks "
@@ -662,8 +736,10 @@ def _message(exit_node: cst.CSTNode) -> str:
 
 def _skip_severity(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str]:
     loops = flow.enclosing_loops(index, exit_node)
-    if not loops or flow.in_framework_code(index, exit_node):
+    if flow.in_framework_code(index, exit_node):
         return None
+    if not loops:
+        return _step_function_exit(index, exit_node)
     # continue/break leave the innermost loop; return/raise leave them all.
     candidates = loops[:1] if isinstance(exit_node, (cst.Continue, cst.Break)) else loops
     for loop in candidates:
@@ -684,6 +760,56 @@ def _skip_severity(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str
         if any(_per_rank_data_condition(index, t, loops) for t in tests):
             return "warning" if isinstance(exit_node, cst.Raise) else "error"
     return None
+
+
+def _step_function_exit(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str]:
+    """A ``return`` / ``raise`` outside any loop of its function, before the
+    function's backward of a DDP model: a per-step function (``train_batch(model,
+    sample, ...)``, called once per batch) that returns early on this rank's
+    non-finite loss, or on a batch that its same-module callers take from
+    their loop (``if batch is None: return``), skips the all-reduce its
+    peers run in that backward."""
+    if not isinstance(exit_node, (cst.Return, cst.Raise)):
+        return None
+    function = flow.enclosing_function(index, exit_node)
+    if function is None or _entered_by_one_rank(index, function):
+        return None
+    if not any(not _backward_of_plain_copy(index, e.site) for e in flow.backward_events(index, function)):
+        return None  # a tensor backward of this module (the screen's condition) on a model that syncs
+    syncs = _sync_points(index, function)
+    if not any(flow.precedes(index, exit_node, s) and not flow.is_inside(index, s, exit_node) for s in syncs):
+        return None
+    tests = [branch.test for branch, _ in flow.if_ancestors(index, exit_node, stop=function)]
+    if not tests:
+        return None
+    if any(_rank_condition(index, t) for t in tests):
+        return None  # a rank-0-only step function: DDP010's question, not this rule's
+    batch = _per_batch_params(index, function)
+    if any(_per_rank_data_condition(index, t, [], batch) for t in tests):
+        return "warning" if isinstance(exit_node, cst.Raise) else "error"
+    return None
+
+
+def _per_batch_params(index: SemanticIndex, function: cst.FunctionDef) -> set[str]:
+    """Parameters of ``function`` that every same-module caller fills with the
+    data its loop iterates (``for i, batch in enumerate(loader): self.step(batch, i)``)."""
+    params = [p.name.value for p in function.params.params]
+    if params and params[0] in ("self", "cls"):
+        params = params[1:]
+    sites = flow.callers(index, function)
+    if not sites:
+        return set()
+    found: Optional[set[str]] = None
+    for site in sites:
+        loops = flow.enclosing_loops(index, site.node)
+        data = set().union(*(flow.loop_data_names(index, loop) for loop in loops)) if loops else set()
+        here = set()
+        for position, name in enumerate(params):
+            arg = site.argument(name, position)
+            if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value in data:
+                here.add(name)
+        found = here if found is None else found & here
+    return found or set()
 
 
 def _sync_points(index: SemanticIndex, loop: flow.Loop) -> list[cst.CSTNode]:
@@ -817,7 +943,7 @@ def _rank_condition(index: SemanticIndex, test: cst.BaseExpression) -> bool:
 
 
 def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
-                             loops: list[flow.Loop]) -> bool:
+                             loops: list[flow.Loop], extra_data: frozenset[str] = frozenset()) -> bool:
     """Does the test depend on this rank's data (a non-finite check, the batch,
     the loss) rather than on agreed values or counters?"""
     read = flow.names_in(test)
@@ -836,8 +962,8 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
         return False  # ``np.mean(history["loss"])`` of values all-reduced before each append
     if _has_non_finite_check(test):
         return True
-    data = set().union(*(flow.loop_data_names(index, loop) for loop in loops
-                         if not flow.iterates_config(index, loop)))
+    data = set(extra_data).union(*(flow.loop_data_names(index, loop) for loop in loops
+                                   if not flow.iterates_config(index, loop)))
     for name in read:
         if name in data:
             return True
