@@ -703,6 +703,24 @@ def optimize(net, xb, yb, opt):
     loss.backward()
     opt.step()
 """, line=8, column=9, severity="warning"),
+        # The backward runs in a scaler object's ``__call__``; its parameter is annotated with the class.
+        Invalid(DIST + """\
+class ScaledUpdate:
+    def __init__(self):
+        self.scaler = torch.cuda.amp.GradScaler()
+
+    def __call__(self, loss, optimizer):
+        self.scaler.scale(loss).backward()
+        self.scaler.step(optimizer)
+        self.scaler.update()
+
+def train_one_epoch(model, loader, optimizer, update: ScaledUpdate):
+    for x, y in loader:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        if not math.isfinite(loss.item()):
+            raise ValueError("non-finite loss")
+        update(loss, optimizer)
+""", line=18, column=13, severity="warning"),
     ]
 
     def screen(self, sketch):
@@ -834,8 +852,11 @@ def _sync_points(index: SemanticIndex, loop: flow.Loop) -> list[cst.CSTNode]:
 def _runs_project_backward(index: SemanticIndex, site) -> bool:
     """A call of a project function of another module that runs a backward
     itself (same-module helpers are inlined already)."""
-    if site.qualified_name is None or (site.qualified_name or "").startswith("torch."):
+    if (site.qualified_name or "").startswith("torch."):
         return False
+    if site.qualified_name is None and (not isinstance(site.node.func, cst.Name)
+                                        or index.functions_named(site.node.func.value)):
+        return False  # same-module functions are inlined; ``update(loss, opt)`` on an object is not
     facts = flow.project_function_facts(index, site.node)
     return facts is not None and facts.runs_backward
 
