@@ -563,6 +563,26 @@ def fit(model, opt, loader):
         seen.append(value)
     return seen
 """),
+        # The micro-chunks of one step (or the whole batch as one chunk): what the
+        # step keeps is bounded by the step.
+        Valid(TRAIN + """\
+def train_step(model, optimizer, batch, k, on_outputs):
+    chunks = batch.split(batch.shape[0] // k) if k > 1 else [batch]
+    done = False
+    while not done:
+        outputs = []
+        total, seen = 0.0, 0
+        for i, chunk in enumerate(chunks):
+            out = model(chunk)
+            outputs.append(out)
+            loss = out.mean() / len(chunks)
+            loss.backward()
+            total += loss.item()
+            seen += chunk.shape[0]
+        done = optimizer.step()
+    on_outputs(outputs)
+    return total, seen
+"""),
     ]
     invalid = [
         # The project's forward hands back an item with history (``scores``): kept, it holds every graph.

@@ -1385,7 +1385,15 @@ def iterates_chunks(index: SemanticIndex, loop: Loop) -> bool:
         values = index.reaching_values(iterable) or []
     else:
         return False
-    return bool(values) and all(_cuts_into_chunks(value) for value in values)
+    # ``chunks = split(data, k) if k > 1 else [data]``: the single-chunk arm is bounded too
+    cuts = [value for value in values if not _few_items(value)]
+    return bool(cuts) and all(_cuts_into_chunks(value) for value in cuts)
+
+
+def _few_items(value: cst.BaseExpression) -> bool:
+    """A list or tuple display of its items (``[data]``), no starred item."""
+    return isinstance(value, (cst.List, cst.Tuple)) and bool(value.elements) and \
+        not any(isinstance(e, cst.StarredElement) for e in value.elements)
 
 
 def _cuts_into_chunks(value: cst.BaseExpression) -> bool:
