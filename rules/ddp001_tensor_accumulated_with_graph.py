@@ -583,6 +583,22 @@ def train_step(model, optimizer, batch, k, on_outputs):
     on_outputs(outputs)
     return total, seen
 """),
+        # Every call reaches the helper under no_grad, two callers up: no history.
+        Valid(TRAIN + """\
+def class_weights(model, prompts):
+    rows = []
+    for p in prompts:
+        rows.append(model(p).mean(0))
+    return torch.stack(rows)
+
+def zero_shot(model, prompts, images):
+    weights = class_weights(model, prompts)
+    return images @ weights.t()
+
+def validate(model, prompts, images):
+    with torch.no_grad():
+        return zero_shot(model, prompts, images)
+"""),
     ]
     invalid = [
         # The project's forward hands back an item with history (``scores``): kept, it holds every graph.

@@ -571,11 +571,22 @@ def grad_mode(index: SemanticIndex, node: cst.CSTNode) -> str:
     if function_trains(index, function):
         return "on"
     calls = callers(index, function)
+    if _project_callers_no_grad(index, function):
+        return "off"  # every call in the project runs under no_grad, a few callers up
     if not calls:
         return "unknown"
     if all(in_no_grad_region(index, c.node) for c in calls):
         return "off"
     return "on"
+
+
+def _project_callers_no_grad(index: SemanticIndex, function: cst.FunctionDef) -> bool:
+    from ddplint.analysis.models import function_key, project_of
+
+    try:
+        return project_of(index).callers_no_grad(index.path, function_key(index, function)) is True
+    except Exception:  # pragma: no cover - a project without the module's facts
+        return False
 
 
 # ---------------------------------------------------------------------- models and criteria
