@@ -585,19 +585,19 @@ def train_step(model, optimizer, batch, k, on_outputs):
 """),
         # Every call reaches the helper under no_grad, two callers up: no history.
         Valid(TRAIN + """\
-def class_weights(model, prompts):
+def embed_all(model, loader):
     rows = []
-    for p in prompts:
-        rows.append(model(p).mean(0))
-    return torch.stack(rows)
+    for batch in loader:
+        rows.append(model(batch))
+    return torch.cat(rows)
 
-def zero_shot(model, prompts, images):
-    weights = class_weights(model, prompts)
+def zero_shot(model, loader, images):
+    weights = embed_all(model, loader)
     return images @ weights.t()
 
-def validate(model, prompts, images):
+def validate(model, loader, images):
     with torch.no_grad():
-        return zero_shot(model, prompts, images)
+        return zero_shot(model, loader, images)
 """),
     ]
     invalid = [
