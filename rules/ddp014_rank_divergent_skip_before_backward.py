@@ -426,6 +426,23 @@ def main(model, loader, opt):
     for sample in loader:
         train_step(model, sample, opt, schedule)
 """),
+        # The arm every call switches off (``strict`` keeps its default True): not reached.
+        Valid(DIST + """\
+class Trainer:
+    def run_step(self, batch, strict=True):
+        loss = self.model(batch).mean()
+        if not torch.isfinite(loss):
+            if strict:
+                sys.exit(1)
+            else:
+                return
+        loss.backward()
+        self.opt.step()
+
+    def epoch(self, loader):
+        for batch in loader:
+            self.run_step(batch)
+"""),
     ]
     invalid = [
         # A structural check joined with a per-rank value check is per rank.
@@ -797,15 +814,52 @@ def _step_function_exit(index: SemanticIndex, exit_node: cst.CSTNode) -> Optiona
     syncs = _sync_points(index, function)
     if not any(flow.precedes(index, exit_node, s) and not flow.is_inside(index, s, exit_node) for s in syncs):
         return None
-    tests = [branch.test for branch, _ in flow.if_ancestors(index, exit_node, stop=function)]
+    branches = list(flow.if_ancestors(index, exit_node, stop=function))
+    tests = [branch.test for branch, _ in branches]
     if not tests:
         return None
+    if any(_switched_off(index, function, branch, in_body) for branch, in_body in branches):
+        return None  # ``if raise_on_error: raise ... else: return`` where every call keeps the default True
     if any(_rank_condition(index, t) for t in tests):
         return None  # a rank-0-only step function: DDP010's question, not this rule's
     batch = _per_batch_params(index, function)
     if any(_per_rank_data_condition(index, t, [], batch) for t in tests):
         return "warning" if isinstance(exit_node, cst.Raise) else "error"
     return None
+
+
+def _switched_off(index: SemanticIndex, function: cst.FunctionDef, branch: cst.If, in_body: bool) -> bool:
+    """The arm of ``if <param>:`` (or ``if not <param>:``) that no call takes:
+    every same-module call passes the same literal for the parameter, or
+    leaves its literal default."""
+    from ddplint.analysis.values import literal_bool
+
+    test, negate = branch.test, False
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, negate = test.expression, True
+    if not isinstance(test, cst.Name):
+        return False
+    params = [*function.params.params, *function.params.kwonly_params]
+    param = next((p for p in params if p.name.value == test.value), None)
+    sites = flow.callers(index, function)
+    if param is None or not sites:
+        return False
+    names = [p.name.value for p in function.params.params]
+    offset = 1 if names and names[0] in ("self", "cls") else 0
+    position = names.index(test.value) - offset if test.value in names else None
+    values = set()
+    for site in sites:
+        arg = site.argument(test.value, position)
+        if arg is None and (site.has_star_args or site.has_star_kwargs):
+            return False
+        value = literal_bool(arg.value if arg is not None else param.default)
+        if value is None:
+            return False
+        values.add(value)
+    if len(values) != 1:
+        return False
+    taken = values.pop() != negate  # the test's value on every call
+    return taken != in_body
 
 
 def _per_batch_params(index: SemanticIndex, function: cst.FunctionDef) -> set[str]:
