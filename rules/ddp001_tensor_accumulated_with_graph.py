@@ -9,7 +9,10 @@ or handed to a meter of the project whose class keeps its argument
 (`meter.update(loss)` where `update` does `self.sum += val`). The history is
 followed through sums of criterion terms, comprehensions over model outputs,
 and project helpers that hand back their argument or a copy of it
-(`reduce_tensor(loss)` doing `rt = loss.clone(); dist.all_reduce(rt); return rt`).
+(`reduce_tensor(loss)` doing `rt = loss.clone(); dist.all_reduce(rt); return rt`),
+and training-step helpers of the module (`f(...)`, `self.m(...)`) that run
+`loss.backward()` and return that loss, or a named term of it, undetached
+(`loss, logs = self.update_fn(batch)`; `return actor_loss, critic_loss`).
 
 An accumulator counts as reset only when every path through the iteration
 resets it: a reset that a `continue` skips does not count. A per-batch method
@@ -51,13 +54,14 @@ Not flagged: `.item()`, `.detach()`, `float(...)`, `.tolist()`, `torch.tensor(x)
 (`.cpu()` and `.to("cpu")` keep the graph); code under `torch.no_grad()`,
 `torch.inference_mode()`, `torch.set_grad_enabled(False)` or in functions
 decorated with them (also functions every caller of which runs them under
-such a region), and values bound in such a region and read after it; an
+such a region, a few callers up and across the project's modules), and values bound in such a region and read after it; an
 accumulator reset on every path of the iteration; terms summed into a loss
 that `backward()` consumes (`torch.stack(losses).sum().backward()`, graphs
 kept for a deferred `for l in pending: l.backward()`); short loops over the
 parts of one step (`for j in range(len(parts))`, heads, views, the chunks of
 one input however named: `batches = prepare_chunks(x, chunksize=n)`,
-`x.split(4096)`) whose sum or concatenation is returned; a list reset for every batch and filled by an inner
+`x.split(4096)`, also `split(x, k) if k > 1 else [x]`) whose sum or
+concatenation is returned, or that a list reset every step collects; a list reset for every batch and filled by an inner
 loop over what that batch pulled (`for j in range(images.shape[0])`); items
 that the project's model hands back without history (`loss, acc = net(x)`
 where every `forward` of the model's class returns `acc` as `.item()` or a

@@ -37,7 +37,10 @@ such a caller, held under a key of a state object that this module fills with
 a wrapped model (`model = state_tracker["model"]` with
 `StateTracker(..., model=ddp_model)`), or handed by the loop, or by helpers
 two calls down, to a call that runs its forward
-(`self.diffusion.train_losses(self.model, ...)`).
+(`self.diffusion.train_losses(self.model, ...)`). A subclass of DDP/FSDP
+defined in the module (`class _DDP(torch.nn.parallel.DistributedDataParallel)`,
+then `model = _DDP(task)`) wraps like DDP itself, and defining one puts the
+module in DDP context.
 
 ## Why is this bad?
 DDP all-reduces every gradient bucket in every `backward()`. With `k`
@@ -79,7 +82,10 @@ call (`update_grad=True`), models not known to be wrapped. A `no_sync()` that
 encloses other code only (an evaluation pass) does not count, nor one chosen
 only under `isinstance(model, FSDP)` when the model may be a DDP model, nor a
 `no_sync()` or `accelerator.accumulate(model)` on the other arm of an `if`
-(`if args.fp16: amp backward else: with model.no_sync(): ...`).
+(`if args.fp16: amp backward else: with model.no_sync(): ...`). A helper's
+backward on the arm that the loop's call switches off with a literal argument
+(`self.one_step(mb, True)` where the helper runs `if generator_turn: ...;
+return` before the critic's backward) is not that loop's backward.
 
 ## References
 - https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html#torch.nn.parallel.DistributedDataParallel.no_sync

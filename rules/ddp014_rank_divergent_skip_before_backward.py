@@ -11,8 +11,18 @@ of the batch: `labels = labels[valid]` then `if labels.size(0) == 0: continue`,
 loop after the backward diverges too: the peers wait in the next step's
 all-reduce.
 
+A per-step function (no loop of its own, `train_batch(model, sample, ...)`,
+called once per batch) that `return`s or `raise`s before its backward of a DDP
+model is flagged the same way when the test reads this rank's non-finite loss
+or a parameter that its same-module callers fill with their loop's batch
+(`def run_batch(self, batch): if batch is None: return ...`); an arm that every
+call switches off (`if raise_on_error: raise ... else: return`, the default
+True kept) is not reached.
+
 A DDP training loop is a loop (in DDP context) that runs `backward()`,
-directly or in a helper of the module, or hands the DDP/FSDP-wrapped model to
+directly, in a helper of the module, or in a helper object of the project
+(`loss_scaler(loss, optimizer)` with `loss_scaler: NativeScaler` annotated, whose
+`__call__` runs the backward), or hands the DDP/FSDP-wrapped model to
 a training function (`fit_one_epoch(model, ...)`, imported or not). A backward
 on a private copy of the model (`copy.deepcopy(module)`) or on the unwrapped
 `ddp.module` arms no reducer and does not count.
@@ -45,9 +55,11 @@ later ranks pair up the wrong buckets and crash with a confusing error.
 
 Not flagged: conditions computed from all-reduced / broadcast values, also
 through a helper of the project that all-reduces a value and returns it
-(`if any_rank_nan(loss): continue`); step and epoch counters
+(`if any_rank_nan(loss): continue`), or through a list filled only with
+values all-reduced before each append (`np.mean(logs["loss"])`); step and epoch counters
 (`if step >= max_steps: break`, also the index of `enumerate` behind a
-progress bar: `bar = tqdm(enumerate(loader))`, `for i, batch in bar:`); loops over configuration (optimizers,
+progress bar: `bar = tqdm(enumerate(loader))`, `for i, batch in bar:`, or
+`with tqdm(range(n)) as bar: for epoch in bar:`); loops over configuration (optimizers,
 parameter groups, `dict.items()`) skipping on counters; `sys.exit` on a
 non-finite loss (the process ends and the launcher tears the job down); loops
 that only some ranks enter (under a rank guard, or in a function every call of
