@@ -455,6 +455,22 @@ class Trainer:
         for batch in loader:
             self.run_step(batch)
 """),
+        # An epoch counter from a range with or without a progress bar (two branches).
+        Valid(DIST + """\
+from tqdm import tqdm
+
+def fit(model, loader, opt, n_epochs, stop_at, show_bar):
+    if show_bar:
+        epochs = tqdm(range(n_epochs))
+    else:
+        epochs = range(n_epochs)
+    for epoch in epochs:
+        for xb in loader:
+            model(xb).mean().backward()
+            opt.step()
+        if epoch >= stop_at:
+            break
+"""),
     ]
     invalid = [
         # A structural check joined with a per-rank value check is per rank.

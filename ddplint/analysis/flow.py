@@ -1451,6 +1451,9 @@ def loop_counter_names(index: SemanticIndex, loop: Loop) -> set[str]:
             bindings = index.reaching(iterable.value, iterable)
             if len(bindings) == 1 and bindings[0].kind == "with":
                 values = [bindings[0].value]
+        if len(values) > 1 and all(isinstance(v, cst.Call) and _calls_range(v) for v in values):
+            # ``epoch_iter = tqdm(range(n)) if bar else range(n)`` (on two branches)
+            return names_in(loop.target)
         if len(values) == 1 and isinstance(values[0], cst.Call):
             iterable = values[0]
     callee = dotted_name(iterable.func) if isinstance(iterable, cst.Call) else None
