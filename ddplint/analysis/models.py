@@ -181,6 +181,8 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
             kind = ""
         if kind:
             return kind
+    if len(parts) == 2 and parts[0] != "self" and depth == 0:
+        return wrapped_by_keyword(index, expr, parts[1])
     return ""
 
 
@@ -229,6 +231,43 @@ def wrapped_by_key(index, expr) -> str:
             found = _wrapped_dict_entry(index, key)
         cache[key] = found
     return cache[key]
+
+
+def wrapped_by_keyword(index, expr, attribute: str) -> str:
+    """"ddp"/"fsdp" for ``models.generator`` when the holder is a container
+    object this module builds with the wrapped model as a keyword argument of a
+    constructor (``return self.Models(generator=fsdp_model)``,
+    ``SimpleNamespace(model=ddp_model)``) and the holder itself comes from a
+    parameter or a call (nothing else says what it is). Only constructors (a
+    capitalised name): a plain function's keyword is not an attribute of what
+    it returns."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    holder = expr.value if isinstance(expr, cst.Attribute) else None
+    if not isinstance(holder, cst.Name):
+        return ""
+    bindings = index.reaching(holder.value, holder)
+    if not bindings or any(b.kind not in ("param", "assign", "annassign") for b in bindings) \
+            or any(b.kind != "param" and not isinstance(b.value, cst.Call) for b in bindings):
+        return ""
+    cache = index.cache.setdefault("models.wrapped_keywords", {})
+    if attribute not in cache:
+        cache[attribute] = ""  # (no recursion through the attribute itself)
+        found = ""
+        for site in index.calls:
+            callee = (dotted_name(site.node.func) or "").rsplit(".", 1)[-1]
+            if not callee[:1].isupper() and callee != "SimpleNamespace":
+                continue
+            for arg in site.node.args:
+                if arg.keyword is not None and arg.keyword.value == attribute:
+                    found = wrapped_kind(index, arg.value, site.order)
+                    break
+            if found:
+                break
+        cache[attribute] = found
+    return cache[attribute]
 
 
 def _string_key(expr) -> Optional[str]:
