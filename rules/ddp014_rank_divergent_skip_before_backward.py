@@ -835,11 +835,17 @@ def _step_function_exit(index: SemanticIndex, exit_node: cst.CSTNode) -> Optiona
     if not isinstance(exit_node, (cst.Return, cst.Raise)):
         return None
     function = flow.enclosing_function(index, exit_node)
-    if function is None or _entered_by_one_rank(index, function):
+    if function is None:
         return None
-    if not any(not _backward_of_plain_copy(index, e.site) for e in flow.backward_events(index, function)):
-        return None  # a tensor backward of this module (the screen's condition) on a model that syncs
-    syncs = _sync_points(index, function)
+    memo = index.cache.setdefault("ddp014.step_function_syncs", {})
+    if id(function) not in memo:
+        trains = not _entered_by_one_rank(index, function) and any(
+            not _backward_of_plain_copy(index, e.site) for e in flow.backward_events(index, function))
+        # a tensor backward of this module (the screen's condition) on a model that syncs
+        memo[id(function)] = (function, _sync_points(index, function) if trains else [])
+    syncs = memo[id(function)][1]
+    if not syncs:
+        return None
     if not any(flow.precedes(index, exit_node, s) and not flow.is_inside(index, s, exit_node) for s in syncs):
         return None
     branches = list(flow.if_ancestors(index, exit_node, stop=function))
