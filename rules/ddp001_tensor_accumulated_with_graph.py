@@ -9,7 +9,10 @@ or handed to a meter of the project whose class keeps its argument
 (`meter.update(loss)` where `update` does `self.sum += val`). The history is
 followed through sums of criterion terms, comprehensions over model outputs,
 and project helpers that hand back their argument or a copy of it
-(`reduce_tensor(loss)` doing `rt = loss.clone(); dist.all_reduce(rt); return rt`).
+(`reduce_tensor(loss)` doing `rt = loss.clone(); dist.all_reduce(rt); return rt`),
+and training-step helpers of the module (`f(...)`, `self.m(...)`) that run
+`loss.backward()` and return that loss, or a named term of it, undetached
+(`loss, logs = self.update_fn(batch)`; `return actor_loss, critic_loss`).
 
 An accumulator counts as reset only when every path through the iteration
 resets it: a reset that a `continue` skips does not count. A per-batch method
@@ -51,13 +54,14 @@ Not flagged: `.item()`, `.detach()`, `float(...)`, `.tolist()`, `torch.tensor(x)
 (`.cpu()` and `.to("cpu")` keep the graph); code under `torch.no_grad()`,
 `torch.inference_mode()`, `torch.set_grad_enabled(False)` or in functions
 decorated with them (also functions every caller of which runs them under
-such a region), and values bound in such a region and read after it; an
+such a region, a few callers up and across the project's modules), and values bound in such a region and read after it; an
 accumulator reset on every path of the iteration; terms summed into a loss
 that `backward()` consumes (`torch.stack(losses).sum().backward()`, graphs
 kept for a deferred `for l in pending: l.backward()`); short loops over the
 parts of one step (`for j in range(len(parts))`, heads, views, the chunks of
 one input however named: `batches = prepare_chunks(x, chunksize=n)`,
-`x.split(4096)`) whose sum or concatenation is returned; a list reset for every batch and filled by an inner
+`x.split(4096)`, also `split(x, k) if k > 1 else [x]`) whose sum or
+concatenation is returned, or that a list reset every step collects; a list reset for every batch and filled by an inner
 loop over what that batch pulled (`for j in range(images.shape[0])`); items
 that the project's model hands back without history (`loss, acc = net(x)`
 where every `forward` of the model's class returns `acc` as `.item()` or a
@@ -531,6 +535,73 @@ def predict(model, x):
     for batch in batches:
         preds.append(model(batch))
     return torch.cat(preds)
+"""),
+        # A training-step helper that returns its loss detached (or as a float).
+        Valid(TRAIN + """\
+class Runner:
+    def step(self, batch):
+        loss = criterion(self.model(batch["x"]), batch["y"])
+        loss.backward()
+        self.opt.step()
+        return loss.detach(), batch["x"].shape[0]
+
+    def epoch(self, loader):
+        history = []
+        for batch in loader:
+            loss, n = self.step(batch)
+            history.append(loss)
+        return history
+"""),
+        Valid(TRAIN + """\
+def train_step(model, opt, x, y):
+    opt.zero_grad()
+    out = criterion(model(x), y)
+    out.backward()
+    opt.step()
+    return out.item(), y.shape[0]
+
+def fit(model, opt, loader):
+    seen = []
+    for x, y in loader:
+        value, n = train_step(model, opt, x, y)
+        seen.append(value)
+    return seen
+"""),
+        # The micro-chunks of one step (or the whole batch as one chunk): what the
+        # step keeps is bounded by the step.
+        Valid(TRAIN + """\
+def train_step(model, optimizer, batch, k, on_outputs):
+    chunks = batch.split(batch.shape[0] // k) if k > 1 else [batch]
+    done = False
+    while not done:
+        outputs = []
+        total, seen = 0.0, 0
+        for i, chunk in enumerate(chunks):
+            out = model(chunk)
+            outputs.append(out)
+            loss = out.mean() / len(chunks)
+            loss.backward()
+            total += loss.item()
+            seen += chunk.shape[0]
+        done = optimizer.step()
+    on_outputs(outputs)
+    return total, seen
+"""),
+        # Every call reaches the helper under no_grad, two callers up: no history.
+        Valid(TRAIN + """\
+def embed_all(model, loader):
+    rows = []
+    for batch in loader:
+        rows.append(model(batch))
+    return torch.cat(rows)
+
+def zero_shot(model, loader, images):
+    weights = embed_all(model, loader)
+    return images @ weights.t()
+
+def validate(model, loader, images):
+    with torch.no_grad():
+        return zero_shot(model, loader, images)
 """),
     ]
     invalid = [
@@ -1060,6 +1131,98 @@ def main(model, loader):
     with torch.no_grad():
         warm = model(next(iter(loader)))
     print(predict_all(model, loader).shape, warm.shape)
+"""),
+        # A loss returned by a training-step helper after its backward keeps its history.
+        Invalid(TRAIN + """\
+class Runner:
+    def step(self, batch):
+        loss = criterion(self.model(batch["x"]), batch["y"])
+        loss.backward()
+        self.opt.step()
+        return loss, batch["x"].shape[0]
+
+    def epoch(self, loader):
+        history = []
+        for batch in loader:
+            loss, n = self.step(batch)
+            history.append(loss)
+        return history
+""", line=15, column=13, severity="warning", fixed=TRAIN + """\
+class Runner:
+    def step(self, batch):
+        loss = criterion(self.model(batch["x"]), batch["y"])
+        loss.backward()
+        self.opt.step()
+        return loss, batch["x"].shape[0]
+
+    def epoch(self, loader):
+        history = []
+        for batch in loader:
+            loss, n = self.step(batch)
+            history.append(loss.item())
+        return history
+"""),
+        Invalid(TRAIN + """\
+def train_step(model, opt, x, y):
+    opt.zero_grad()
+    out = criterion(model(x), y)
+    out.backward()
+    opt.step()
+    return out
+
+def fit(model, opt, loader):
+    seen = []
+    for x, y in loader:
+        seen.append(train_step(model, opt, x, y))
+    return seen
+""", line=14, column=9, severity="warning", fixed=TRAIN + """\
+def train_step(model, opt, x, y):
+    opt.zero_grad()
+    out = criterion(model(x), y)
+    out.backward()
+    opt.step()
+    return out
+
+def fit(model, opt, loader):
+    seen = []
+    for x, y in loader:
+        seen.append(train_step(model, opt, x, y).detach())
+    return seen
+"""),
+        Invalid(TRAIN + """\
+class PPO:
+    def update(self, mb):
+        actor_loss = -(self.policy(mb["obs"]) * mb["adv"]).mean()
+        critic_loss = (self.value(mb["obs"]) - mb["ret"]).pow(2).mean()
+        total = actor_loss + 0.5 * critic_loss
+        self.opt.zero_grad()
+        total.backward()
+        self.opt.step()
+        return actor_loss, critic_loss
+
+    def train(self, minibatches):
+        actor_losses = []
+        for mb in minibatches:
+            a_loss, c_loss = self.update(mb)
+            actor_losses.append(a_loss)
+        return actor_losses
+""", line=18, column=13, severity="warning", fixed=TRAIN + """\
+class PPO:
+    def update(self, mb):
+        actor_loss = -(self.policy(mb["obs"]) * mb["adv"]).mean()
+        critic_loss = (self.value(mb["obs"]) - mb["ret"]).pow(2).mean()
+        total = actor_loss + 0.5 * critic_loss
+        self.opt.zero_grad()
+        total.backward()
+        self.opt.step()
+        return actor_loss, critic_loss
+
+    def train(self, minibatches):
+        actor_losses = []
+        for mb in minibatches:
+            a_loss, c_loss = self.update(mb)
+            actor_losses.append(a_loss.item())
+        return actor_losses
 """),
     ]
 

@@ -37,7 +37,10 @@ such a caller, held under a key of a state object that this module fills with
 a wrapped model (`model = state_tracker["model"]` with
 `StateTracker(..., model=ddp_model)`), or handed by the loop, or by helpers
 two calls down, to a call that runs its forward
-(`self.diffusion.train_losses(self.model, ...)`).
+(`self.diffusion.train_losses(self.model, ...)`). A subclass of DDP/FSDP
+defined in the module (`class _DDP(torch.nn.parallel.DistributedDataParallel)`,
+then `model = _DDP(task)`) wraps like DDP itself, and defining one puts the
+module in DDP context.
 
 ## Why is this bad?
 DDP all-reduces every gradient bucket in every `backward()`. With `k`
@@ -79,7 +82,10 @@ call (`update_grad=True`), models not known to be wrapped. A `no_sync()` that
 encloses other code only (an evaluation pass) does not count, nor one chosen
 only under `isinstance(model, FSDP)` when the model may be a DDP model, nor a
 `no_sync()` or `accelerator.accumulate(model)` on the other arm of an `if`
-(`if args.fp16: amp backward else: with model.no_sync(): ...`).
+(`if args.fp16: amp backward else: with model.no_sync(): ...`). A helper's
+backward on the arm that the loop's call switches off with a literal argument
+(`self.one_step(mb, True)` where the helper runs `if generator_turn: ...;
+return` before the critic's backward) is not that loop's backward.
 
 ## References
 - https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html#torch.nn.parallel.DistributedDataParallel.no_sync
@@ -520,6 +526,58 @@ for it, (x, y) in enumerate(loader):
 """),
     ]
     invalid = [
+        # The generator's micro-batch loop accumulates; the critic's arm of the same
+        # helper is switched off for that call by the literal argument (not reported).
+        Invalid(DDP + """\
+class GanTrainer:
+    def one_step(self, batch, generator_turn):
+        if generator_turn:
+            loss = self.gen(batch).mean()
+            loss.backward()
+            return {"g": loss.item()}
+        else:
+            logs = {}
+        d_loss = self.critic(batch).mean()
+        d_loss.backward()
+        logs["d"] = d_loss.item()
+        return logs
+
+    def train(self, loader):
+        self.gen = DDP(self.gen)
+        self.critic = DDP(self.critic)
+        while True:
+            for micro in loader.next_group():
+                self.one_step(micro, True)
+            self.gen_opt.step()
+            self.one_step(next(loader), False)
+            self.critic_opt.step()
+""", line=8, column=13),
+        # A subclass of DDP of this module wraps the model; the step is gated by
+        # ``if steps % k > 0: continue`` after the backward.
+        Invalid("""\
+import torch
+
+class ForwardingDDP(torch.nn.parallel.DistributedDataParallel):
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.module, name)
+
+def fit(task, loader, opt, accumulate, world_size):
+    model = task.cuda()
+    if world_size > 1:
+        model = ForwardingDDP(task, device_ids=[0])
+    steps = 0
+    for batch in loader:
+        loss = model(batch).mean()
+        (loss / accumulate).backward()
+        steps += 1
+        if steps % accumulate > 0:
+            continue
+        opt.step()
+        opt.zero_grad()
+""", line=17, column=9),
         # A step function of this module told when to step (``is_update``): reported at its backward.
         Invalid(DDP + """\
 def apply_update(loss, opt, net, cfg, is_update=True):
@@ -1166,6 +1224,8 @@ def _backwards(index: SemanticIndex) -> Iterator[tuple[cst.CSTNode, flow.Event]]
         for event in flow.events(index, loop):
             if flow.is_tensor_backward(index, event.site) or (not event.inlined and id(event.site) in helper_ids):
                 seen.add(id(event.site))
+                if event.inlined and _dead_for_call(index, event):
+                    continue
                 yield loop, event
     for site in [*flow.tensor_backwards(index), *helper_backwards]:
         function = flow.enclosing_function(index, site.node)
@@ -1177,6 +1237,58 @@ def _backwards(index: SemanticIndex) -> Iterator[tuple[cst.CSTNode, flow.Event]]
         # calls ``self.optimize(..., step_optimizer=...)``, a loop elsewhere calls
         # ``train_step()``): judged in the function, once per call.
         yield function, flow.Event(site, site.node)
+
+
+def _dead_for_call(index: SemanticIndex, event: flow.Event) -> bool:
+    """The helper's backward sits on the arm that the loop's call switches off
+    with a literal argument: ``self.step(mb, True)`` where the helper does ``if
+    train_generator: ...; return`` before the critic's backward (or puts that
+    backward under ``if not train_generator:`` / an ``else``)."""
+    helper = flow.enclosing_function(index, event.site.node)
+    call = index.call_site(event.anchor) if isinstance(event.anchor, cst.Call) else None
+    if helper is None or call is None:
+        return False
+    params = [p.name.value for p in helper.params.params]
+    offset = 1 if params and params[0] in ("self", "cls") else 0
+
+    def literal(test: cst.BaseExpression) -> Optional[bool]:
+        negate = False
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, negate = test.expression, True
+        if not isinstance(test, cst.Name) or test.value not in params:
+            return None
+        arg = call.argument(test.value, params.index(test.value) - offset)
+        value = flow.literal_bool(arg.value) if arg is not None else None
+        return None if value is None else value != negate
+
+    node: cst.CSTNode = event.site.node
+    for ancestor in index.ancestors(node):
+        if ancestor is helper:
+            break
+        if isinstance(ancestor, cst.If) and node is not ancestor.test:
+            value = literal(ancestor.test)
+            if value is not None and value == (node is not ancestor.body):
+                return True  # on the arm the literal switches off
+        if isinstance(ancestor, cst.IndentedBlock):
+            for statement in ancestor.body:
+                if statement is node:
+                    break
+                if isinstance(statement, cst.If):
+                    value = literal(statement.test)
+                    if value is True and _ends_with_return(statement.body):
+                        return True  # ``if train_generator: ... return`` before it
+                    if value is False and isinstance(statement.orelse, cst.Else) \
+                            and _ends_with_return(statement.orelse.body):
+                        return True
+        node = ancestor
+    return False
+
+
+def _ends_with_return(body: cst.BaseSuite) -> bool:
+    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    last = statements[-1] if statements else None
+    smalls = last.body if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else []
+    return bool(smalls) and isinstance(smalls[-1], cst.Return)
 
 
 def _message(index: SemanticIndex, test: cst.CSTNode) -> str:

@@ -11,8 +11,18 @@ of the batch: `labels = labels[valid]` then `if labels.size(0) == 0: continue`,
 loop after the backward diverges too: the peers wait in the next step's
 all-reduce.
 
+A per-step function (no loop of its own, `train_batch(model, sample, ...)`,
+called once per batch) that `return`s or `raise`s before its backward of a DDP
+model is flagged the same way when the test reads this rank's non-finite loss
+or a parameter that its same-module callers fill with their loop's batch
+(`def run_batch(self, batch): if batch is None: return ...`); an arm that every
+call switches off (`if raise_on_error: raise ... else: return`, the default
+True kept) is not reached.
+
 A DDP training loop is a loop (in DDP context) that runs `backward()`,
-directly or in a helper of the module, or hands the DDP/FSDP-wrapped model to
+directly, in a helper of the module, or in a helper object of the project
+(`loss_scaler(loss, optimizer)` with `loss_scaler: NativeScaler` annotated, whose
+`__call__` runs the backward), or hands the DDP/FSDP-wrapped model to
 a training function (`fit_one_epoch(model, ...)`, imported or not). A backward
 on a private copy of the model (`copy.deepcopy(module)`) or on the unwrapped
 `ddp.module` arms no reducer and does not count.
@@ -45,9 +55,11 @@ later ranks pair up the wrong buckets and crash with a confusing error.
 
 Not flagged: conditions computed from all-reduced / broadcast values, also
 through a helper of the project that all-reduces a value and returns it
-(`if any_rank_nan(loss): continue`); step and epoch counters
+(`if any_rank_nan(loss): continue`), or through a list filled only with
+values all-reduced before each append (`np.mean(logs["loss"])`); step and epoch counters
 (`if step >= max_steps: break`, also the index of `enumerate` behind a
-progress bar: `bar = tqdm(enumerate(loader))`, `for i, batch in bar:`); loops over configuration (optimizers,
+progress bar: `bar = tqdm(enumerate(loader))`, `for i, batch in bar:`, or
+`with tqdm(range(n)) as bar: for epoch in bar:`); loops over configuration (optimizers,
 parameter groups, `dict.items()`) skipping on counters; `sys.exit` on a
 non-finite loss (the process ends and the launcher tears the job down); loops
 that only some ranks enter (under a rank guard, or in a function every call of
@@ -351,6 +363,114 @@ def train_epoch(model, loader, opt, max_iters):
 
 train_epoch(DDP(net), loader, opt, 500)
 """),
+        # The epoch counter of a progress bar bound by ``with``: the same on every rank.
+        Valid(DIST + """\
+import tqdm
+
+def fit(model, loader, opt, n_epochs):
+    with tqdm.tqdm(range(n_epochs)) as bar:
+        for epoch in bar:
+            if epoch > n_epochs:
+                break
+            for xb in loader:
+                model(xb).mean().backward()
+                opt.step()
+"""),
+        # A history filled only with all-reduced values: every rank tests the same mean.
+        Valid(DIST + """\
+import numpy as np
+
+def train(model, loader, opt, distributed):
+    logs = {"loss": []}
+    for xb in loader:
+        loss = model(xb).mean()
+        loss.backward()
+        opt.step()
+        avg = loss.detach().clone()
+        if distributed:
+            dist.all_reduce(avg, dist.ReduceOp.AVG)
+        logs["loss"].append(avg.item())
+        if not np.isfinite(np.mean(logs["loss"])):
+            raise RuntimeError("diverged")
+"""),
+        Valid(DIST + """\
+import numpy as np
+
+def train(model, loader, opt):
+    seen = []
+    for xb in loader:
+        loss = model(xb).mean()
+        loss.backward()
+        opt.step()
+        t = torch.tensor([loss.item()])
+        dist.all_reduce(t)
+        seen.append(t.item() / dist.get_world_size())
+        if np.isnan(sum(seen)):
+            break
+"""),
+        # A per-step function that returns on configuration, or after its backward.
+        Valid(DIST + """\
+class Runner:
+    def run_batch(self, batch, i):
+        if not self.trainable:
+            return None
+        out = self.model(batch["x"])
+        out.sum().backward()
+        if torch.isnan(out.sum()):
+            return None
+        self.opt.step()
+        return i
+
+    def run_epoch(self, loader):
+        for i, batch in enumerate(loader):
+            self.run_batch(batch, i)
+"""),
+        # A parameter its callers do not take from a loop: not this rank's batch.
+        Valid(DIST + """\
+def train_step(model, sample, opt, schedule):
+    if schedule is None:
+        return
+    model(sample).mean().backward()
+    opt.step()
+
+def main(model, loader, opt):
+    schedule = make_schedule()
+    for sample in loader:
+        train_step(model, sample, opt, schedule)
+"""),
+        # The arm every call switches off (``strict`` keeps its default True): not reached.
+        Valid(DIST + """\
+class Trainer:
+    def run_step(self, batch, strict=True):
+        loss = self.model(batch).mean()
+        if not torch.isfinite(loss):
+            if strict:
+                sys.exit(1)
+            else:
+                return
+        loss.backward()
+        self.opt.step()
+
+    def epoch(self, loader):
+        for batch in loader:
+            self.run_step(batch)
+"""),
+        # An epoch counter from a range with or without a progress bar (two branches).
+        Valid(DIST + """\
+from tqdm import tqdm
+
+def fit(model, loader, opt, n_epochs, stop_at, show_bar):
+    if show_bar:
+        epochs = tqdm(range(n_epochs))
+    else:
+        epochs = range(n_epochs)
+    for epoch in epochs:
+        for xb in loader:
+            model(xb).mean().backward()
+            opt.step()
+        if epoch >= stop_at:
+            break
+"""),
     ]
     invalid = [
         # A structural check joined with a per-rank value check is per rank.
@@ -574,20 +694,97 @@ def train(model, loader, opt, max_disp):
 
 train(DDP(net), loader, opt, 192)
 """, line=12, column=13, severity="error"),
+        # A history of this rank's own losses: the test is per rank.
+        Invalid(DIST + """\
+import numpy as np
+
+def train(model, loader, opt):
+    seen = []
+    for xb in loader:
+        loss = model(xb).mean()
+        loss.backward()
+        opt.step()
+        t = torch.tensor([loss.item()])
+        seen.append(t.item())
+        if np.isnan(sum(seen)):
+            break
+""", line=16, column=13, severity="error"),
+        # A per-step function returns on this rank's non-finite loss before its backward.
+        Invalid(DIST + """\
+import numpy as np
+
+def train_batch(model, sample, optimizer, scaler):
+    loss = model(sample["x"]).mean()
+    value = loss.item()
+    if np.isnan(value):
+        optimizer.zero_grad()
+        return value
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return value
+""", line=12, column=9, severity="error"),
+        # A step method whose same-module caller hands it the loop's batch.
+        Invalid(DIST + """\
+class Runner:
+    def run_batch(self, batch, i):
+        if batch is None:
+            return {}
+        out = self.model(batch["x"])
+        out.sum().backward()
+        self.opt.step()
+        return {"i": i}
+
+    def run_epoch(self, loader):
+        for i, batch in enumerate(loader):
+            self.run_batch(batch, i)
+""", line=8, column=13, severity="error"),
+        # The same with a raise: a warning.
+        Invalid(DIST + """\
+def optimize(net, xb, yb, opt):
+    loss = torch.nn.functional.mse_loss(net(xb), yb)
+    if not torch.isfinite(loss):
+        raise FloatingPointError("loss diverged")
+    loss.backward()
+    opt.step()
+""", line=8, column=9, severity="warning"),
+        # The backward runs in a scaler object's ``__call__``; its parameter is annotated with the class.
+        Invalid(DIST + """\
+class ScaledUpdate:
+    def __init__(self):
+        self.scaler = torch.cuda.amp.GradScaler()
+
+    def __call__(self, loss, optimizer):
+        self.scaler.scale(loss).backward()
+        self.scaler.step(optimizer)
+        self.scaler.update()
+
+def train_one_epoch(model, loader, optimizer, update: ScaledUpdate):
+    for x, y in loader:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        if not math.isfinite(loss.item()):
+            raise ValueError("non-finite loss")
+        update(loss, optimizer)
+""", line=18, column=13, severity="warning"),
     ]
 
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
-        return sketch.exits_in_loop
+        # exits outside loops matter only before a backward of this module (a per-step function)
+        return sketch.exits_in_loop or "backward" in sketch.calls
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for exit_node in index.exits:
             severity = _skip_severity(index, exit_node)
             if severity is not None:
-                yield self.report(exit_node, _message(exit_node), severity=severity)
+                yield self.report(exit_node, _message(index, exit_node), severity=severity)
 
 
-def _message(exit_node: cst.CSTNode) -> str:
+def _message(index: SemanticIndex, exit_node: cst.CSTNode) -> str:
+    if isinstance(exit_node, cst.Return) and not flow.enclosing_loops(index, exit_node):
+        return ("this rank may return before backward() while its peers run it: their all-reduce waits "
+                "for it and the job hangs until the collective timeout; agree on the decision across "
+                "ranks first (all_reduce the flag)")
     if isinstance(exit_node, cst.Continue):
         return ("this rank may skip backward() while its peers run it: their all-reduce waits for it "
                 "and the job hangs until the collective timeout; agree on the decision across ranks "
@@ -602,8 +799,10 @@ def _message(exit_node: cst.CSTNode) -> str:
 
 def _skip_severity(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str]:
     loops = flow.enclosing_loops(index, exit_node)
-    if not loops or flow.in_framework_code(index, exit_node):
+    if flow.in_framework_code(index, exit_node):
         return None
+    if not loops:
+        return _step_function_exit(index, exit_node)
     # continue/break leave the innermost loop; return/raise leave them all.
     candidates = loops[:1] if isinstance(exit_node, (cst.Continue, cst.Break)) else loops
     for loop in candidates:
@@ -624,6 +823,99 @@ def _skip_severity(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str
         if any(_per_rank_data_condition(index, t, loops) for t in tests):
             return "warning" if isinstance(exit_node, cst.Raise) else "error"
     return None
+
+
+def _step_function_exit(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str]:
+    """A ``return`` / ``raise`` outside any loop of its function, before the
+    function's backward of a DDP model: a per-step function (``train_batch(model,
+    sample, ...)``, called once per batch) that returns early on this rank's
+    non-finite loss, or on a batch that its same-module callers take from
+    their loop (``if batch is None: return``), skips the all-reduce its
+    peers run in that backward."""
+    if not isinstance(exit_node, (cst.Return, cst.Raise)):
+        return None
+    function = flow.enclosing_function(index, exit_node)
+    if function is None:
+        return None
+    memo = index.cache.setdefault("ddp014.step_function_syncs", {})
+    if id(function) not in memo:
+        trains = not _entered_by_one_rank(index, function) and any(
+            not _backward_of_plain_copy(index, e.site) for e in flow.backward_events(index, function))
+        # a tensor backward of this module (the screen's condition) on a model that syncs
+        memo[id(function)] = (function, _sync_points(index, function) if trains else [])
+    syncs = memo[id(function)][1]
+    if not syncs:
+        return None
+    if not any(flow.precedes(index, exit_node, s) and not flow.is_inside(index, s, exit_node) for s in syncs):
+        return None
+    branches = list(flow.if_ancestors(index, exit_node, stop=function))
+    tests = [branch.test for branch, _ in branches]
+    if not tests:
+        return None
+    if any(_switched_off(index, function, branch, in_body) for branch, in_body in branches):
+        return None  # ``if raise_on_error: raise ... else: return`` where every call keeps the default True
+    if any(_rank_condition(index, t) for t in tests):
+        return None  # a rank-0-only step function: DDP010's question, not this rule's
+    batch = _per_batch_params(index, function)
+    if any(_per_rank_data_condition(index, t, [], batch) for t in tests):
+        return "warning" if isinstance(exit_node, cst.Raise) else "error"
+    return None
+
+
+def _switched_off(index: SemanticIndex, function: cst.FunctionDef, branch: cst.If, in_body: bool) -> bool:
+    """The arm of ``if <param>:`` (or ``if not <param>:``) that no call takes:
+    every same-module call passes the same literal for the parameter, or
+    leaves its literal default."""
+    from ddplint.analysis.values import literal_bool
+
+    test, negate = branch.test, False
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, negate = test.expression, True
+    if not isinstance(test, cst.Name):
+        return False
+    params = [*function.params.params, *function.params.kwonly_params]
+    param = next((p for p in params if p.name.value == test.value), None)
+    sites = flow.callers(index, function)
+    if param is None or not sites:
+        return False
+    names = [p.name.value for p in function.params.params]
+    offset = 1 if names and names[0] in ("self", "cls") else 0
+    position = names.index(test.value) - offset if test.value in names else None
+    values = set()
+    for site in sites:
+        arg = site.argument(test.value, position)
+        if arg is None and (site.has_star_args or site.has_star_kwargs):
+            return False
+        value = literal_bool(arg.value if arg is not None else param.default)
+        if value is None:
+            return False
+        values.add(value)
+    if len(values) != 1:
+        return False
+    taken = values.pop() != negate  # the test's value on every call
+    return taken != in_body
+
+
+def _per_batch_params(index: SemanticIndex, function: cst.FunctionDef) -> set[str]:
+    """Parameters of ``function`` that every same-module caller fills with the
+    data its loop iterates (``for i, batch in enumerate(loader): self.step(batch, i)``)."""
+    params = [p.name.value for p in function.params.params]
+    if params and params[0] in ("self", "cls"):
+        params = params[1:]
+    sites = flow.callers(index, function)
+    if not sites:
+        return set()
+    found: Optional[set[str]] = None
+    for site in sites:
+        loops = flow.enclosing_loops(index, site.node)
+        data = set().union(*(flow.loop_data_names(index, loop) for loop in loops)) if loops else set()
+        here = set()
+        for position, name in enumerate(params):
+            arg = site.argument(name, position)
+            if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value in data:
+                here.add(name)
+        found = here if found is None else found & here
+    return found or set()
 
 
 def _sync_points(index: SemanticIndex, loop: flow.Loop) -> list[cst.CSTNode]:
@@ -648,8 +940,11 @@ def _sync_points(index: SemanticIndex, loop: flow.Loop) -> list[cst.CSTNode]:
 def _runs_project_backward(index: SemanticIndex, site) -> bool:
     """A call of a project function of another module that runs a backward
     itself (same-module helpers are inlined already)."""
-    if site.qualified_name is None or (site.qualified_name or "").startswith("torch."):
+    if (site.qualified_name or "").startswith("torch."):
         return False
+    if site.qualified_name is None and (not isinstance(site.node.func, cst.Name)
+                                        or index.functions_named(site.node.func.value)):
+        return False  # same-module functions are inlined; ``update(loss, opt)`` on an object is not
     facts = flow.project_function_facts(index, site.node)
     return facts is not None and facts.runs_backward
 
@@ -757,7 +1052,7 @@ def _rank_condition(index: SemanticIndex, test: cst.BaseExpression) -> bool:
 
 
 def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
-                             loops: list[flow.Loop]) -> bool:
+                             loops: list[flow.Loop], extra_data: frozenset[str] = frozenset()) -> bool:
     """Does the test depend on this rank's data (a non-finite check, the batch,
     the loss) rather than on agreed values or counters?"""
     read = flow.names_in(test)
@@ -772,10 +1067,12 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
         return False  # DDP's backward made the gradients, hence their norm, equal on every rank
     if any(_depends_on_agreed(index, name, order, test) for name in read if "." not in name):
         return False
+    if _reads_agreed_container(index, test):
+        return False  # ``np.mean(history["loss"])`` of values all-reduced before each append
     if _has_non_finite_check(test):
         return True
-    data = set().union(*(flow.loop_data_names(index, loop) for loop in loops
-                         if not flow.iterates_config(index, loop)))
+    data = set(extra_data).union(*(flow.loop_data_names(index, loop) for loop in loops
+                                   if not flow.iterates_config(index, loop)))
     for name in read:
         if name in data:
             return True
@@ -791,6 +1088,55 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
                         or (value is not None and flow.forward_sites(index, value, binding.order))):
                     return True  # this rank's loss or model output (``kl = (...).mean().item()``)
     return False
+
+
+def _reads_agreed_container(index: SemanticIndex, test: cst.BaseExpression) -> bool:
+    """The test reads a list (``losses``, or ``logs["loss"]`` with a literal
+    key) that its function fills only with values every rank agrees on
+    (``dist.all_reduce(t, AVG)`` then ``logs["loss"].append(t.item())``)."""
+    function = flow.enclosing_function(index, test) or index.module
+    code = cst.Module([]).code_for_node
+    containers = set()
+    for node in _nodes_in(test):
+        if isinstance(node, cst.Name) or (
+                isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and len(node.slice) == 1
+                and isinstance(node.slice[0].slice, cst.Index)
+                and isinstance(node.slice[0].slice.value, cst.SimpleString)):
+            containers.add(code(node))
+    for container in containers:
+        fills = [site for site in flow.calls_in_function(index, function)
+                 if site.method in ("append", "extend") and site.receiver is not None
+                 and code(site.receiver) == container and site.node.args]
+        if fills and all(_agreed_fill(index, site.node.args[0].value, site.node) for site in fills):
+            return True
+    return False
+
+
+def _agreed_fill(index: SemanticIndex, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+    """Every name the appended value reads was made equal on every rank by a
+    collective of the function written before the append (or comes from a
+    helper that returns an agreed value)."""
+    names = [n for n in flow.names_in(value) if "." not in n and index.reaching(n, at)
+             and not all(b.kind in ("import", "def", "class") for b in index.reaching(n, at))]
+    site = index.call_site(at)
+    if not names or site is None:
+        return False
+    function = flow.enclosing_function(index, at) or index.module
+    agreed = set()
+    for other in flow.calls_in_function(index, function):
+        if other.method in flow.AGREEING_COLLECTIVES and other.order < site.order:
+            first = other.positional(0) or other.keyword("tensor")
+            if first is not None:
+                agreed |= flow.names_in(first.value)
+    return all(n in agreed or flow.is_agreed_value(index, n, at) for n in names)
+
+
+def _nodes_in(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(node.children)
 
 
 # Tensor attributes set by the code's structure, not by the values of this rank's batch.

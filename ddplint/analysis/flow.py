@@ -571,11 +571,22 @@ def grad_mode(index: SemanticIndex, node: cst.CSTNode) -> str:
     if function_trains(index, function):
         return "on"
     calls = callers(index, function)
+    if _project_callers_no_grad(index, function):
+        return "off"  # every call in the project runs under no_grad, a few callers up
     if not calls:
         return "unknown"
     if all(in_no_grad_region(index, c.node) for c in calls):
         return "off"
     return "on"
+
+
+def _project_callers_no_grad(index: SemanticIndex, function: cst.FunctionDef) -> bool:
+    from ddplint.analysis.models import function_key, project_of
+
+    try:
+        return project_of(index).callers_no_grad(index.path, function_key(index, function)) is True
+    except Exception:  # pragma: no cover - a project without the module's facts
+        return False
 
 
 # ---------------------------------------------------------------------- models and criteria
@@ -794,7 +805,84 @@ def _call_carries_graph(index: SemanticIndex, call: cst.Call, at_order: int, dep
         return True
     if is_criterion(index, func):
         return any(follow(a.value) for a in call.args)
+    if returns_backward_operand(index, call, None):
+        return True
     return _helper_returns_graph(index, call, at_order, depth)
+
+
+def returns_backward_operand(index: SemanticIndex, call: cst.Call, position: Optional[int]) -> bool:
+    """A same-module helper (``f(...)``, ``self.m(...)``) that runs a tensor
+    backward and returns the tensor it ran it on (``loss.backward(); return
+    loss``), or a tuple holding it at ``position`` (``return loss, logs``): the
+    caller's value keeps its autograd history (the graph's skeleton, grad_fn
+    and all) after the backward. A term of the backward's operand returned as
+    it is (``loss = a + b; loss.backward(); return a, b``) counts too.
+    Memoised per (call, position)."""
+    memo = index.cache.setdefault("flow.returns_backward_operand", {})
+    key = (id(call), position)
+    if key in memo:
+        return memo[key][1]
+    memo[key] = (call, False)
+    site = index.call_site(call)
+    found = False
+    if site is not None:
+        for function in helper_functions(index, site):
+            if _function_returns_backward_operand(index, function, position):
+                found = True
+                break
+    memo[key] = (call, found)
+    return found
+
+
+def _function_returns_backward_operand(index: SemanticIndex, function: cst.FunctionDef,
+                                       position: Optional[int]) -> bool:
+    operands: set[str] = set()
+    for site in tensor_backwards(index):
+        if enclosing_function(index, site.node) is not function:
+            continue
+        operand = backward_operand(site)
+        if isinstance(operand, cst.BinaryOperation) and isinstance(operand.operator, (cst.Divide, cst.Multiply)):
+            operand = operand.left  # ``(loss / k).backward()``
+        if not isinstance(operand, cst.Name):
+            continue
+        operands.add(operand.value)
+        for binding in index.reaching(operand.value, operand):
+            # the named terms of ``loss = a_loss + c * c_loss - e * entropy``
+            if binding.kind in ("assign", "annassign") and not in_no_grad_region(index, binding.node):
+                operands.update(_summed_terms(binding.value))
+    params = {p.name.value for p in (*function.params.posonly_params, *function.params.params,
+                                      *function.params.kwonly_params)}
+    operands -= params  # a coefficient handed in (``loss = a + coef * b``)
+    if not operands:
+        return False
+    returns = [e for e in index.exits if isinstance(e, cst.Return) and e.value is not None
+               and enclosing_function(index, e) is function]
+    for exit_node in returns:
+        value = exit_node.value
+        if position is not None:
+            if not isinstance(value, (cst.Tuple, cst.List)) or position >= len(value.elements):
+                continue
+            value = value.elements[position].value
+        if isinstance(value, cst.Name) and value.value in operands:
+            return True
+    return False
+
+
+def _summed_terms(expr: Optional[cst.BaseExpression]) -> set[str]:
+    """The names added or subtracted in ``a + c * b - e``: a, b, e (a factor's
+    tensor side as well as the coefficient; the caller checks it is returned)."""
+    found: set[str] = set()
+    stack = [expr] if expr is not None else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found.add(node.value)
+        elif isinstance(node, cst.BinaryOperation) and isinstance(
+                node.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)):
+            stack.extend((node.left, node.right))
+        elif isinstance(node, cst.UnaryOperation):
+            stack.append(node.expression)
+    return found
 
 
 def _passes_argument_history(index: SemanticIndex, call: cst.Call, follow) -> bool:
@@ -904,6 +992,8 @@ def _binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) -
             position = unpack_position(node, binding.name)
             if position is not None and position < len(value.elements):
                 return carries_graph(index, value.elements[position].value, binding.order, depth + 1)
+        if isinstance(value, cst.Call) and returns_backward_operand(index, value, unpack_position(node, binding.name)):
+            return True  # ``loss, logs = self.update_fn(batch)``: the helper ran ``loss.backward()`` and returns it
         if isinstance(value, cst.Call):
             # ``loss, loss_items = compute_loss(pred, y)`` where the project's
             # function returns ``..., torch.cat(parts).detach()``: that item has no history.
@@ -1306,7 +1396,15 @@ def iterates_chunks(index: SemanticIndex, loop: Loop) -> bool:
         values = index.reaching_values(iterable) or []
     else:
         return False
-    return bool(values) and all(_cuts_into_chunks(value) for value in values)
+    # ``chunks = split(data, k) if k > 1 else [data]``: the single-chunk arm is bounded too
+    cuts = [value for value in values if not _few_items(value)]
+    return bool(cuts) and all(_cuts_into_chunks(value) for value in cuts)
+
+
+def _few_items(value: cst.BaseExpression) -> bool:
+    """A list or tuple display of its items (``[data]``), no starred item."""
+    return isinstance(value, (cst.List, cst.Tuple)) and bool(value.elements) and \
+        not any(isinstance(e, cst.StarredElement) for e in value.elements)
 
 
 def _cuts_into_chunks(value: cst.BaseExpression) -> bool:
@@ -1348,6 +1446,14 @@ def loop_counter_names(index: SemanticIndex, loop: Loop) -> set[str]:
     if isinstance(iterable, cst.Name):
         # ``pbar = tqdm(enumerate(loader), total=n)`` then ``for i, sample in pbar``
         values = index.reaching_values(iterable) or []
+        if not values:
+            # ``with tqdm(range(n)) as bar:`` then ``for epoch in bar``
+            bindings = index.reaching(iterable.value, iterable)
+            if len(bindings) == 1 and bindings[0].kind == "with":
+                values = [bindings[0].value]
+        if len(values) > 1 and all(isinstance(v, cst.Call) and _calls_range(v) for v in values):
+            # ``epoch_iter = tqdm(range(n)) if bar else range(n)`` (on two branches)
+            return names_in(loop.target)
         if len(values) == 1 and isinstance(values[0], cst.Call):
             iterable = values[0]
     callee = dotted_name(iterable.func) if isinstance(iterable, cst.Call) else None

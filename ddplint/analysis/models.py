@@ -567,8 +567,30 @@ def _instance_class(index, expr, depth: int = 0) -> str:
     if name is None or name in ("self", "cls") or depth > 2:
         return ""
     values = index.reaching_values(expr) or []
+    if not values and isinstance(expr, cst.Name):
+        return _annotated_class(index, expr)
     classes = {_instance_class(index, value, depth + 1) for value in values}
     return classes.pop() if len(classes) == 1 else ""
+
+
+def _annotated_class(index, expr) -> str:
+    """``def train(..., loss_scaler: NativeScaler)``: the class a parameter is
+    annotated with (one plain class name, not a library's), or ""."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    bindings = index.reaching(expr.value, expr)
+    if len(bindings) != 1 or bindings[0].kind != "param" or not isinstance(bindings[0].node, cst.Param):
+        return ""
+    annotation = bindings[0].node.annotation
+    name = dotted_name(annotation.annotation) if annotation is not None else None
+    if name is None or not name.split(".")[-1][:1].isupper():
+        return ""
+    qualified = index.qualified_name(annotation.annotation) or ""
+    if qualified.startswith(_LIBRARY_PREFIXES) or qualified.startswith("typing."):
+        return ""
+    return name
 
 
 def parameter_values(index, binding) -> Optional[frozenset[str]]:

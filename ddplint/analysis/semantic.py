@@ -386,6 +386,10 @@ class SemanticIndex:
         if self.calls_to(names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD,
                          names.DISTRIBUTED_SAMPLER):
             return True
+        # ``class MyDDP(torch.nn.parallel.DistributedDataParallel)``: constructing one wraps a model
+        if any(self.qualified_name(base.value) in (names.DDP, names.FSDP) for klass in self.classes
+               for base in klass.bases):
+            return True
         if self.project is not None and self.project.module_in_ddp_context(self.path):
             return True
         return False

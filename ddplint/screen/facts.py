@@ -93,13 +93,24 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "31"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "32"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
 
 
 # ---------------------------------------------------------------------- summaries
+def _disables_grad(expr: ast.AST) -> bool:
+    """``torch.no_grad()``, ``torch.inference_mode()`` (call or decorator),
+    ``torch.set_grad_enabled(False)``."""
+    callee = expr.func if isinstance(expr, ast.Call) else expr
+    last = (_dotted(callee) or "").rsplit(".", 1)[-1]
+    if last in ("no_grad", "inference_mode"):
+        return True
+    return last == "set_grad_enabled" and isinstance(expr, ast.Call) and bool(expr.args) \
+        and isinstance(expr.args[0], ast.Constant) and expr.args[0].value is False
+
+
 @dataclass(slots=True)
 class CallFact:
     """A call (or a ``mp.spawn(fn)`` reference) that may reach a project function."""
@@ -119,6 +130,8 @@ class CallFact:
     # a bound call: ``self.m()``, ``obj.m()``, ``obj()``, ``Cls().m()`` (the first
     # parameter, ``self``, is not an argument slot)
     instance: bool = False
+    # inside ``with torch.no_grad():`` / ``inference_mode()`` (or a function decorated with them)
+    no_grad: bool = False
 
 
 @dataclass(slots=True)
@@ -516,6 +529,7 @@ class _Extractor:
         # Enclosing ``if``s on something other than the rank or "distributed or
         # not" (``if use_fsdp_eval:``): a collective there may never run.
         self.opaque = 0
+        self.no_grad = 0  # enclosing ``with torch.no_grad():`` blocks (and no-grad decorated functions)
         self.assigned: list[dict[str, list[ast.AST]]] = [{}]  # per scope: name -> values
         # per scope: name -> (call, item) for ``a, b = f(...)`` (item "0", "1", ...)
         self.unpacked: list[dict[str, list[tuple[ast.Call, str]]]] = [{}]
@@ -754,6 +768,12 @@ class _Extractor:
                         wrapped = self.wrapper_of(node.value) if self.function is None else ""
                         if wrapped and "." not in dotted:  # ``model = DDP(model)`` in a script
                             self.facts.wrapped_globals[dotted] = wrapped
+        elif isinstance(node, (ast.With, ast.AsyncWith)) and any(
+                _disables_grad(item.context_expr) for item in node.items):
+            self.expressions([item.context_expr for item in node.items])
+            self.no_grad += 1
+            self.block(node.body)
+            self.no_grad -= 1
         else:
             children = []
             for name, value in ast.iter_fields(node):
@@ -918,6 +938,8 @@ class _Extractor:
         outer_main, outer_flags = self.main_guards, self.flag_guards
         self.function, self.guards, self.maybe_guards, self.opaque, self.main_guards = facts, [], [], 0, []
         self.flag_guards = []
+        outer_no_grad = self.no_grad
+        self.no_grad = 1 if any(_disables_grad(d) for d in node.decorator_list) else 0
         self.assigned.append({})
         self.unpacked.append({})
         self.returns.append([])
@@ -938,6 +960,7 @@ class _Extractor:
         self.unpacked.pop()
         self.function, self.guards, self.maybe_guards, self.opaque = outer, outer_guards, outer_maybe, outer_opaque
         self.main_guards, self.flag_guards = outer_main, outer_flags
+        self.no_grad = outer_no_grad
         self.owner, self.self_class = outer_owner, outer_self
         self.facts.functions.setdefault(key, facts)
 
@@ -1292,7 +1315,7 @@ class _Extractor:
                     slots[keyword.arg] = tag
         self.facts.calls.append(CallFact(dotted, self.caller(), strict, lenient, slots,
                                          tuple(self.maybe_guards) + tuple(FLAG_PREFIX + a for a in self.flag_guards),
-                                         instance))
+                                         instance, self.no_grad > 0))
 
     def wrapped_attribute(self, expr: ast.AST) -> str:
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":

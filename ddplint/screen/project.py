@@ -786,6 +786,28 @@ class Project:
             return False
         return None if unknown else True
 
+    def callers_no_grad(self, path: str, function: str, _seen: Optional[set] = None) -> Optional[bool]:
+        """True when every known call of the function runs with autograd off
+        (inside ``with torch.no_grad():``, or in a function every call of which
+        does, a few levels up); False when some call may run with it on; None
+        when no call is known. Bounded by the functions already seen."""
+        key = self.function_key(path, function)
+        seen = _seen if _seen is not None else set()
+        if key in seen or len(seen) > 8:
+            return None
+        seen.add(key)
+        calls = self.callers.get(key)
+        if not calls:
+            return None
+        for caller_path, call in calls:
+            if getattr(call, "no_grad", False):
+                continue
+            if call.caller and call.caller != key[1] and \
+                    self.callers_no_grad(caller_path, call.caller, seen) is True:
+                continue
+            return False
+        return True
+
     def caller_modules(self, path: str, function: str) -> Optional[list[ModuleFacts]]:
         """The modules that call the function; None when no call is known."""
         calls = self.callers.get(self.function_key(path, function))

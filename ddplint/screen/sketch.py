@@ -145,6 +145,7 @@ def sketch(tree: ast.Module, source: str = "", path: str = "") -> Sketch:
     words, calls, keywords, strings = found.words, found.calls, found.keywords, found.strings
     imports: list[ast.stmt] = []
     callees: list[str] = []
+    class_bases: list[str] = []
     bindings: dict[str, list] = {}  # simple name -> values (None: not a plain assignment)
     # (node, state): state bit 1 = in a loop body of the same function, bit 2 =
     # inside a class that is a module or Lightning module (flow.in_module_internals,
@@ -254,6 +255,8 @@ def sketch(tree: ast.Module, source: str = "", path: str = "") -> Sketch:
             if kind is not ast.ClassDef and kind is not ast.Lambda and any(
                     _disables_grad(decorator) for decorator in node.decorator_list):
                 inner |= 4
+            if kind is ast.ClassDef:
+                class_bases.extend(d for d in map(_dotted, node.bases) if d is not None)
             if kind is ast.ClassDef and (
                     any((_dotted(base) or "").rsplit(".", 1)[-1] in ("Module", "LightningModule") for base in node.bases)
                     or any(isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == "forward"
@@ -295,7 +298,7 @@ def sketch(tree: ast.Module, source: str = "", path: str = "") -> Sketch:
     found.graph_accumulation = found.loops > 0 and bool(accumulating) and (
         None in accumulating or "backward" in calls or "manual_backward" in calls
         or any(name in calls for name in accumulating))
-    found.context, resolver = _context(found, imports, callees, bindings)
+    found.context, resolver = _context(found, imports, callees, bindings, class_bases)
     found.graph_root = _graph_root(found, callees, resolver)
     return found
 
@@ -462,7 +465,8 @@ def _bind_assign(bindings: dict, target, value) -> None:
         _bind(bindings, target, value)
 
 
-def _context(found: Sketch, imports: list, callees: list[str], bindings: dict) -> tuple[bool, "_Resolver"]:
+def _context(found: Sketch, imports: list, callees: list[str], bindings: dict,
+             class_bases: list[str] = ()) -> tuple[bool, "_Resolver"]:
     """``SemanticIndex._compute_ddp_context`` without the project: the imports,
     then the calls (aliases resolved like ``SemanticIndex._alias_target``)."""
     table: dict[str, str] = {}
@@ -489,6 +493,9 @@ def _context(found: Sketch, imports: list, callees: list[str], bindings: dict) -
         canonical = names.canonical(target)
         if canonical.startswith("torch.distributed") or canonical in (names.DDP, names.FSDP):
             return True, resolver
+    # ``class MyDDP(torch.nn.parallel.DistributedDataParallel)``: constructing one wraps a model
+    if any(resolver.qualified(base) in (names.DDP, names.FSDP) for base in class_bases):
+        return True, resolver
     if not found.may_call(*_CONTEXT_CALLS):
         return False, resolver
     for dotted in callees:
