@@ -327,31 +327,15 @@ def _is_wrap_call(index: SemanticIndex, expr: cst.BaseExpression, wrappers: tupl
     if isinstance(expr, cst.Call):
         if index.qualified_name(expr.func) in wrappers:
             return True
-        # ``class _DDP(DistributedDataParallel): ...`` of this module, then ``_DDP(task)``
-        if isinstance(expr.func, cst.Name) and wrapper_subclasses(index, wrappers).get(expr.func.value):
-            return True
-        # A project subclass of the wrapper (``class DDP(DistributedDataParallel)``
-        # overriding ``forward`` or ``__getattr__``) wraps as the library class does.
-        if names.DDP in wrappers and not isinstance(expr.func, (cst.Call, cst.Subscript)):
+        # A project subclass of the wrapper (``class _DDP(DistributedDataParallel)``
+        # overriding ``forward`` or ``__getattr__``, here or in a project module)
+        # wraps as the library class does.
+        if not isinstance(expr.func, (cst.Call, cst.Subscript)):
             from ddplint.analysis.models import wrapper_subclass
 
-            return wrapper_subclass(index, expr.func, names.DDP)
+            return any(wrapper_subclass(index, expr.func, wrapper) for wrapper in wrappers
+                       if wrapper in (names.DDP, names.FSDP))
     return False
-
-
-def wrapper_subclasses(index: SemanticIndex, wrappers: tuple[str, ...]) -> dict[str, bool]:
-    """Classes of this module (by name) that subclass one of ``wrappers``
-    directly (``class MyDDP(torch.nn.parallel.DistributedDataParallel)``):
-    constructing one wraps the model. Memoised per index and wrappers."""
-    memo = index.cache.setdefault("values.wrapper_subclasses", {})
-    found = memo.get(wrappers)
-    if found is None:
-        found = {}
-        for klass in index.classes:
-            if any(index.qualified_name(base.value) in wrappers for base in klass.bases):
-                found[klass.name.value] = True
-        memo[wrappers] = found
-    return found
 
 
 # nn.Module methods that return the module itself: a wrapped model stays wrapped.
