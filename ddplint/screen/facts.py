@@ -93,7 +93,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "28"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "30"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -128,6 +128,9 @@ class FunctionFacts:
     collective: bool = False  # issues a collective / collective state-dict call itself
     forwards: set[str] = field(default_factory=set)  # params called as ``param(...)``
     forwards_globals: set[str] = field(default_factory=set)  # module-level DDP models called (``model(...)``)
+    # Instance attributes called in a method (``self.net(x)``; not the class's own methods): a
+    # forward of a wrapped model when the class stores one there (Project.attribute_forwards).
+    forwards_attributes: set[str] = field(default_factory=set)
     loads: set[str] = field(default_factory=set)  # params whose load_state_dict is called
     rank_predicate: bool = False  # every return value is a rank test
     rank_zero_only: bool = False  # decorated with @rank_zero_only / @master_only
@@ -221,6 +224,10 @@ class ModuleFacts:
     # flag: a rank test (``args.should_save = args.save and is_master(args)``) or a
     # boolean literal under a rank guard (``if rank % n == 0: opt.log = True``).
     attribute_flags: dict[str, bool] = field(default_factory=dict)
+    # Attribute names this module sets to an empty value (None, False, "", 0) in an arm
+    # of a rank test that rank 0 never takes (``if rank != 0: cfg.ckpt_dir = None``):
+    # ``if cfg.ckpt_dir is not None:`` / ``if self.verbose:`` then lets rank 0 through.
+    nulled_off_main: set[str] = field(default_factory=set)
     # The rules' screens on this module (ddplint.screen.screening.Verdict); None
     # when the judge must decide alone.
     screen: Optional[tuple] = None
@@ -285,7 +292,7 @@ class _EmptyMap(dict):
 
 EMPTY_SET = _EmptySet()
 EMPTY_MAP = _EmptyMap()
-_FUNCTION_SETS = ("forwards", "forwards_globals", "loads", "device_params", "keeps", "saves", "saves_unguarded",
+_FUNCTION_SETS = ("forwards", "forwards_globals", "forwards_attributes", "loads", "device_params", "keeps", "saves", "saves_unguarded",
                   "returns_detached", "hands_on")
 _MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes", "attribute_params",
                 "attribute_flags")
@@ -347,6 +354,8 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
         facts.call_names = EMPTY_SET
     if not facts.super_calls:
         facts.super_calls = ()  # type: ignore[assignment]
+    if not facts.nulled_off_main:
+        facts.nulled_off_main = EMPTY_SET
     return facts
 
 
@@ -481,6 +490,7 @@ class _Extractor:
         # ``if rank != 0: return``; not the ``else`` of ``if rank == 0:``, which
         # every other rank runs): what saves (DDP011) and their callers ask.
         self.main_guards: list[bool] = []
+        self.off_main = 0  # enclosing arms of rank tests that rank 0 never takes
         self.maybe_guards: list[str] = []  # imported calls in other enclosing ``if`` tests
         # Attributes tested in the body of enclosing ``if``s that are no rank test
         # here (``if args.should_save:``): a rank flag set in another module, maybe.
@@ -500,6 +510,7 @@ class _Extractor:
         self.owner = ""
         self.self_class = ""
         self.attributes: dict[str, dict[str, str]] = {}
+        self.class_methods: dict[str, frozenset] = {}  # class key -> the names of its methods
 
     # ------------------------------------------------------------------ names
     def qualified(self, expr: ast.AST) -> Optional[str]:
@@ -565,6 +576,21 @@ class _Extractor:
             return bool(self.guards)
         return isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Call)) \
             and self.rank_test(value, lenient=True)
+
+    def off_main_arm(self, test: ast.AST, truth: bool, depth: int = 0) -> bool:
+        """Does ``test`` being ``truth`` exclude rank 0 (``rank != 0``, ``not
+        is_main()``, ``args.distributed and args.gpu != 0``)? Operands that are
+        not rank tests are left out of ``and`` / ``or``."""
+        if depth > 6:
+            return False
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return self.off_main_arm(test.operand, not truth, depth + 1)
+        if isinstance(test, ast.BoolOp):
+            if isinstance(test.op, ast.And) != truth:
+                return False  # ``a and b`` false / ``a or b`` true: either may hold
+            return any(self.off_main_arm(v, truth, depth + 1) for v in test.values
+                       if self.rank_test(v, lenient=True))
+        return self.rank_test(test, lenient=True) and _main_only(test, not truth)
 
     def env_key(self, expr: ast.AST) -> Optional[str]:
         """The variable an environment read names: ``os.environ["RANK"]``,
@@ -675,6 +701,8 @@ class _Extractor:
                 main = lenient and _main_only(node.test, truth)
                 if main:
                     self.main_guards.append(strict)
+                off_main = lenient and self.off_main_arm(node.test, truth)  # the arm rank 0 never takes
+                self.off_main += off_main
                 flagged = flags if truth else []
                 self.flag_guards.extend(flagged)
                 self.block(arm)
@@ -682,6 +710,7 @@ class _Extractor:
                     del self.flag_guards[-len(flagged):]
                 if main:
                     self.main_guards.pop()
+                self.off_main -= off_main
             self.opaque -= opaque
             if lenient:
                 self.guards.pop()
@@ -718,6 +747,9 @@ class _Extractor:
                     if isinstance(target, ast.Attribute):
                         flags = self.facts.attribute_flags
                         flags[target.attr] = flags.get(target.attr, True) and self.rank_flag_value(node.value)
+                        if self.off_main and _empty_literal(node.value):
+                            # ``if rank != 0: cfg.ckpt_dir = None`` / ``self.verbose = False``
+                            self.facts.nulled_off_main.add(target.attr)
                     elif _same_length_tuples(target, node.value):  # ``a, b = 0, 0``: element by element
                         for element, value in zip(target.elts, node.value.elts):
                             name = _dotted(element)
@@ -757,6 +789,8 @@ class _Extractor:
         key = f"{self.owner}.{node.name}" if self.owner else node.name
         self.facts.classes.setdefault(key, tuple(filter(None, (_dotted(base) for base in node.bases))))
         self.attributes.setdefault(key, self.instance_attributes(node))
+        self.class_methods.setdefault(key, frozenset(
+            m.name for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))))
         wrapped = self.wrapped_attributes(node)
         if wrapped:
             self.facts.wrapped_attributes.setdefault(key, wrapped)
@@ -1051,6 +1085,10 @@ class _Extractor:
                 function.forwards.add(node.func.id)
             elif isinstance(node.func, ast.Name) and node.func.id not in self.assigned[-1]:
                 function.forwards_globals.add(node.func.id)
+            elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+                    and node.func.value.id == "self" and self.self_class \
+                    and node.func.attr not in self.class_methods.get(self.self_class, ()):
+                function.forwards_attributes.add(node.func.attr)
             if method == "load_state_dict" and isinstance(node.func, ast.Attribute):
                 root = _dotted(node.func.value) or ""
                 head = root.split(".")[0]
@@ -1537,6 +1575,10 @@ def _bare_names(expr: ast.AST) -> list[str]:
 _STATE_WORDS = ("model", "net", "ckpt", "checkpoint", "state", "optim", "weights", "snapshot")
 
 
+def _empty_literal(value: ast.AST) -> bool:
+    return isinstance(value, ast.Constant) and value.value in (None, False, "", 0) and value.value is not True
+
+
 def _main_only(test: ast.AST, truth: bool) -> bool:
     """Does ``test`` being ``truth`` leave only the main rank (a rank test the
     caller has recognised)? ``rank == 0`` / ``is_main_process()`` when true,
@@ -1909,6 +1951,9 @@ def _tested_attributes(test: ast.AST) -> list[str]:
     ``if opt.log and epoch % 5 == 0:`` (not under ``not`` nor one arm of ``or``)."""
     if isinstance(test, ast.Attribute) and _dotted(test) is not None:
         return [test.attr]
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.IsNot, ast.NotEq)) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        return _tested_attributes(test.left)  # ``if cfg.ckpt_dir is not None:``
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return [name for value in test.values for name in _tested_attributes(value)]
     return []
