@@ -577,6 +577,18 @@ class _Extractor:
         return isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Call)) \
             and self.rank_test(value, lenient=True)
 
+    def module_paths(self) -> list[str]:
+        """The string literals of the module that spell a dotted module path
+        three parts deep or more ("pkg.trainers.trainerWRF")."""
+        if self.subtrees.order is None or not self.subtrees.order:
+            return []
+        found = []
+        for node in self.subtrees.under(self.subtrees.order[0]):
+            if type(node) is ast.Constant and isinstance(node.value, str) and node.value.count(".") >= 2 \
+                    and len(found) < 64 and _MODULE_PATH.match(node.value) and node.value not in found:
+                found.append(node.value)
+        return found
+
     def off_main_arm(self, test: ast.AST, truth: bool, depth: int = 0) -> bool:
         """Does ``test`` being ``truth`` exclude rank 0 (``rank != 0``, ``not
         is_main()``, ``args.distributed and args.gpu != 0``)? Operands that are
@@ -1010,6 +1022,12 @@ class _Extractor:
             pattern = _import_pattern(node.args[0])
             if pattern is not None:
                 facts.dynamic_imports.append(pattern)
+            elif isinstance(node.args[0], (ast.Name, ast.Attribute, ast.Subscript)):
+                # A name picked at run time from the module's own table (a registry
+                # ``{"wrf": ("pkg.trainers.trainerWRF", "TrainerWRF")}``): its dotted literals.
+                for text in self.module_paths():
+                    if text not in facts.dynamic_imports:
+                        facts.dynamic_imports.append(text)
         method = dotted.split(".")[-1] if dotted else (
             node.func.attr if isinstance(node.func, ast.Attribute) else "")
         if qualified in (names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD,
@@ -1076,6 +1094,11 @@ class _Extractor:
             for used in _device_operands(node, qualified, method):
                 if isinstance(used, ast.Name) and used.id in function.params:
                     function.device_params.add(used.id)
+                elif isinstance(used, ast.Attribute) and _dotted(used) is not None:
+                    # ``args.gpu = gpu`` ... ``torch.cuda.set_device(args.gpu)``
+                    for value in self.assigned[-1].get(_dotted(used), ()):
+                        if isinstance(value, ast.Name) and value.id in function.params:
+                            function.device_params.add(value.id)
         if self.mentions_local_rank and method in (
                 "set_device", "cuda", "to", "device", "DistributedDataParallel", "DDP") and \
                 any("local_rank" in _text_of(a) for a in [*node.args, *[k.value for k in node.keywords]]):
@@ -1573,6 +1596,9 @@ def _bare_names(expr: ast.AST) -> list[str]:
 
 
 _STATE_WORDS = ("model", "net", "ckpt", "checkpoint", "state", "optim", "weights", "snapshot")
+
+
+_MODULE_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 
 
 def _empty_literal(value: ast.AST) -> bool:
