@@ -25,6 +25,8 @@ def lay_out_snapshot(name: str, commit: str, target: Path) -> Path:
     git_dir = MIRRORS / name.replace("/", "+") / "repo"
     if not git_dir.exists():
         raise FileNotFoundError(f"no mirror for {name} at {git_dir} (fetch it first)")
+    if (git_dir / ".git").is_dir():  # some fetches leave a (bare-looking) work tree holding .git
+        git_dir = git_dir / ".git"
     if (target / ".git").exists():
         return target
     git = ["git", f"--git-dir={git_dir}"]

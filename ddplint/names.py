@@ -24,6 +24,8 @@ SET_DEVICE = "torch.cuda.set_device"
 TORCH_SAVE = "torch.save"
 TORCH_LOAD = "torch.load"
 SYNC_BN_CONVERT = "torch.nn.SyncBatchNorm.convert_sync_batchnorm"
+# MinkowskiEngine's sparse-tensor SyncBatchNorm has the same class-method converter (DDP012).
+ME_SYNC_BN_CONVERT = "MinkowskiEngine.MinkowskiSyncBatchNorm.convert_sync_batchnorm"
 ACCELERATE_DDP_KWARGS = "accelerate.utils.DistributedDataParallelKwargs"
 
 # Defining module (or older alias) -> the public spelling rules use.
@@ -44,6 +46,7 @@ _ALIASES = {
     "torch.distributed.distributed_c10d.destroy_process_group": DESTROY_PROCESS_GROUP,
     "torch.distributed.distributed_c10d.get_rank": GET_RANK,
     "torch.nn.modules.batchnorm.SyncBatchNorm.convert_sync_batchnorm": SYNC_BN_CONVERT,
+    "MinkowskiEngine.MinkowskiNormalization.MinkowskiSyncBatchNorm.convert_sync_batchnorm": ME_SYNC_BN_CONVERT,
     "torch.nn.utils.clip_grad.clip_grad_norm_": "torch.nn.utils.clip_grad_norm_",
     "torch.nn.utils.clip_grad.clip_grad_value_": "torch.nn.utils.clip_grad_value_",
     "torch.serialization.save": TORCH_SAVE,

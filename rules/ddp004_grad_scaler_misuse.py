@@ -40,6 +40,8 @@ without an error: training diverges, or quietly learns at a wrong rate.
         scaler.update()
 
 Not flagged: a scaler wrapped by a helper class that does step and update;
+an optimizer step handed the scaler (`optimizer.step(scaler=scaler)`: the
+optimizer steps through it);
 `GradScaler(enabled=False)`; AMP and fp32 paths in separate branches
 (`if scaler is not None: ... else: optimizer.step()`); a warm-up loop that
 runs plain `backward()` and never steps before the scaled loop (backwards are
@@ -255,8 +257,44 @@ for i, x in enumerate(loader):
         penalty(disc, x).backward()
         opt_d.step()
 """),
+        # The step is handed the scaler: the optimizer unscales and skips bad steps itself.
+        Valid(AMP + """\
+class OuterOptimizer:
+    def __init__(self, inner):
+        self.inner = inner
+    def step(self, scaler=None):
+        if scaler is not None:
+            scaler.step(self.inner)
+        else:
+            self.inner.step()
+
+scaler = GradScaler()
+opt = OuterOptimizer(torch.optim.AdamW(model.parameters()))
+for x in loader:
+    scaler.scale(model(x).sum()).backward()
+    scaler.unscale_(opt.inner)
+    opt.step(scaler=scaler)
+    scaler.update()
+"""),
+        Valid(AMP + """\
+def train(model, loader, optimizer):
+    grad_scaler = GradScaler()
+    for batch in loader:
+        loss = model(batch).mean()
+        grad_scaler.scale(loss).backward()
+        optimizer.step(None, grad_scaler)
+        grad_scaler.update()
+"""),
     ]
     invalid = [
+        # Handing the step another object (a closure) does not route it through the scaler.
+        Invalid(AMP + """\
+scaler = GradScaler()
+for x in loader:
+    scaler.scale(model(x).sum()).backward()
+    optimizer.step(closure=lambda: None)
+    scaler.update()
+""", line=6, column=5),
         Invalid(AMP + """\
 scaler = GradScaler()
 for x in loader:
@@ -382,12 +420,21 @@ def _optimizer_steps_after_scaling(index: SemanticIndex, evs: list[flow.Event]) 
         site = event.site
         if flow.is_tensor_backward(index, site) and flow.scaled_backward_scaler(index, site) is not None:
             scaled = event
-        elif flow.is_scaler_step(site):
+        elif flow.is_scaler_step(site) or (scaled is not None and _hands_scaler_on(index, site, scaled)):
             scaled = None
         elif scaled is not None and flow.is_optimizer_step(index, site) \
                 and not flow.events_exclusive(index, scaled, event) \
                 and not flow.event_under_amp_switch(index, event):
             yield site.node
+
+
+def _hands_scaler_on(index: SemanticIndex, site: CallSite, scaled: flow.Event) -> bool:
+    """``optimizer.step(scaler=scaler)`` / ``opt.step(closure, grad_scaler)``: the
+    step is given the scaler that scaled the backward, so the optimizer (a
+    project class, or one that supports ``grad_scaler``) unscales and skips
+    non-finite steps itself."""
+    scaler = flow.scaled_backward_scaler(index, scaled.site)
+    return scaler is not None and any(flow.same_text(arg.value, scaler) for arg in site.node.args)
 
 
 def _unscaled_backwards(index: SemanticIndex, evs: list[flow.Event]) -> Iterator[cst.CSTNode]:

@@ -1,7 +1,9 @@
 """## What it does
 Flags `DistributedDataParallel(..., find_unused_parameters=True)` (and accelerate's
 `DistributedDataParallelKwargs(find_unused_parameters=True)`) written with a literal
-`True`.
+`True`; also a project subclass of DDP that keeps DDP's constructor
+(`class _DDP(DistributedDataParallel)` adding only `forward` or `__getattr__`,
+here or in another module of the project).
 
 ## Why is this bad?
 With the flag on, DDP traverses the autograd graph from the outputs after every
@@ -11,6 +13,7 @@ used, and it also hides real bugs (a branch that silently never trains).
 Turn it on only for models whose forward genuinely skips parameters.
 
 Not flagged: a non-literal value (`find_unused_parameters=args.unused`); a
+project subclass with its own `__init__` (it decides what reaches DDP); a
 `**kwargs` that may carry it; unit tests (`test_*.py`, `*_test.py`, `tests/`),
 where the flag is what the test checks, not a cost paid over a training run.
 
@@ -28,6 +31,7 @@ where the flag is what the test checks, not a cost paid over a training run.
 """
 
 from ddplint import names
+from ddplint.analysis.models import wrapper_subclass
 from ddplint.analysis.values import is_test_module, literal_bool
 from ddplint.rule import Invalid, Rule, Valid
 
@@ -36,9 +40,11 @@ DDP_IMPORT = "from torch.nn.parallel import DistributedDataParallel as DDP\n"
 
 class FindUnusedParameters(Rule):
     code, name, severity = "DDP005", "find-unused-parameters", "info"
+    # A project subclass of DDP may be imported from another module.
+    uses_project = True
     message = "find_unused_parameters=True makes DDP traverse the autograd graph after every forward"
     # The keyword may be passed by position, so the class name is the trigger.
-    triggers = ("DistributedDataParallel",)
+    triggers = ("DistributedDataParallel", "find_unused_parameters")
 
     valid = [
         Valid(DDP_IMPORT + "model = DDP(model, find_unused_parameters=args.find_unused)\n"),
@@ -54,6 +60,15 @@ class FindUnusedParameters(Rule):
         Valid("class DDP:\n    def __init__(self, m, find_unused_parameters=False): ...\n"
               "model = DDP(net, find_unused_parameters=True)\n"),
         Valid(DDP_IMPORT + "# find_unused_parameters=True was too slow\nmodel = DDP(model)\n"),
+        # A project subclass with its own constructor decides what reaches DDP.
+        Valid("import torch\n"
+              "class Wrapped(torch.nn.parallel.DistributedDataParallel):\n"
+              "    def __init__(self, module, find_unused_parameters=False, **kw):\n"
+              "        super().__init__(module, **kw)\n"
+              "net = Wrapped(net, find_unused_parameters=True)\n"),
+        # A project class that is not a DDP subclass.
+        Valid("import torch\nclass Holder(torch.nn.Module):\n    pass\n"
+              "net = Holder(net, find_unused_parameters=True)\n"),
         Valid("from lightning.pytorch.strategies import DDPStrategy\n"
               "strategy = DDPStrategy(find_unused_parameters=cfg.unused)\n"),
     ]
@@ -79,12 +94,31 @@ class FindUnusedParameters(Rule):
         Invalid("from torch.nn.parallel import DistributedDataParallel\n"
                 "Wrapper = DistributedDataParallel\n"
                 "net = Wrapper(m, find_unused_parameters=True)\n", line=3, column=18),
+        # A thin project subclass of DDP keeps DDP's constructor: the flag reaches DDP.
+        Invalid("import torch\n"
+                "class _Parallel(torch.nn.parallel.DistributedDataParallel):\n"
+                "    def __getattr__(self, name):\n"
+                "        try:\n            return super().__getattr__(name)\n"
+                "        except AttributeError:\n            return getattr(self.module, name)\n"
+                "def wrap(task, rank):\n"
+                "    return _Parallel(task, device_ids=[rank], find_unused_parameters=True)\n",
+                line=9, column=47),
+        # ... through a project base in between, overriding forward only.
+        Invalid("from torch.nn.parallel import DistributedDataParallel as TorchDDP\n"
+                "class Base(TorchDDP):\n    pass\n"
+                "class StepWrapper(Base):\n"
+                "    def forward(self, *a, **k):\n        return self.module.training_step(*a, **k)\n"
+                "model = StepWrapper(model, device_ids=[0], find_unused_parameters = True)\n",
+                line=7, column=44),
     ]
 
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
-        return sketch.may_call(names.DDP, names.ACCELERATE_DDP_KWARGS) and (
-            "find_unused_parameters" in sketch.keywords or sketch.max_positional >= 4) and not sketch.in_test_module()
+        # A project subclass of DDP (``class DDP(DistributedDataParallel)`` imported
+        # from the project's utils) takes the keyword under its own name.
+        return ("find_unused_parameters" in sketch.keywords or (
+            sketch.may_call(names.DDP, names.ACCELERATE_DDP_KWARGS) and sketch.max_positional >= 4)) \
+            and not sketch.in_test_module()
 
     def check(self, index):
         if is_test_module(index.path):
@@ -92,4 +126,12 @@ class FindUnusedParameters(Rule):
         for call in index.calls_to(names.DDP, names.ACCELERATE_DDP_KWARGS):
             arg = call.argument("find_unused_parameters")
             if arg is not None and literal_bool(arg.value) is True:
+                yield self.report(arg)
+        for call in index.calls:
+            if call.qualified_name in (names.DDP, names.ACCELERATE_DDP_KWARGS):
+                continue
+            arg = call.keyword("find_unused_parameters")
+            # A project subclass of DDP that keeps DDP's constructor: the flag reaches DDP.
+            if arg is not None and literal_bool(arg.value) is True \
+                    and wrapper_subclass(index, call.node.func, names.DDP, same_init=True):
                 yield self.report(arg)

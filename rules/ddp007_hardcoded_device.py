@@ -22,7 +22,8 @@ of memory, and NCCL may fail or deadlock because several ranks share one device.
 Not flagged: `"cuda"` without an index (after `set_device(local_rank)` it means
 the rank's own GPU); `f"cuda:{local_rank}"`; `map_location={"cuda:0": ...}`
 remaps; scripts that give each process one visible GPU (`CUDA_VISIBLE_DEVICES`
-set from the rank) so that `cuda:0` is the right device; multi-GPU lists such as
+set from the rank, not a list of several GPUs joined for the whole run:
+`",".join(str(g) for g in gpu_ids)`) so that `cuda:0` is the right device; multi-GPU lists such as
 `"0,1,2,3"` and lists of several devices (`[torch.device("cuda", 0),
 torch.device("cuda", 1)]` enumerates GPUs); a `"cuda:N"` constant that nothing
 reads (or that a per-rank device replaces before any read); code that runs on
@@ -38,7 +39,8 @@ spelling: `worldsize`, `nprocs`, `num_processes`, ...), and the methods of a
 class whose `__init__` builds a trainer of the module with its single-process
 defaults (`Trainer(name=name)` where `Trainer.__init__` takes `rank=0,
 world_size=1`: an inference helper such as a `ModelLoader`); the arm of
-`if torch.cuda.device_count() == 1:` (one visible GPU per process); unit tests (`test_*.py`,
+`if torch.cuda.device_count() == 1:` (one visible GPU per process; also
+through `n_gpu = torch.cuda.device_count()`, and the `else` of `if n_gpu > 1:`); unit tests (`test_*.py`,
 `tests/`), which pin devices on purpose; modules outside DDP context.
 
 ## References
@@ -80,6 +82,10 @@ class HardcodedDevice(Rule):
         Valid(DIST + "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = str(local_rank)\n"
               "model = model.to('cuda:0')\n"),
         Valid(DIST + "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0,1,2,3'\n"),
+        # A per-process list picked by the rank, joined: still one GPU set per process.
+        Valid(DIST + "import os\ndef worker(local_rank, groups):\n"
+              "    os.environ['CUDA_VISIBLE_DEVICES'] = ','.join(str(g) for g in groups[local_rank])\n"
+              "    net = Net().to('cuda:0')\n"),
         Valid("import torch\nmodel = model.to('cuda:0')\n"),  # not DDP code
         Valid(DIST + "if args.local_rank == -1:\n    device = torch.device('cuda:0')\n"
               "else:\n    device = torch.device('cuda', args.local_rank)\n"),
@@ -162,11 +168,20 @@ class Engine:
         Valid(DIST + "import os\ndef pin_gpu():\n    if torch.cuda.device_count() == 1:\n"
                      "        torch.cuda.set_device(0)\n        return\n"
                      "    torch.cuda.set_device(int(os.environ['LOCAL_RANK']))\n"),
+        # The same test through a name bound to the count, and the else of "several GPUs".
+        Valid(DIST + "def load(path):\n    num_gpu = torch.cuda.device_count()\n    if num_gpu == 1:\n"
+                     "        return torch.load(path, map_location='cuda:0')\n"
+                     "    return torch.load(path, map_location='cpu')\n"),
+        Valid(DIST + "def place(net):\n    gpus = torch.cuda.device_count()\n    if gpus > 1:\n"
+                     "        return net.cuda()\n    else:\n        return net.to('cuda:0')\n"),
     ]
     invalid = [
         # Several GPUs may be visible in this arm.
         Invalid(DIST + "def pin_gpu():\n    if torch.cuda.device_count() >= 1:\n"
                        "        torch.cuda.set_device(0)\n", line=5, column=31),
+        # ... and the several-GPU arm of the count through a name.
+        Invalid(DIST + "def load(path):\n    n = torch.cuda.device_count()\n    if n > 1:\n"
+                       "        return torch.load(path, map_location='cuda:0')\n", line=6, column=46),
         # The same helper building the trainer for this rank of a distributed run.
         Invalid(DIST + """\
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -198,6 +213,13 @@ def worker(rank, world_size):
         Invalid(DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
                 "model = DDP(model, device_ids=[0])\n", line=4, column=32),
         Invalid(DIST + "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n", line=4, column=38),
+        # Several GPUs joined for the whole run do not give each process its own GPU.
+        Invalid(DIST + "import os\ngpu_list = ','.join(str(g) for g in [2, 3])\n"
+                "os.environ['CUDA_VISIBLE_DEVICES'] = gpu_list\n"
+                "state = torch.load(path, map_location='cuda:0')\n", line=6, column=39),
+        Invalid(DIST + "import os\ndef main(opt):\n"
+                "    os.environ['CUDA_VISIBLE_DEVICES'] = ','.join(map(str, opt.gpu_ids))\n"
+                "    dist.init_process_group('nccl')\n    model = Net().cuda(0)\n", line=7, column=24),
         # (now with a read: a "cuda:N" value that nothing reads is silent, REAL-CODE-SHAPES DDP007)
         Invalid(DIST + "device = 'cuda:0' if torch.cuda.is_available() else 'cpu'\nmodel = Net().to(device)\n",
                 line=3, column=10),
@@ -267,20 +289,36 @@ def _message(index: SemanticIndex, node: cst.CSTNode) -> str:
 
 def _one_gpu_visible(index: SemanticIndex, node: cst.CSTNode) -> bool:
     """``node`` is in the arm of ``if torch.cuda.device_count() == 1:`` (or
-    ``<= 1``, ``< 2``): the process sees one GPU (one per task), so index 0 is its own."""
+    ``<= 1``, ``< 2``; the ``else`` of ``> 1`` / ``>= 2`` / ``!= 1``; the count
+    also through a name bound to it: ``n_gpu = torch.cuda.device_count()``): the
+    process sees one GPU (one per task), so index 0 is its own."""
     child = node
     for ancestor in index.ancestors(node):
-        if isinstance(ancestor, cst.If) and child is ancestor.body:
+        if isinstance(ancestor, cst.If) and child is not ancestor.test:
             test = ancestor.test
             if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
-                    and isinstance(test.left, cst.Call) \
-                    and index.qualified_name(test.left.func) == "torch.cuda.device_count":
+                    and _is_device_count(index, test.left):
                 target = test.comparisons[0]
                 bound = literal_int(target.comparator)
-                if (isinstance(target.operator, (cst.Equal, cst.LessThanEqual)) and bound == 1) or (
-                        isinstance(target.operator, cst.LessThan) and bound == 2):
+                one = (isinstance(target.operator, (cst.Equal, cst.LessThanEqual)) and bound == 1) or (
+                    isinstance(target.operator, cst.LessThan) and bound == 2)
+                several = (isinstance(target.operator, (cst.GreaterThan, cst.NotEqual)) and bound == 1) or (
+                    isinstance(target.operator, cst.GreaterThanEqual) and bound == 2)
+                if (one and child is ancestor.body) or (several and child is ancestor.orelse):
                     return True
         child = ancestor
+    return False
+
+
+def _is_device_count(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    """``torch.cuda.device_count()``, or a local name every reaching binding of
+    which is that call."""
+    if isinstance(expr, cst.Call):
+        return index.qualified_name(expr.func) == "torch.cuda.device_count"
+    if isinstance(expr, cst.Name):
+        values = index.reaching_values(expr)
+        return bool(values) and all(isinstance(value, cst.Call) and _is_device_count(index, value)
+                                    for value in values)
     return False
 
 

@@ -2,7 +2,9 @@
 Flags `SyncBatchNorm.convert_sync_batchnorm(model)` applied to a model that was
 already wrapped in `DistributedDataParallel` (the wrapper, its `.module`, or the
 inner model passed to `DDP(...)` earlier; also a function parameter that the
-project passes a DDP model to).
+project passes a DDP model to). MinkowskiEngine's
+`ME.MinkowskiSyncBatchNorm.convert_sync_batchnorm(model)` (sparse-tensor BatchNorm)
+is the same converter with the same mistake and is flagged alike.
 
 ## Why is this bad?
 DDP records the module's parameters and buffers when it is constructed. The
@@ -18,6 +20,9 @@ script intends, and BN statistics silently differ across ranks.
 ## Use instead
     model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     model = DDP(model, device_ids=[local_rank])
+
+Not flagged: conversion before the wrap; a DataParallel wrapper; a wrap of
+another model.
 
 ## References
 - https://pytorch.org/docs/stable/generated/torch.nn.SyncBatchNorm.html
@@ -55,6 +60,8 @@ class SyncBnAfterDdpWrap(Rule):
                         "        self.model = DDP(self.model)\n"),
         Valid("import torch.nn as nn\nmodel = nn.DataParallel(model)\n"
               "model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"),
+        Valid("import MinkowskiEngine as ME\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "net = ME.MinkowskiSyncBatchNorm.convert_sync_batchnorm(net)\nnet = DDP(net, device_ids=[rank])\n"),
         Valid(IMPORTS + "def a():\n    model = DDP(model)\ndef b(model):\n"
                         "    return nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"),
     ]
@@ -79,14 +86,23 @@ class SyncBnAfterDdpWrap(Rule):
         Invalid(IMPORTS + "model = DDP(model, device_ids=[local_rank])\nopt = make_opt(model)\n"
                           "model = nn.modules.batchnorm.SyncBatchNorm.convert_sync_batchnorm(model)\n",
                 line=5, column=9),
+        # MinkowskiEngine's converter has the same shape and the same consequence.
+        Invalid("import MinkowskiEngine as ME\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "def setup(net, rank):\n    ddp_net = DDP(net.cuda(rank), device_ids=[rank])\n"
+                "    ddp_net = ME.MinkowskiSyncBatchNorm.convert_sync_batchnorm(ddp_net)\n    return ddp_net\n",
+                line=5, column=15),
+        Invalid("from MinkowskiEngine import MinkowskiSyncBatchNorm\nimport torch\n"
+                "model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[gpu])\n"
+                "if cfg.sync_bn:\n    model = MinkowskiSyncBatchNorm.convert_sync_batchnorm(model)\n",
+                line=5, column=13),
     ]
 
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
-        return sketch.may_call(names.SYNC_BN_CONVERT)
+        return sketch.may_call(names.SYNC_BN_CONVERT, names.ME_SYNC_BN_CONVERT)
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
-        for site in index.calls_to(names.SYNC_BN_CONVERT):
+        for site in index.calls_to(names.SYNC_BN_CONVERT, names.ME_SYNC_BN_CONVERT):
             module = site.argument("module", 0)
             if module is not None and wrapped_root(index, module.value, site.order) is not None:
                 yield self.report(site.node)

@@ -124,6 +124,14 @@ class GlobalRankAsDevice(Rule):
         Valid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, cfg):\n    torch.cuda.set_device(gpu)\n"
               "def launch(cfg):\n    first = int(os.environ.get('RANK', 0))\n"
               "    torch.cuda.set_device(first)\n    mp.spawn(worker, nprocs=2, args=(cfg,))\n"),
+        # The same global rank computed, but the device is the spawn index.
+        Valid(DIST + "def main_worker(gpu, ngpus_per_node, args):\n"
+              "    args.rank = args.rank * ngpus_per_node + gpu\n"
+              "    dist.init_process_group('nccl', rank=args.rank, world_size=args.world_size)\n"
+              "    torch.cuda.set_device(gpu)\n"),
+        # A product with a count that is not the per-node GPU count.
+        Valid(DIST + "def worker(gpu, args):\n    offset = args.rank * args.chunks + gpu\n"
+              "    x = x.to(offset)\n"),
     ]
     invalid = [
         # ... read later, it does.
@@ -163,6 +171,17 @@ class GlobalRankAsDevice(Rule):
                 "    dist.init_process_group('nccl', rank=rank, world_size=args.world_size)\n"
                 "    torch.cuda.set_device(rank)\nmp.spawn(worker, nprocs=8, args=(args,))\n",
                 line=8, column=27),
+        # The ImageNet-example spelling: the node's rank option times the per-node GPU count
+        # plus the spawn index becomes the global rank, then picks the device.
+        Invalid(DIST + "def main_worker(gpu, ngpus_per_node, args):\n"
+                "    args.rank = args.rank * ngpus_per_node + gpu\n"
+                "    dist.init_process_group('nccl', rank=args.rank, world_size=args.world_size)\n"
+                "    state = torch.load(args.resume, map_location=torch.device(args.rank))\n",
+                line=7, column=63),
+        Invalid(DIST + "def worker(gpu, cfg):\n    n = torch.cuda.device_count()\n"
+                "    rank = cfg.rank * n + gpu\n"
+                "    dist.init_process_group('nccl', rank=rank, world_size=cfg.world_size)\n"
+                "    model = Net().cuda(rank)\n", line=8, column=24),
         # a function that is not a spawn target, whatever its parameter is called
         Invalid(DIST + "def worker(gpu, args):\n    torch.cuda.set_device(gpu)\n"
                 "worker(dist.get_rank(), args)\n", line=5, column=27),

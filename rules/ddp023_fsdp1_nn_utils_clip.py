@@ -1,8 +1,10 @@
 """## What it does
 Flags `torch.nn.utils.clip_grad_norm_(model.parameters(), ...)` when `model` is
 a `FullyShardedDataParallel` (FSDP1) model: a local wrap, an alias of a wrapped
-attribute (`net = self.net`, `net, opt = self.net, self.opt`), or a parameter
-that the project passes an FSDP model to.
+attribute (`net = self.net`, `net, opt = self.net, self.opt`), a parameter
+that the project passes an FSDP model to, or an attribute of a container object
+(`models.generator`) that this module builds with an FSDP model as that keyword
+(`return Models(generator=fsdp_model)`, `SimpleNamespace(model=fsdp_model)`).
 Not flagged: a base-class method on `self.model` when every subclass that wraps
 `self.model` in FSDP overrides that method; `fsdp_model.clip_grad_norm_(...)`; FSDP2 (`fully_shard`) / DTensor
 parameters; the arm where `isinstance(model, FSDP)` is false.
@@ -80,6 +82,15 @@ class Fsdp1NnUtilsClip(Rule):
         Valid(IMPORTS + "class T:\n    def __init__(self, net):\n        self.net = FSDP(net)\n"
                         "        self.head = net.head\n    def step(self):\n        head = self.head\n"
                         "        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)\n"),
+        # A container of models: the attribute read is the plain model it holds.
+        Valid(IMPORTS + "class Models:\n    def __init__(self, student, teacher):\n"
+                        "        self.student, self.teacher = student, teacher\n"
+                        "def setup(net, ema):\n    return Models(student=net, teacher=FSDP(ema))\n"
+                        "def step(models):\n"
+                        "    torch.nn.utils.clip_grad_norm_(models.student.parameters(), 1.0)\n"),
+        # A plain function's keyword is not an attribute of what it returns.
+        Valid(IMPORTS + "def run(batch, cfg):\n    out = forward(batch, model=FSDP(net))\n"
+                        "    torch.nn.utils.clip_grad_norm_(cfg.model.parameters(), 1.0)\n"),
     ]
     invalid = [
         # The sharding subclass inherits the base method: it clips the FSDP model with nn.utils.
@@ -135,6 +146,36 @@ class Fsdp1NnUtilsClip(Rule):
                 fixed=IMPORTS + "class T:\n    def __init__(self, net, opt):\n        self.net = FSDP(net)\n"
                 "        self.opt = opt\n    def step(self):\n        net, opt = self.net, self.opt\n"
                 "        net.clip_grad_norm_(1.0)\n        opt.step()\n"),
+        # The model is held by a container object built with it as a keyword (a dataclass of the
+        # run's models, a namespace): the step reads it back as an attribute.
+        Invalid(IMPORTS + "from dataclasses import dataclass\n@dataclass\nclass Models:\n"
+                          "    generator: object = None\n"
+                          "class Trainer:\n    def setup_models(self, cfg):\n        generator = build()\n"
+                          "        if cfg.use_fsdp:\n            generator = FSDP(generator)\n"
+                          "        return Models(generator=generator)\n"
+                          "    def forward_pass(self, batch, models):\n"
+                          "        models.generator(batch).mean().backward()\n"
+                          "        torch.nn.utils.clip_grad_norm_(models.generator.parameters(), 1.0)\n",
+                line=15, column=9,
+                fixed=IMPORTS + "from dataclasses import dataclass\n@dataclass\nclass Models:\n"
+                                "    generator: object = None\n"
+                                "class Trainer:\n    def setup_models(self, cfg):\n        generator = build()\n"
+                                "        if cfg.use_fsdp:\n            generator = FSDP(generator)\n"
+                                "        return Models(generator=generator)\n"
+                                "    def forward_pass(self, batch, models):\n"
+                                "        models.generator(batch).mean().backward()\n"
+                                "        models.generator.clip_grad_norm_(1.0)\n"),
+        Invalid(IMPORTS + "from types import SimpleNamespace\n"
+                          "def build(net):\n    model = FSDP(net)\n    return SimpleNamespace(model=model, step=0)\n"
+                          "def train(state, loader):\n    for batch in loader:\n"
+                          "        state.model(batch).sum().backward()\n"
+                          "        torch.nn.utils.clip_grad_norm_(state.model.parameters(), 1.0)\n",
+                line=10, column=9,
+                fixed=IMPORTS + "from types import SimpleNamespace\n"
+                                "def build(net):\n    model = FSDP(net)\n    return SimpleNamespace(model=model, step=0)\n"
+                                "def train(state, loader):\n    for batch in loader:\n"
+                                "        state.model(batch).sum().backward()\n"
+                                "        state.model.clip_grad_norm_(1.0)\n"),
     ]
 
     def screen(self, sketch):

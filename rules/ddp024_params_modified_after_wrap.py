@@ -8,6 +8,12 @@ the project (`freeze_head(ddp_model)`), and a function of the module handed the
 DDP model's parameters collected after the wrap that sets `requires_grad =
 False` on some of them (`filter_parameters(list(model.named_parameters()), rx)`,
 reported at that call).
+Also a method of the model's class run on the DDP model's `.module` after the
+wrap (`model.module.expand_heads(n)`) when every method of that name in the
+project's classes assigns a new torch.nn module or Parameter to `self.x` or sets
+`requires_grad = False` on `self`'s parameters (a freezing method only when the
+module's wraps do not pass `find_unused_parameters=True`, with which DDP marks
+the frozen parameters ready).
 Also a DDP model kept by an object (``self.student = student`` in its
 constructor) and handed on from there (``self.helper(self.student, x)``) to a
 function that freezes it.
@@ -60,7 +66,7 @@ class ParamsModifiedAfterWrap(Rule):
     code, name, severity = "DDP024", "params-modified-after-wrap", "warning"
     message = "parameters changed after the DDP wrap: DDP's reducer was built for the old ones"
     # The model may be wrapped in another module and passed in (project analysis).
-    triggers = ("requires_grad", ".to(", ".half(", ".bfloat16(", ".double(", "nn.")
+    triggers = ("requires_grad", ".to(", ".half(", ".bfloat16(", ".double(", "nn.", ".module.")
     needs_ddp_context = True
     uses_project = True
 
@@ -109,8 +115,87 @@ class Forecaster:
         (self.net(x) - y).pow(2).mean().backward()
         opt.step()
 """),
+        # A method of the model that only reads its parameters, and one that changes them before the wrap.
+        Valid(IMPORTS + """\
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(8, 2)
+    def widen(self, n):
+        self.head = nn.Linear(8, 2 + n)
+    def count(self):
+        return sum(p.numel() for p in self.parameters())
+
+net = Net()
+net.widen(3)
+model = DDP(net.cuda(), device_ids=[0])
+print(model.module.count())
+"""),
+        # Two classes define the method and only one changes its parameters: which one runs is unknown.
+        Valid(IMPORTS + """\
+class A(nn.Module):
+    def adapt(self):
+        self.extra = nn.Linear(4, 4)
+class B(nn.Module):
+    def adapt(self):
+        self.scale = 2.0
+model = DDP(build(), device_ids=[rank])
+model.module.adapt()
+"""),
+        # A freezing method with find_unused_parameters=True: DDP marks the frozen parameters ready.
+        Valid(IMPORTS + """\
+class TwoStage(nn.Module):
+    def freeze_teacher(self):
+        for p in self.teacher.parameters():
+            p.requires_grad = False
+model = DDP(TwoStage().cuda(), device_ids=[rank], find_unused_parameters=True)
+model.module.freeze_teacher()
+"""),
     ]
     invalid = [
+        # New parameters are never synchronised, whatever find_unused_parameters says.
+        Invalid(IMPORTS + """\
+class Net(nn.Module):
+    def add_task_head(self, n):
+        self.heads = nn.ModuleList([nn.Linear(16, n)])
+model = DDP(Net().cuda(), device_ids=[rank], find_unused_parameters=True)
+model.module.add_task_head(5)
+""", line=8, column=1),
+        # A method of the model run on the DDP model's .module after the wrap: new Parameters and submodules.
+        Invalid(IMPORTS + """\
+class Encoder(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+    def grow_vocab(self, extra):
+        bigger = nn.Embedding(1000 + extra, 64)
+        self.embed = bigger
+        self.proj.bias = nn.Parameter(torch.zeros(64))
+
+def main(rank):
+    model = DDP(Encoder(64).cuda(rank), device_ids=[rank])
+    model.module.grow_vocab(10)
+""", line=15, column=5),
+        # ... a freezing method, on an attribute holding the wrap.
+        Invalid(IMPORTS + """\
+class Backbone(nn.Module):
+    def freeze_stem(self):
+        for name, p in self.stem.named_parameters():
+            p.requires_grad = False
+
+class Trainer:
+    def setup(self, net, rank):
+        self.net = DDP(net, device_ids=[rank])
+    def finetune(self):
+        self.net.module.freeze_stem()
+""", line=13, column=9),
+        Invalid(IMPORTS + """\
+class Head(nn.Module):
+    def lock(self):
+        self.classifier.requires_grad_(False)
+ddp = DDP(Head(), device_ids=[0])
+ddp.module.lock()
+""", line=8, column=1),
         # The same helper given a DDP model that also runs backward.
         Invalid(IMPORTS + """\
 class Forecaster:
@@ -176,7 +261,8 @@ class Forecaster:
                 if node is not None:
                     yield self.report(node)
         for site in index.calls:
-            if _freezes_through_helper(index, site) or _freezes_collection_through_helper(index, site):
+            if _freezes_through_helper(index, site) or _freezes_collection_through_helper(index, site) \
+                    or _reshaping_method_on_inner_model(index, site):
                 yield self.report(site.node)
 
     def _modifying_assignment(self, index: SemanticIndex, name: str, binding) -> Optional[cst.CSTNode]:
@@ -214,6 +300,52 @@ def _freezes_through_helper(index: SemanticIndex, site: CallSite) -> bool:
                     and _wrapped_and_not_rewrapped(index, model.value, site.order):
                 return True
     return False
+
+
+def _reshaping_method_on_inner_model(index: SemanticIndex, site: CallSite) -> bool:
+    """``model.module.expand_heads(n)`` / ``self.net.module.freeze_backbone()``
+    after the wrap, where every method of that name in the project's classes
+    changes its own module's parameters (assigns a new torch.nn module or
+    Parameter to ``self.x``, or freezes ``self``'s parameters): the inner
+    model changes behind the reducer."""
+    receiver = site.receiver
+    if receiver is None or site.method is None or site.method.startswith("__") \
+            or not (dotted_name(receiver) or "").endswith(".module"):
+        return False
+    methods = _project_methods(index).get(site.method)
+    if not methods or not all(function.reshapes_self for function in methods):
+        return False
+    if any(function.reshapes_self == "freeze" for function in methods) and _finds_unused_parameters(index):
+        return False  # frozen parameters are found unused and marked ready: no error, nothing to sync
+    return _wrapped_and_not_rewrapped(index, receiver, site.order)
+
+
+def _finds_unused_parameters(index: SemanticIndex) -> bool:
+    """Does a DDP wrap of this module pass a literal ``find_unused_parameters=True``?"""
+    for site in index.calls_to(names.DDP):
+        arg = site.argument("find_unused_parameters")
+        if arg is not None and literal_bool(arg.value) is True:
+            return True
+    return False
+
+
+def _project_methods(index: SemanticIndex) -> dict:
+    """Method name -> the FunctionFacts of every method of that name in the
+    project's classes (built once per project)."""
+    project = project_of(index)
+    found = getattr(project, "_ddp024_methods", None)
+    if found is None:
+        found = {}
+        for module in project.modules.values():
+            for key, function in module.functions.items():
+                owner, _, method = key.rpartition(".")
+                if owner in module.classes:
+                    found.setdefault(method, []).append(function)
+        try:
+            project._ddp024_methods = found
+        except AttributeError:
+            pass
+    return found
 
 
 def _freezes_collection_through_helper(index: SemanticIndex, site: CallSite) -> bool:

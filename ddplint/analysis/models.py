@@ -181,6 +181,8 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
             kind = ""
         if kind:
             return kind
+    if len(parts) == 2 and parts[0] != "self" and depth == 0:
+        return wrapped_by_keyword(index, expr, parts[1])
     return ""
 
 
@@ -229,6 +231,43 @@ def wrapped_by_key(index, expr) -> str:
             found = _wrapped_dict_entry(index, key)
         cache[key] = found
     return cache[key]
+
+
+def wrapped_by_keyword(index, expr, attribute: str) -> str:
+    """"ddp"/"fsdp" for ``models.generator`` when the holder is a container
+    object this module builds with the wrapped model as a keyword argument of a
+    constructor (``return self.Models(generator=fsdp_model)``,
+    ``SimpleNamespace(model=ddp_model)``) and the holder itself comes from a
+    parameter or a call (nothing else says what it is). Only constructors (a
+    capitalised name): a plain function's keyword is not an attribute of what
+    it returns."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    holder = expr.value if isinstance(expr, cst.Attribute) else None
+    if not isinstance(holder, cst.Name):
+        return ""
+    bindings = index.reaching(holder.value, holder)
+    if not bindings or any(b.kind not in ("param", "assign", "annassign") for b in bindings) \
+            or any(b.kind != "param" and not isinstance(b.value, cst.Call) for b in bindings):
+        return ""
+    cache = index.cache.setdefault("models.wrapped_keywords", {})
+    if attribute not in cache:
+        cache[attribute] = ""  # (no recursion through the attribute itself)
+        found = ""
+        for site in index.calls:
+            callee = (dotted_name(site.node.func) or "").rsplit(".", 1)[-1]
+            if not callee[:1].isupper() and callee != "SimpleNamespace":
+                continue
+            for arg in site.node.args:
+                if arg.keyword is not None and arg.keyword.value == attribute:
+                    found = wrapped_kind(index, arg.value, site.order)
+                    break
+            if found:
+                break
+        cache[attribute] = found
+    return cache[attribute]
 
 
 def _string_key(expr) -> Optional[str]:
@@ -777,3 +816,47 @@ def linked_modules(index) -> frozenset:
                 pending.append(other)
     index.cache[key] = frozenset(seen)
     return index.cache[key]
+
+
+def wrapper_subclass(index, func, wrapper: str = names.DDP, same_init: bool = False) -> bool:
+    """Does the callee ``func`` name a project class whose bases lead to
+    ``wrapper`` (``class _DDP(torch.nn.parallel.DistributedDataParallel)`` that
+    only adds ``__getattr__`` or ``forward``; defined here or imported from a
+    project module, through project bases)? Constructing it wraps a model as
+    the library class does. With ``same_init``, only when no project class on
+    the way defines ``__init__`` (the call's keywords reach the wrapper's own
+    constructor unchanged). Bounded (16 classes) and memoised per callee."""
+    from ddplint.analysis.semantic import dotted_name
+
+    dotted = dotted_name(func)
+    if dotted is None:
+        return False
+    memo = index.cache.setdefault("wrapper_subclass", {})
+    key = (dotted, wrapper, same_init, index.qualified_name(func))
+    if key in memo:
+        return memo[key]
+    memo[key] = False
+    project = project_of(index)
+    start = project._definition(index.path, dotted) if index.path in project.modules else None
+    if start is None or start[1] not in project.modules[start[0]].classes:
+        return False
+    pending, seen, found = [start], set(), False
+    while pending and len(seen) < 16 and not found:
+        path, cls = pending.pop()
+        if (path, cls) in seen:
+            continue
+        seen.add((path, cls))
+        module = project.modules[path]
+        if same_init and f"{cls}.__init__" in module.functions:
+            break  # its own constructor decides what reaches the wrapper
+        for base in module.classes.get(cls, ()):
+            definition = project._definition(path, base)
+            if definition is not None and definition[1] in project.modules[definition[0]].classes:
+                pending.append(definition)
+                continue
+            head, _, rest = base.partition(".")
+            target = module.imports.get(head)
+            if target and names.canonical(target + ("." + rest if rest else "")) == wrapper:
+                found = True
+    memo[key] = found
+    return found

@@ -126,7 +126,7 @@ def rank_sources(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0)
         # rank of a multi-node launch; other arithmetic is not a rank at all.
         if isinstance(expr.operator, cst.Modulo):
             return frozenset({LOCAL})
-        if isinstance(expr.operator, cst.Add) and (_counts_nodes(expr.left) or _counts_nodes(expr.right)):
+        if isinstance(expr.operator, cst.Add) and (_counts_nodes(expr.left, index) or _counts_nodes(expr.right, index)):
             return frozenset({GLOBAL})
         return frozenset({UNKNOWN})
     key = environ_key(index, expr)
@@ -201,11 +201,34 @@ def _element_sources(index: SemanticIndex, value: cst.BaseExpression, position: 
 _NODE_WORDS = ("node_rank", "noderank", "nr", "node_id", "node_idx", "machine_rank", "node")
 
 
-def _counts_nodes(expr: cst.BaseExpression) -> bool:
-    """``args.node_rank * ngpus_per_node`` (one operand of a product names the node)."""
+def _counts_nodes(expr: cst.BaseExpression, index: Optional[SemanticIndex] = None) -> bool:
+    """``args.node_rank * ngpus_per_node`` (one operand of a product names the
+    node); also ``args.rank * ngpus_per_node`` (PyTorch's ImageNet example: the
+    node's rank, read from the same option that then receives the global rank)
+    where the other operand is the per-node GPU count (``torch.cuda.device_count()``,
+    a name bound to it, or a ``*_per_node`` count)."""
     if not (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply)):
         return False
-    return any((dotted_name(side) or "").split(".")[-1].lower() in _NODE_WORDS for side in (expr.left, expr.right))
+    sides = (expr.left, expr.right)
+    lasts = [(dotted_name(side) or "").split(".")[-1] for side in sides]
+    if any(last.lower() in _NODE_WORDS for last in lasts):
+        return True
+    return index is not None and any(
+        names.RANK_NAME.match(lasts[i]) and _gpus_per_node(index, sides[1 - i]) for i in (0, 1))
+
+
+def _gpus_per_node(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    if isinstance(expr, cst.Call):
+        return index.qualified_name(expr.func) == "torch.cuda.device_count"
+    name = dotted_name(expr)
+    if name is None:
+        return False
+    if "per_node" in name.split(".")[-1].lower():
+        return True
+    if depth > 1 or "." in name:
+        return False
+    values = index.reaching_values(expr) if isinstance(expr, cst.Name) else None
+    return bool(values) and all(_gpus_per_node(index, value, depth + 1) for value in values)
 
 
 def _call_rank_sources(index: SemanticIndex, call: cst.Call, depth: int) -> frozenset[str]:
@@ -302,7 +325,14 @@ def is_global_rank(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
 # ---------------------------------------------------------------------- models
 def _is_wrap_call(index: SemanticIndex, expr: cst.BaseExpression, wrappers: tuple[str, ...]) -> bool:
     if isinstance(expr, cst.Call):
-        return index.qualified_name(expr.func) in wrappers
+        if index.qualified_name(expr.func) in wrappers:
+            return True
+        # A project subclass of the wrapper (``class DDP(DistributedDataParallel)``
+        # overriding ``forward`` or ``__getattr__``) wraps as the library class does.
+        if names.DDP in wrappers and not isinstance(expr.func, (cst.Call, cst.Subscript)):
+            from ddplint.analysis.models import wrapper_subclass
+
+            return wrapper_subclass(index, expr.func, names.DDP)
     return False
 
 
@@ -531,6 +561,29 @@ def in_device_list(index: SemanticIndex, node: cst.CSTNode) -> bool:
     return False
 
 
+def _joined_device_list(index: SemanticIndex, value: cst.BaseExpression, depth: int = 0) -> bool:
+    """``",".join(str(g) for g in gpu_ids)`` (directly or through a name every
+    binding of which is one): a list of several GPUs for the whole run, not one
+    GPU per process. A join that reads a rank (``gpus[local_rank]``) is not."""
+    if isinstance(value, cst.Name) and depth < 2:
+        values = index.reaching_values(value)
+        return bool(values) and all(_joined_device_list(index, v, depth + 1) for v in values)
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "join" and isinstance(value.func.value, cst.SimpleString)):
+        return False
+    return not any(isinstance(node, cst.Name) and names.RANK_NAME.match(node.value)
+                   for arg in value.args for node in _names_in(arg.value))
+
+
+def _names_in(expr: cst.CSTNode) -> list[cst.CSTNode]:
+    found, pending = [], [expr]
+    while pending and len(found) < 200:
+        node = pending.pop()
+        found.append(node)
+        pending.extend(node.children)
+    return found
+
+
 def module_masks_visible_devices(index: SemanticIndex) -> bool:
     """Does the module give each process its own GPU through
     ``CUDA_VISIBLE_DEVICES`` set from a non-literal (``str(local_rank)``)? Then
@@ -540,7 +593,7 @@ def module_masks_visible_devices(index: SemanticIndex) -> bool:
         if index.qualified_name(target.value) != "os.environ":
             continue
         key = literal_str(target.slice[0].slice.value) if isinstance(target.slice[0].slice, cst.Index) else None
-        if key == "CUDA_VISIBLE_DEVICES" and literal_str(value) is None:
+        if key == "CUDA_VISIBLE_DEVICES" and literal_str(value) is None and not _joined_device_list(index, value):
             return True
     if index.project is None:
         return False  # a text on its own: nothing imports it

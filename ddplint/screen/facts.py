@@ -93,7 +93,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "30"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "32"  # bumped on every change of the summaries (history in git log); 30 (r7) + 31 (r8)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -172,6 +172,12 @@ class FunctionFacts:
     # DistributedSampler(ds) if dist else None; return DataLoader(ds, sampler=sampler)``):
     # the parameter, False or None by default, without which the returned loader has no sampler.
     sampler_switch: str = ""
+    # A method that changes its own module's parameters (DDP024 when it runs on a
+    # DDP model's ``.module`` after the wrap): "new" when it assigns a new torch.nn
+    # module or Parameter to ``self.x`` / ``self.a.b`` (also through a local name),
+    # "freeze" when it sets ``requires_grad = False`` over ``self....parameters()``
+    # or calls ``self....requires_grad_(False)``; "" otherwise.
+    reshapes_self: str = ""
 
 
 @dataclass(slots=True)
@@ -385,15 +391,37 @@ def _record_hand_ons(facts: "ModuleFacts") -> None:
                 function.hands_on.add(tag[len(PARAM_PREFIX):])
 
 
+def _self_part(expr: ast.AST, itself: bool = False) -> bool:
+    """``self.x`` / ``self.a.b`` (``self`` itself too when ``itself``)."""
+    while isinstance(expr, ast.Attribute):
+        expr, itself = expr.value, True
+    return itself and isinstance(expr, ast.Name) and expr.id == "self"
+
+
 def _masks_visible_devices(tree: ast.AST, subtrees: Subtrees) -> bool:
     """``os.environ["CUDA_VISIBLE_DEVICES"] = <not a literal>`` (values.module_masks_visible_devices)."""
     for node in subtrees.of_kind(tree, ast.Assign):
         for target in node.targets:
             if isinstance(target, ast.Subscript) and _dotted(target.value) == "os.environ" \
                     and isinstance(target.slice, ast.Constant) and target.slice.value == "CUDA_VISIBLE_DEVICES" \
-                    and not isinstance(node.value, ast.Constant):
+                    and not isinstance(node.value, ast.Constant) and not _joined_list(node.value, tree, subtrees):
                 return True
     return False
+
+
+def _joined_list(value: ast.AST, tree: ast.AST, subtrees: Subtrees, depth: int = 0) -> bool:
+    """``",".join(...)`` with no rank name in it, or a name that every
+    assignment of the module binds to one: several GPUs for the whole run, not
+    one per process (values._joined_device_list)."""
+    if isinstance(value, ast.Name) and depth == 0:
+        found = [node.value for node in subtrees.of_kind(tree, ast.Assign)
+                 if any(isinstance(t, ast.Name) and t.id == value.id for t in node.targets)]
+        return bool(found) and all(_joined_list(v, tree, subtrees, 1) for v in found)
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "join"
+            and isinstance(value.func.value, ast.Constant) and isinstance(value.func.value.value, str)):
+        return False
+    return not any(isinstance(node, ast.Name) and names.RANK_NAME.match(node.id)
+                   for arg in value.args for node in ast.walk(arg))
 
 
 def _plain_device_setters(tree: ast.AST, facts: "ModuleFacts", subtrees: Subtrees) -> tuple[str, ...]:
@@ -948,6 +976,8 @@ class _Extractor:
             self.passes_through(value, p) for value in self.returns[-1])}
         self.loop_facts(node, facts)
         facts.sampler_switch = self.sampler_switch(node)
+        if outer_owner and params and params[0] == "self" and node.name != "__init__":
+            facts.reshapes_self = self.reshapes_self(node)
         self.agreed.pop()
         self.returns.pop()
         self.assigned.pop()
@@ -956,6 +986,45 @@ class _Extractor:
         self.main_guards, self.flag_guards = outer_main, outer_flags
         self.owner, self.self_class = outer_owner, outer_self
         self.facts.functions.setdefault(key, facts)
+
+    def reshapes_self(self, node: ast.AST) -> str:
+        """FunctionFacts.reshapes_self for the method ``node``."""
+        of_kind = self.subtrees.of_kind
+        assigns = of_kind(node, ast.Assign)
+        made = {t.id for a in assigns if isinstance(a.value, ast.Call) and self.nn_module_class(a.value.func)
+                for t in a.targets if isinstance(t, ast.Name)}
+        for a in assigns:
+            value = a.value
+            new = (isinstance(value, ast.Call) and self.nn_module_class(value.func)) \
+                or (isinstance(value, ast.Name) and value.id in made)
+            if new and any(isinstance(t, ast.Attribute) and _self_part(t.value, True) for t in a.targets):
+                return "new"
+        for loop in (n for n in self.subtrees.under(node) if type(n) is ast.For):
+            it = loop.iter
+            if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
+                    and it.func.attr in ("parameters", "named_parameters") and _self_part(it.func.value, True)):
+                continue
+            target = loop.target.elts[-1] if isinstance(loop.target, ast.Tuple) and loop.target.elts else loop.target
+            if not isinstance(target, ast.Name):
+                continue
+            for a in of_kind(loop, ast.Assign):
+                if isinstance(a.value, ast.Constant) and a.value.value is False and any(
+                        isinstance(t, ast.Attribute) and t.attr == "requires_grad"
+                        and isinstance(t.value, ast.Name) and t.value.id == target.id for t in a.targets):
+                    return "freeze"
+        for call in of_kind(node, ast.Call):
+            func = call.func
+            if isinstance(func, ast.Attribute) and func.attr == "requires_grad_" and _self_part(func.value, True) \
+                    and call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value is False:
+                return "freeze"
+        return ""
+
+    def nn_module_class(self, func: ast.AST) -> bool:
+        """A torch.nn class with parameters (not a loss, not the wrappers)."""
+        qualified = self.qualified(func) or ""
+        last = qualified.rsplit(".", 1)[-1]
+        return qualified.startswith("torch.nn.") and last[:1].isupper() and not last.endswith("Loss") \
+            and qualified not in (names.DDP, names.DATA_PARALLEL)
 
     def sampler_switch(self, node: ast.AST) -> str:
         """The ``sampler_switch`` of FunctionFacts: every return hands back
