@@ -10,7 +10,10 @@ where the project's callers fill `gpu_index` with a rank), directly or through a
 function of the project that reaches one (`if rank == 0: evaluate(ddp_model)`,
 `self.checkpoint()` ending in `dist.barrier()`, a nested `test(loader)` whose
 `model(x)` reads the enclosing function's `model = DDP(model)`, `search()` that builds a DDP model,
-which checks parameter shapes across ranks and broadcasts rank 0's weights). When
+which checks parameter shapes across ranks and broadcasts rank 0's weights; a
+method of the class that stores the DDP model, `self.evaluate()` or
+`learner.predict(x)` running `self.net(x)` where `self.net = net` was given `DDP(...)`,
+itself or through other methods of `self`). When
 the two arms of a rank test issue different collectives, the first arm is
 reported once. A wrapped model handed under a
 rank condition to an evaluation function whose body is not visible
@@ -222,6 +225,21 @@ if __name__ == "__main__":
     dist.init_process_group("nccl")
     Renderer(dev_idx=args.device_number).fit(load_rays(), True)
 """),
+        # A method of the model's holder that runs the stored DDP model, given the
+        # unwrapped model or calling ``.module``: no DDP forward.
+        Valid(DDP_IMPORT + "class Runner:\n    def __init__(self, net, rank):\n        self.net = net\n"
+                          "        self.rank = rank\n    def validate(self, batches):\n"
+                          "        with torch.no_grad():\n"
+                          "            return [self.net.module(b) for b in batches]\n"
+                          "    def fit(self, batches):\n        if self.rank == 0:\n"
+                          "            print(self.validate(batches))\ndef main(rank):\n"
+                          "    Runner(DDP(Net().cuda(rank), device_ids=[rank]), rank).fit(load())\n"),
+        Valid(DDP_IMPORT + "class Runner:\n    def __init__(self, net, rank):\n        self.net = net\n"
+                          "        self.rank = rank\n    def validate(self, batches):\n"
+                          "        return [self.net(b) for b in batches]\n    def fit(self, batches):\n"
+                          "        if self.rank == 0:\n            print(self.validate(batches))\n"
+                          "def main(rank):\n    net = Net().cuda(rank)\n"
+                          "    ddp = DDP(net, device_ids=[rank])\n    Runner(net, rank).fit(load())\n"),
     ]
     invalid = [
         # A rank passed by keyword into **opts and kept on self: the forward runs on local rank 0 only.
@@ -329,6 +347,30 @@ if __name__ == "__main__":
         # A DDP forward on rank 0 only (buffers broadcast by rank 0 alone: may hang).
         Invalid(DDP_IMPORT + "model = DDP(net)\nif rank == 0:\n    with torch.no_grad():\n"
                              "        preds = model(batch)\n", line=7, column=17),
+        # A method of the class that runs the DDP model it stores (``self.net = net``, given
+        # ``DDP(...)``), called under a rank test: itself, on an instance, through ``self`` helpers.
+        Invalid(DDP_IMPORT + "class Runner:\n    def __init__(self, net, rank):\n        self.net = net\n"
+                            "        self.rank = rank\n    def validate(self, batches):\n"
+                            "        with torch.no_grad():\n"
+                            "            return [self.net(b) for b in batches]\n    def fit(self, batches):\n"
+                            "        for b in batches:\n            self.net(b).sum().backward()\n"
+                            "        if self.rank == 0:\n            print(self.validate(batches))\n"
+                            "def main(rank):\n"
+                            "    Runner(DDP(Net().cuda(rank), device_ids=[rank]), rank).fit(load())\n", line=15, column=19),
+        Invalid(DDP_IMPORT + "class Learner:\n    def __init__(self, network, optimizer):\n"
+                            "        self.network = network\n        self.optimizer = optimizer\n"
+                            "    def infer(self, x):\n        return self.network(x).argmax(-1)\n"
+                            "def run(rank, data):\n    net = DDP(Net().cuda(rank), device_ids=[rank])\n"
+                            "    learner = Learner(net, torch.optim.SGD(net.parameters(), lr=0.1))\n"
+                            "    if dist.get_rank() == 0:\n        preds = [learner.infer(x) for x in data]\n", line=14, column=18),
+        Invalid(DDP_IMPORT + "class Engine:\n    def __init__(self, cfg, model):\n        self.cfg = cfg\n"
+                            "        self.model = DDP(model.cuda(), device_ids=[cfg.gpu])\n"
+                            "    def _score(self, batch):\n        return self.model(batch).mean()\n"
+                            "    def report(self, loader):\n"
+                            "        return sum(self._score(b) for b in loader)\n"
+                            "    def loop(self, loader):\n        for epoch in range(self.cfg.epochs):\n"
+                            "            if not is_main_process():\n                continue\n"
+                            "            print(self.report(loader))\n", line=16, column=19),
     ]
 
     def screen(self, sketch):
@@ -395,6 +437,13 @@ if __name__ == "__main__":
             return f"call of {callee}(), which issues a collective,", HANGS
         if reached == "forward":
             return f"call of {callee}(), which runs a forward of a wrapped model,", DESYNC
+        if isinstance(site.node.func, cst.Attribute):
+            # A method of the instance's class that runs ``self.net(x)``, where the
+            # class stores a wrapped model (``self.evaluate()``, ``learner.predict(x)``).
+            kind = project.attribute_forward(index.path, project_callee(index, site.node) or callee, index.imports)
+            if kind:
+                return f"call of {callee}(), which runs a forward of a wrapped model,", \
+                    DESYNC if kind == "ddp" else HANGS
         if slots and _evaluation_name(callee) \
                 and project.hands_on_wrapped(index.path, project_callee(index, site.node) or callee, index.imports, slots):
             # A project function that hands the model on to ``pipeline.run(model=model)`` of an

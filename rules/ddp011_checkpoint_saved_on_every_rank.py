@@ -27,7 +27,9 @@ mmengine's, deepspeed's: they decide who writes); helpers that guard themselves
 `torch.distributed.checkpoint` (collective by design); single-process branches
 (`else` of `if args.distributed:`), launcher-parent code, and `nn.DataParallel`
 programs that never create a process group (one process); a save under
-`if out_dir:` where `out_dir` is set on rank 0 only; helpers nobody is known to
+`if out_dir:` where `out_dir` is set on rank 0 only, or under `if self.verbose:` /
+`if cfg.ckpt_dir is not None:` where the project empties that attribute on the
+ranks but 0 (`if gpu != 0: self.verbose = False`); helpers nobody is known to
 call.
 
 ## Why is this bad?
@@ -219,6 +221,24 @@ class CheckpointSavedOnEveryRank(Rule):
         Valid(DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
                      "from mmengine.runner import save_checkpoint\nmodel = DDP(net)\n"
                      "save_checkpoint(model.state_dict(), 'x.pt')\n"),
+        # A flag or path that the ranks but 0 empty (``self.verbose = False``, ``cfg.ckpt_dir =
+        # None``) guards the save: rank 0 writes alone.
+        Valid(DIST + "class Trainer:\n    def __init__(self, args, model):\n"
+                     "        self.model = model\n        self.verbose = True\n"
+                     "        if args.distributed and args.gpu != 0:\n"
+                     "            self.verbose = False\n    def fit(self, epochs):\n"
+                     "        for epoch in range(epochs):\n            train_one_epoch(self.model)\n"
+                     "            if self.verbose:\n"
+                     "                torch.save(self.model.state_dict(), \"best.pt\")\n"
+                     "if __name__ == \"__main__\":\n    Trainer(parse(), build()).fit(10)\n"),
+        Valid(DIST + "def setup(cfg):\n    dist.init_process_group(\"nccl\")\n"
+                     "    if dist.get_rank() not in [0, -1]:\n        cfg.ckpt_dir = None\n"
+                     "def train(cfg, model, loader):\n    setup(cfg)\n"
+                     "    for step, batch in enumerate(loader):\n"
+                     "        model(batch).sum().backward()\n"
+                     "        if cfg.ckpt_dir is not None and step % 100 == 0:\n"
+                     "            torch.save(model.state_dict(), f\"{cfg.ckpt_dir}/step.pt\")\n"
+                     "if __name__ == \"__main__\":\n    train(parse(), build(), load())\n"),
     ]
     invalid = [
         # A save helper whose body is not visible (imported from outside the project), given
@@ -329,6 +349,13 @@ class CheckpointSavedOnEveryRank(Rule):
                 "    sampler = DistributedSampler(data) if cfg.local_rank != -1 else None\n"
                 "    for ep in range(cfg.epochs):\n        run_epoch(net, data, sampler)\n"
                 "        torch.save(net.state_dict(), 'tuned.bin')\nfit(cfg, net, data)\n", line=9, column=9),
+        # Emptied on rank 0 itself: every other rank still writes.
+        Invalid(DIST + "def train(cfg, model, loader):\n    dist.init_process_group(\"nccl\")\n"
+                       "    if dist.get_rank() == 0:\n        cfg.out_dir = None\n"
+                       "    for step, batch in enumerate(loader):\n"
+                       "        model(batch).sum().backward()\n        if cfg.out_dir is not None:\n"
+                       "            torch.save(model.state_dict(), \"last.pt\")\n"
+                       "if __name__ == \"__main__\":\n    train(parse(), build(), load())\n", line=10, column=13),
     ]
 
     def screen(self, sketch):

@@ -3,7 +3,8 @@ Flags `parser.add_argument("--local_rank")` (or `--local-rank`) when the parsed
 value is used as the device (`set_device`, `device_ids`, `torch.device`,
 `.cuda(...)`, `.to(...)`, `CUDA_VISIBLE_DEVICES`), also after being passed on
 into a parameter that becomes the device (`setup(lrank=args.local_rank)` with
-`torch.cuda.set_device(lrank)` inside, in this module or another), and nothing
+`torch.cuda.set_device(lrank)` inside, or `args.gpu = gpu` then `set_device(args.gpu)`,
+in this module or another), and nothing
 reads `os.environ["LOCAL_RANK"]` in this module or anywhere the entry script
 reaches (its imports and calls: an independent script of the same folder does
 not count).
@@ -187,6 +188,15 @@ class LocalRankFromArgv(Rule):
         Invalid(HEAD + "import os\nparser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
                        "if args.launcher == 'mpi':\n    args.local_rank = int(os.environ['OMPI_COMM_WORLD_LOCAL_RANK'])\n"
                        "torch.cuda.set_device(args.local_rank)\n", line=6, column=1),
+        # The flag handed to a worker that stores it on an options object and uses that as the device.
+        Invalid(HEAD + "def worker(gpu, args):\n    args.gpu = gpu\n    torch.cuda.set_device(args.gpu)\n"
+                       "    dist.init_process_group('nccl')\ndef main():\n"
+                       "    parser.add_argument('--local_rank', type=int, default=-1)\n    args = parser.parse_args()\n"
+                       "    worker(args.local_rank, args)\n", line=10, column=5),
+        Invalid(HEAD + "class Setup:\n    def __init__(self, index, cfg):\n        cfg.device_index = index\n"
+                       "        torch.cuda.set_device(cfg.device_index)\n"
+                       "parser.add_argument('--local_rank', type=int, default=0)\nopts = parser.parse_args()\n"
+                       "Setup(opts.local_rank, opts)\n", line=9, column=1),
     ]
 
     def screen(self, sketch):

@@ -191,6 +191,8 @@ def is_rank_condition(index: SemanticIndex, test: cst.BaseExpression, lenient: b
         return (is_rank_condition(index, test.left, lenient, depth + 1)
                 or is_rank_condition(index, test.right, lenient, depth + 1))
     if isinstance(test, cst.Comparison):
+        if lenient and _nulled_off_main_test(index, test):
+            return True  # ``if cfg.ckpt_dir is not None:`` where ranks but 0 set it to None
         if _is_distributed_flag_test(test):
             return False
         operands = [test.left] + [target.comparator for target in test.comparisons]
@@ -222,8 +224,23 @@ def is_rank_condition(index: SemanticIndex, test: cst.BaseExpression, lenient: b
 
             # ``if opt.log:`` where a set-up helper (here or in another module) ran
             # ``if opt.rank % ngpus == 0: opt.log = True else: opt.log = False``.
-            return project_of(index).is_rank_flag_attribute(test.attr.value)
+            project = project_of(index)
+            return project.is_rank_flag_attribute(test.attr.value) or project.is_nulled_off_main(test.attr.value)
     return False
+
+
+def _nulled_off_main_test(index: SemanticIndex, comparison: cst.Comparison) -> bool:
+    """``obj.attr is not None`` (``is None``, ``!=``/``==``) where the project sets
+    ``obj.attr = None`` only on the ranks but 0 (``Project.is_nulled_off_main``)."""
+    if len(comparison.comparisons) != 1 or not isinstance(comparison.left, cst.Attribute):
+        return False
+    target = comparison.comparisons[0]
+    if not (isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
+            and isinstance(target.operator, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual))):
+        return False
+    from ddplint.analysis.models import project_of
+
+    return project_of(index).is_nulled_off_main(comparison.left.attr.value)
 
 
 def is_function_object(index: SemanticIndex, expr: cst.BaseExpression) -> bool:

@@ -93,7 +93,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "32"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "33"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -141,6 +141,9 @@ class FunctionFacts:
     collective: bool = False  # issues a collective / collective state-dict call itself
     forwards: set[str] = field(default_factory=set)  # params called as ``param(...)``
     forwards_globals: set[str] = field(default_factory=set)  # module-level DDP models called (``model(...)``)
+    # Instance attributes called in a method (``self.net(x)``; not the class's own methods): a
+    # forward of a wrapped model when the class stores one there (Project.attribute_forwards).
+    forwards_attributes: set[str] = field(default_factory=set)
     loads: set[str] = field(default_factory=set)  # params whose load_state_dict is called
     rank_predicate: bool = False  # every return value is a rank test
     rank_zero_only: bool = False  # decorated with @rank_zero_only / @master_only
@@ -240,6 +243,10 @@ class ModuleFacts:
     # flag: a rank test (``args.should_save = args.save and is_master(args)``) or a
     # boolean literal under a rank guard (``if rank % n == 0: opt.log = True``).
     attribute_flags: dict[str, bool] = field(default_factory=dict)
+    # Attribute names this module sets to an empty value (None, False, "", 0) in an arm
+    # of a rank test that rank 0 never takes (``if rank != 0: cfg.ckpt_dir = None``):
+    # ``if cfg.ckpt_dir is not None:`` / ``if self.verbose:`` then lets rank 0 through.
+    nulled_off_main: set[str] = field(default_factory=set)
     # The rules' screens on this module (ddplint.screen.screening.Verdict); None
     # when the judge must decide alone.
     screen: Optional[tuple] = None
@@ -304,7 +311,7 @@ class _EmptyMap(dict):
 
 EMPTY_SET = _EmptySet()
 EMPTY_MAP = _EmptyMap()
-_FUNCTION_SETS = ("forwards", "forwards_globals", "loads", "device_params", "keeps", "saves", "saves_unguarded",
+_FUNCTION_SETS = ("forwards", "forwards_globals", "forwards_attributes", "loads", "device_params", "keeps", "saves", "saves_unguarded",
                   "returns_detached", "hands_on")
 _MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes", "attribute_params",
                 "attribute_flags")
@@ -366,6 +373,8 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
         facts.call_names = EMPTY_SET
     if not facts.super_calls:
         facts.super_calls = ()  # type: ignore[assignment]
+    if not facts.nulled_off_main:
+        facts.nulled_off_main = EMPTY_SET
     return facts
 
 
@@ -522,6 +531,7 @@ class _Extractor:
         # ``if rank != 0: return``; not the ``else`` of ``if rank == 0:``, which
         # every other rank runs): what saves (DDP011) and their callers ask.
         self.main_guards: list[bool] = []
+        self.off_main = 0  # enclosing arms of rank tests that rank 0 never takes
         self.maybe_guards: list[str] = []  # imported calls in other enclosing ``if`` tests
         # Attributes tested in the body of enclosing ``if``s that are no rank test
         # here (``if args.should_save:``): a rank flag set in another module, maybe.
@@ -542,6 +552,7 @@ class _Extractor:
         self.owner = ""
         self.self_class = ""
         self.attributes: dict[str, dict[str, str]] = {}
+        self.class_methods: dict[str, frozenset] = {}  # class key -> the names of its methods
 
     # ------------------------------------------------------------------ names
     def qualified(self, expr: ast.AST) -> Optional[str]:
@@ -607,6 +618,33 @@ class _Extractor:
             return bool(self.guards)
         return isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Call)) \
             and self.rank_test(value, lenient=True)
+
+    def module_paths(self) -> list[str]:
+        """The string literals of the module that spell a dotted module path
+        three parts deep or more ("pkg.trainers.trainerWRF")."""
+        if self.subtrees.order is None or not self.subtrees.order:
+            return []
+        found = []
+        for node in self.subtrees.under(self.subtrees.order[0]):
+            if type(node) is ast.Constant and isinstance(node.value, str) and node.value.count(".") >= 2 \
+                    and len(found) < 64 and _MODULE_PATH.match(node.value) and node.value not in found:
+                found.append(node.value)
+        return found
+
+    def off_main_arm(self, test: ast.AST, truth: bool, depth: int = 0) -> bool:
+        """Does ``test`` being ``truth`` exclude rank 0 (``rank != 0``, ``not
+        is_main()``, ``args.distributed and args.gpu != 0``)? Operands that are
+        not rank tests are left out of ``and`` / ``or``."""
+        if depth > 6:
+            return False
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return self.off_main_arm(test.operand, not truth, depth + 1)
+        if isinstance(test, ast.BoolOp):
+            if isinstance(test.op, ast.And) != truth:
+                return False  # ``a and b`` false / ``a or b`` true: either may hold
+            return any(self.off_main_arm(v, truth, depth + 1) for v in test.values
+                       if self.rank_test(v, lenient=True))
+        return self.rank_test(test, lenient=True) and _main_only(test, not truth)
 
     def env_key(self, expr: ast.AST) -> Optional[str]:
         """The variable an environment read names: ``os.environ["RANK"]``,
@@ -717,6 +755,8 @@ class _Extractor:
                 main = lenient and _main_only(node.test, truth)
                 if main:
                     self.main_guards.append(strict)
+                off_main = lenient and self.off_main_arm(node.test, truth)  # the arm rank 0 never takes
+                self.off_main += off_main
                 flagged = flags if truth else []
                 self.flag_guards.extend(flagged)
                 self.block(arm)
@@ -724,6 +764,7 @@ class _Extractor:
                     del self.flag_guards[-len(flagged):]
                 if main:
                     self.main_guards.pop()
+                self.off_main -= off_main
             self.opaque -= opaque
             if lenient:
                 self.guards.pop()
@@ -760,6 +801,9 @@ class _Extractor:
                     if isinstance(target, ast.Attribute):
                         flags = self.facts.attribute_flags
                         flags[target.attr] = flags.get(target.attr, True) and self.rank_flag_value(node.value)
+                        if self.off_main and _empty_literal(node.value):
+                            # ``if rank != 0: cfg.ckpt_dir = None`` / ``self.verbose = False``
+                            self.facts.nulled_off_main.add(target.attr)
                     elif _same_length_tuples(target, node.value):  # ``a, b = 0, 0``: element by element
                         for element, value in zip(target.elts, node.value.elts):
                             name = _dotted(element)
@@ -805,6 +849,8 @@ class _Extractor:
         key = f"{self.owner}.{node.name}" if self.owner else node.name
         self.facts.classes.setdefault(key, tuple(filter(None, (_dotted(base) for base in node.bases))))
         self.attributes.setdefault(key, self.instance_attributes(node))
+        self.class_methods.setdefault(key, frozenset(
+            m.name for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))))
         wrapped = self.wrapped_attributes(node)
         if wrapped:
             self.facts.wrapped_attributes.setdefault(key, wrapped)
@@ -1068,6 +1114,12 @@ class _Extractor:
             pattern = _import_pattern(node.args[0])
             if pattern is not None:
                 facts.dynamic_imports.append(pattern)
+            elif isinstance(node.args[0], (ast.Name, ast.Attribute, ast.Subscript)):
+                # A name picked at run time from the module's own table (a registry
+                # ``{"wrf": ("pkg.trainers.trainerWRF", "TrainerWRF")}``): its dotted literals.
+                for text in self.module_paths():
+                    if text not in facts.dynamic_imports:
+                        facts.dynamic_imports.append(text)
         method = dotted.split(".")[-1] if dotted else (
             node.func.attr if isinstance(node.func, ast.Attribute) else "")
         if qualified in (names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD,
@@ -1134,6 +1186,11 @@ class _Extractor:
             for used in _device_operands(node, qualified, method):
                 if isinstance(used, ast.Name) and used.id in function.params:
                     function.device_params.add(used.id)
+                elif isinstance(used, ast.Attribute) and _dotted(used) is not None:
+                    # ``args.gpu = gpu`` ... ``torch.cuda.set_device(args.gpu)``
+                    for value in self.assigned[-1].get(_dotted(used), ()):
+                        if isinstance(value, ast.Name) and value.id in function.params:
+                            function.device_params.add(value.id)
         if self.mentions_local_rank and method in (
                 "set_device", "cuda", "to", "device", "DistributedDataParallel", "DDP") and \
                 any("local_rank" in _text_of(a) for a in [*node.args, *[k.value for k in node.keywords]]):
@@ -1143,6 +1200,10 @@ class _Extractor:
                 function.forwards.add(node.func.id)
             elif isinstance(node.func, ast.Name) and node.func.id not in self.assigned[-1]:
                 function.forwards_globals.add(node.func.id)
+            elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+                    and node.func.value.id == "self" and self.self_class \
+                    and node.func.attr not in self.class_methods.get(self.self_class, ()):
+                function.forwards_attributes.add(node.func.attr)
             if method == "load_state_dict" and isinstance(node.func, ast.Attribute):
                 root = _dotted(node.func.value) or ""
                 head = root.split(".")[0]
@@ -1629,6 +1690,13 @@ def _bare_names(expr: ast.AST) -> list[str]:
 _STATE_WORDS = ("model", "net", "ckpt", "checkpoint", "state", "optim", "weights", "snapshot")
 
 
+_MODULE_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+def _empty_literal(value: ast.AST) -> bool:
+    return isinstance(value, ast.Constant) and value.value in (None, False, "", 0) and value.value is not True
+
+
 def _main_only(test: ast.AST, truth: bool) -> bool:
     """Does ``test`` being ``truth`` leave only the main rank (a rank test the
     caller has recognised)? ``rank == 0`` / ``is_main_process()`` when true,
@@ -2001,6 +2069,9 @@ def _tested_attributes(test: ast.AST) -> list[str]:
     ``if opt.log and epoch % 5 == 0:`` (not under ``not`` nor one arm of ``or``)."""
     if isinstance(test, ast.Attribute) and _dotted(test) is not None:
         return [test.attr]
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.IsNot, ast.NotEq)) \
+            and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None:
+        return _tested_attributes(test.left)  # ``if cfg.ckpt_dir is not None:``
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return [name for value in test.values for name in _tested_attributes(value)]
     return []

@@ -390,7 +390,7 @@ class Project:
         for module in self.modules.values():
             for function in module.functions.values():
                 for flags, params, state in function.saves_flagged:
-                    if not any(self.is_rank_flag_attribute(flag) for flag in flags):
+                    if not any(self.is_rank_flag_attribute(flag) or self.is_nulled_off_main(flag) for flag in flags):
                         function.saves_unguarded |= params
                         function.saves_state |= state
 
@@ -686,6 +686,60 @@ class Project:
                 return "forward"
         return None
 
+    def attribute_forward(self, path: str, callee: str, imports: dict[str, str]) -> str:
+        """"ddp"/"fsdp" when the project method ``callee`` ("Trainer.evaluate",
+        as ``models.project_callee`` spells it) runs a forward of an instance
+        attribute that its class stores a wrapped model in (``self.net(x)`` with
+        ``self.net = net`` given ``DDP(...)``), itself or through methods it calls
+        on ``self`` (at most 4 calls deep)."""
+        key = self.resolve_function(path, callee, imports)
+        if key is None or "." not in key[1]:
+            return ""
+        cache = self.__dict__.setdefault("_attribute_forward_cache", {})
+        if key in cache:
+            return cache[key]
+        cache[key] = ""
+        owner = key[1].rpartition(".")[0]
+        kind = ""
+        for attribute in sorted(self._attribute_forwards(key)):
+            kind = self.attribute_wrapped(key[0], owner, attribute)
+            if kind:
+                break
+        cache[key] = kind
+        return kind
+
+    def _attribute_forwards(self, key: FunctionKey) -> set[str]:
+        """Attributes of ``self`` a method calls, itself or through ``self.m()``."""
+        found: set[str] = set()
+        seen, pending = {key}, [(key, 0)]
+        while pending:
+            current, depth = pending.pop()
+            function = self.function(current)
+            if function is None:
+                continue
+            found |= function.forwards_attributes
+            if depth >= 4:
+                continue
+            module = self.modules[current[0]]
+            owner = current[1].rpartition(".")[0]
+            for call in self._calls_by_caller(current[0]).get(current[1], ()):
+                if not call.instance or call.callee.rpartition(".")[0] != owner:
+                    continue  # only the instance's own methods (``self.m()``)
+                target = self.resolve_function(current[0], call.callee, module.imports)
+                if target is not None and target not in seen:
+                    seen.add(target)
+                    pending.append((target, depth + 1))
+        return found
+
+    def _calls_by_caller(self, path: str) -> dict[str, list[CallFact]]:
+        cache = self.__dict__.setdefault("_calls_by_caller_cache", {})
+        if path not in cache:
+            grouped: dict[str, list[CallFact]] = {}
+            for call in self.modules[path].calls:
+                grouped.setdefault(call.caller, []).append(call)
+            cache[path] = grouped
+        return cache[path]
+
     def hands_on_wrapped(self, path: str, callee: str, imports: dict[str, str],
                          wrapped_slots: dict[str, str]) -> bool:
         """Does the project function ``callee`` hand a wrapped model it is given
@@ -756,6 +810,17 @@ class Project:
                 for name, flag in module.attribute_flags.items():
                     flags[name] = flags.get(name, True) and flag
         return flags.get(attribute, False)
+
+    def is_nulled_off_main(self, attribute: str) -> bool:
+        """Does some module of the project set ``obj.<attribute>`` to an empty
+        value (None, False) only in an arm of a rank test that rank 0 never takes
+        (``if rank not in [0, -1]: cfg.ckpt_dir = None``, ``if gpu != 0:
+        self.verbose = False``)? ``if cfg.ckpt_dir is not None:`` then lets only
+        rank 0 through (``ModuleFacts.nulled_off_main``)."""
+        nulled = getattr(self, "_nulled_off_main", None)
+        if nulled is None:
+            nulled = self._nulled_off_main = frozenset().union(*(m.nulled_off_main for m in self.modules.values()))
+        return attribute in nulled
 
     def callers_guarded(self, path: str, function: str, _seen: Optional[set] = None) -> Optional[bool]:
         """True when every known call of the function runs under a rank guard
