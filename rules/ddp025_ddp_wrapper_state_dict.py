@@ -71,7 +71,7 @@ from ddplint import names
 from ddplint.analysis.flow import helper_functions, precedes
 from ddplint.analysis.models import checkpoint_file_name, linked_modules, project_callee, project_of, wrapped_kind
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
-from ddplint.analysis.values import is_ddp_model, literal_str
+from ddplint.analysis.values import is_ddp_model, literal_str, opposite_arm_unwraps
 from ddplint.fixes import UNSAFE, insert_after, node_fix
 from ddplint.rule import Invalid, Report, Rule, Valid
 
@@ -211,8 +211,37 @@ class DDPWrapperStateDict(Rule):
               "for epoch in range(3):\n    if cfg.eval_only:\n        break\n"
               "    torch.save(net.state_dict(), 'last.pt')\n"),
         Valid(DDP_SCRIPT + "from ckpt_utils import load_ckpt\nload_ckpt(model.state_dict(), 'ckpt.pt')\n"),
+        # The test chose between the wrapper's .module and the model: the other arm's alias is the plain model.
+        Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "class Trainer:\n    def __init__(self, net, cfg):\n        self.gen = net.cuda()\n"
+              "        if cfg.distributed:\n            self.gen = DDP(self.gen)\n"
+              "    def save(self, path):\n        if isinstance(self.gen, DDP):\n            gen = self.gen.module\n"
+              "        else:\n            gen = self.gen\n        torch.save({'gen': gen.state_dict()}, path)\n"),
+        Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "model = DDP(net) if args.multi_gpu else net\n"
+              "def save(model, args, path):\n    if args.multi_gpu:\n        plain = model.module\n"
+              "    else:\n        plain = model\n    torch.save(plain.state_dict(), path)\n"
+              "save(model, args, 'last.pt')\n"),
+        Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "class Runner:\n    def __init__(self, net, args):\n        self.args, self.model = args, net\n"
+              "        if args.multi_gpu:\n            self.model = DDP(net)\n"
+              "    def end_epoch(self, path):\n        if self.args.multi_gpu:\n"
+              "            weights = self.model.module.state_dict()\n        else:\n"
+              "            weights = self.model.state_dict()\n        torch.save(weights, path)\n"),
     ]
     invalid = [
+        # An unwrapping arm elsewhere does not cover a save of the wrapper itself.
+        Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "class Trainer:\n    def __init__(self, net):\n        self.model = DDP(net.cuda())\n"
+                "    def save(self, cfg, path):\n        if cfg.distributed:\n            plain = self.model.module\n"
+                "        else:\n            plain = self.model\n"
+                "        torch.save({'ema': plain.state_dict(), 'model': self.model.state_dict()}, path)\n",
+                line=11, column=57,
+                fixed="import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "class Trainer:\n    def __init__(self, net):\n        self.model = DDP(net.cuda())\n"
+                "    def save(self, cfg, path):\n        if cfg.distributed:\n            plain = self.model.module\n"
+                "        else:\n            plain = self.model\n"
+                "        torch.save({'ema': plain.state_dict(), 'model': self.model.module.state_dict()}, path)\n"),
         # Resumed into the plain network before the wrap: the prefixed keys do not match.
         Invalid(RESUMED_PLAIN, line=10, column=32, fixed=_module(RESUMED_PLAIN)),
         # Resumed into the wrapper: the keys match there, but the file loads into no plain model.
@@ -306,6 +335,9 @@ class DDPWrapperStateDict(Rule):
                         continue
                     if wrapped_kind(index, call.receiver, call.order) != "ddp":
                         continue
+                    receiver = dotted_name(call.receiver)
+                    if receiver is not None and opposite_arm_unwraps(index, call.node, receiver):
+                        continue  # ``if distributed: m.module.state_dict() else: m.state_dict()``
                     if _loaders_strip(index, name, _text(index, target), key):
                         continue
                     reported.add(id(call.node))

@@ -144,6 +144,7 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
     import libcst as cst
 
     from ddplint.analysis.semantic import dotted_name, unpack_position
+    from ddplint.analysis.values import unwrapped_in_other_arm
 
     if isinstance(expr, cst.Subscript):
         return wrapped_by_key(index, expr) if depth <= 4 else ""
@@ -170,7 +171,7 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
         elif binding.kind not in ("assign", "annassign"):
             continue
         if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) and value is not expr and not position:
-            kind = wrapped_out_of_calls(index, value, depth + 1)
+            kind = "" if unwrapped_in_other_arm(index, binding) else wrapped_out_of_calls(index, value, depth + 1)
         elif isinstance(value, cst.Call):
             callee = project_callee(index, value)
             facts = project.callee_facts(index.path, callee) if callee else None

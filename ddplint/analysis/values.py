@@ -373,8 +373,52 @@ def is_ddp_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int =
         return False
     for binding in index.reaching(name, expr):
         if binding.kind in ("assign", "annassign") and binding.value is not None \
+                and not unwrapped_in_other_arm(index, binding) \
                 and is_ddp_model(index, binding.value, at_order, wrappers, depth + 1):
             return True
+    return False
+
+
+def unwrapped_in_other_arm(index: SemanticIndex, binding) -> bool:
+    """``if isinstance(m, DDP) (or cfg.distributed): net = m.module else: net = m``:
+    the arm that binds the plain alias is the one where ``m`` is not wrapped
+    (the test chose between the wrapper's ``.module`` and the model itself), so
+    that alias binding does not carry the wrap."""
+    value = binding.value
+    if not isinstance(binding.node, cst.Assign) or not isinstance(value, (cst.Name, cst.Attribute)):
+        return False
+    source = dotted_name(value)
+    return source is not None and opposite_arm_unwraps(index, binding.node, source)
+
+
+def opposite_arm_unwraps(index: SemanticIndex, node: cst.CSTNode, source: str) -> bool:
+    """Does the other arm of the nearest ``if`` around ``node`` use
+    ``<source>.module``? Then the test chose between the wrapper and the plain
+    model (``if cfg.multi_gpu: sd = m.module.state_dict() else: sd =
+    m.state_dict()``), and ``node``'s arm is the one where ``source`` is plain."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(ancestor, cst.If) and child is not ancestor.test:
+            if child is ancestor.body:
+                other = ancestor.orelse.body if isinstance(ancestor.orelse, cst.Else) else None
+            else:
+                other = ancestor.body
+            return other is not None and _uses_module_of(other, source)
+        child = ancestor
+    return False
+
+
+def _uses_module_of(tree: cst.CSTNode, source: str) -> bool:
+    pending, seen = [tree], 0
+    while pending and seen < 2000:
+        node = pending.pop()
+        seen += 1
+        if isinstance(node, cst.Attribute) and node.attr.value == "module" and dotted_name(node.value) == source:
+            return True
+        if not isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            pending.extend(node.children)
     return False
 
 
