@@ -61,7 +61,7 @@ from ddplint.analysis.values import (CUDA_INDEX, binding_is_read, device_argumen
 from ddplint.analysis.models import project_of
 from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.analysis.semantic import CallSite, SemanticIndex
+from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
 DIST = "import torch\nimport torch.distributed as dist\n"
 SINGLE_GPU_VISIBLE = re.compile(r"^\s*\d+\s*$")
@@ -76,6 +76,12 @@ class HardcodedDevice(Rule):
     needs_ddp_context = True
 
     valid = [
+        # The single-process default that the distributed path replaces with this rank's device.
+        Valid(DIST + "def setup(args):\n    args.device = 'cuda:0'\n    if args.distributed:\n"
+                     "        args.device = 'cuda:%d' % args.local_rank\n"
+                     "        torch.cuda.set_device(args.local_rank)\n    return model.to(args.device)\n"),
+        Valid(DIST + "def place(cfg, model):\n    device = 'cuda:0'\n    if cfg.world_size > 1:\n"
+                     "        device = f'cuda:{cfg.gpu_rank}'\n    return model.to(device)\n"),
         Valid(DIST + "torch.cuda.set_device(local_rank)\nmodel = model.to('cuda')\n"),
         Valid(DIST + "device = torch.device(f'cuda:{local_rank}')\nmodel.to(device)\n"),
         Valid(DIST + "state = torch.load(path, map_location={'cuda:0': f'cuda:{local_rank}'})\n"),
@@ -176,6 +182,9 @@ class Engine:
                      "        return net.cuda()\n    else:\n        return net.to('cuda:0')\n"),
     ]
     invalid = [
+        # A default replaced only by the CPU: every GPU rank keeps cuda:0.
+        Invalid(DIST + "def setup(args):\n    args.device = 'cuda:0'\n    if args.cpu:\n"
+                       "        args.device = 'cpu'\n    return model.to(args.device)\n", line=4, column=19),
         # Several GPUs may be visible in this arm.
         Invalid(DIST + "def pin_gpu():\n    if torch.cuda.device_count() >= 1:\n"
                        "        torch.cuda.set_device(0)\n", line=5, column=31),
@@ -268,7 +277,7 @@ class Engine:
         for node in _hardcoded_device_literals(index):
             if is_worker_code(index, node) and not in_device_list(index, node) and not _left_at_once(index, node) \
                     and not runs_on_rank_zero_only(index, node) \
-                    and not _one_gpu_visible(index, node):
+                    and not _one_gpu_visible(index, node) and not _default_replaced_by_rank(index, node):
                 yield self.report(node, _message(index, node))
 
 
@@ -307,6 +316,42 @@ def _one_gpu_visible(index: SemanticIndex, node: cst.CSTNode) -> bool:
                 if (one and child is ancestor.body) or (several and child is ancestor.orelse):
                     return True
         child = ancestor
+    return False
+
+
+def _default_replaced_by_rank(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """``args.device = "cuda:0"`` then ``if args.distributed: args.device =
+    "cuda:%d" % args.local_rank``: the literal is the single-process default
+    that the distributed path replaces, later in the same scope, on a branch,
+    with a device built from a rank."""
+    statement = index.parent(node)
+    if not isinstance(statement, cst.Assign) or statement.value is not node or len(statement.targets) != 1:
+        return False
+    target = dotted_name(statement.targets[0].target)
+    if target is None:
+        return False
+    mine = [b for (_, name), found in index.bindings.items() if name == target for b in found
+            if b.node is statement]
+    if not mine:
+        return False
+    around = set(index.ancestors(statement))
+    for binding in index.bindings.get((id(mine[0].scope), target), []):
+        if binding.order > mine[0].order and binding.value is not None and binding.kind == "assign" \
+                and any(isinstance(a, cst.If) and a not in around for a in index.ancestors(binding.node)) \
+                and _mentions_rank(binding.value):
+            return True
+    return False
+
+
+def _mentions_rank(expr: cst.CSTNode) -> bool:
+    pending = [expr]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, cst.Name) and names.RANK_NAME.match(node.value):
+            return True
+        if isinstance(node, cst.Attribute) and names.RANK_NAME.match(node.attr.value):
+            return True
+        pending.extend(node.children)
     return False
 
 
