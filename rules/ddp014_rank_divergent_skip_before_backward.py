@@ -471,9 +471,59 @@ def fit(model, loader, opt, n_epochs, stop_at, show_bar):
         if epoch >= stop_at:
             break
 """),
+        # A step counter over a range that rank 0 wraps in a progress bar, offset by the
+        # resumed step (the same on every rank): every rank stops at the same step.
+        Valid(DIST + """\
+from tqdm import tqdm
+
+def train(args, model, batches, opt):
+    steps = range(args.total_steps)
+    if dist.get_rank() == 0:
+        steps = tqdm(steps, initial=args.resume_step)
+    for idx in steps:
+        step = idx + args.resume_step + 1
+        if step > args.total_steps:
+            break
+        loss = model(next(batches)).mean()
+        loss.backward()
+        opt.step()
+"""),
+        # The same with the bar applied on an else arm and the counter tested directly.
+        Valid(DIST + """\
+import tqdm as tq
+
+def fit(model, loader, opt, n_iters, verbose):
+    iters = range(n_iters)
+    if not verbose:
+        pass
+    else:
+        iters = tq.tqdm(iters, dynamic_ncols=True)
+    data = iter(loader)
+    for it in iters:
+        if it >= n_iters:
+            break
+        model(next(data)).sum().backward()
+        opt.step()
+"""),
     ]
     invalid = [
         # A structural check joined with a per-rank value check is per rank.
+        # A progress bar wrapped around the loader (not a range) yields data:
+        # a test on the batch is per rank.
+        Invalid(DIST + """\
+from tqdm import tqdm
+
+def train(model, loader, opt):
+    batches = loader
+    if dist.get_rank() == 0:
+        batches = tqdm(batches)
+    for batch in batches:
+        if batch is None:
+            continue
+        loss = model(batch).mean()
+        loss.backward()
+        opt.step()
+""", line=13, column=13, severity="error"),
         Invalid(DIST + """\
 for x, y in loader:
     loss = criterion(model(x), y)

@@ -1451,8 +1451,10 @@ def loop_counter_names(index: SemanticIndex, loop: Loop) -> set[str]:
             bindings = index.reaching(iterable.value, iterable)
             if len(bindings) == 1 and bindings[0].kind == "with":
                 values = [bindings[0].value]
-        if len(values) > 1 and all(isinstance(v, cst.Call) and _calls_range(v) for v in values):
-            # ``epoch_iter = tqdm(range(n)) if bar else range(n)`` (on two branches)
+        if len(values) > 1 and all(isinstance(v, cst.Call) and (_calls_range(v) or _wraps_range_name(index, v))
+                                   for v in values):
+            # ``epoch_iter = tqdm(range(n)) if bar else range(n)`` (on two branches); also
+            # ``steps = range(n)`` then ``if rank == 0: steps = tqdm(steps, initial=start)``
             return names_in(loop.target)
         if len(values) == 1 and isinstance(values[0], cst.Call):
             iterable = values[0]
@@ -1468,6 +1470,18 @@ def loop_counter_names(index: SemanticIndex, loop: Loop) -> set[str]:
     if callee == "enumerate" and isinstance(loop.target, cst.Tuple) and loop.target.elements:
         return names_in(loop.target.elements[0].value)
     return set()
+
+
+def _wraps_range_name(index: SemanticIndex, call: cst.Call) -> bool:
+    """``tqdm(steps, ...)`` whose first positional argument is a name every reaching
+    binding of which is a ``range`` (``steps = range(n)``): a progress bar over a
+    counter, so the loop still counts."""
+    if not call.args or call.args[0].keyword is not None or call.args[0].star \
+            or not isinstance(call.args[0].value, cst.Name):
+        return False
+    inner = call.args[0].value
+    values = [v for v in (index.reaching_values(inner) or []) if v is not call]
+    return bool(values) and all(isinstance(v, cst.Call) and dotted_name(v.func) == "range" for v in values)
 
 
 def _calls_range(expr: cst.BaseExpression) -> bool:
