@@ -603,9 +603,80 @@ def validate(model, loader, images):
     with torch.no_grad():
         return zero_shot(model, loader, images)
 """),
+        # A value a test proved a Python number holds no graph: the isinstance(float)
+        # branch of a logging accumulator, the else of isinstance(Tensor), an and-joined test.
+        Valid(TRAIN + """\
+
+def train(model, loader, optimizer):
+    seen = 0.0
+    for batch in loader:
+        out = model(**batch)
+        optimizer.zero_grad()
+        out.loss.backward()
+        optimizer.step()
+        if isinstance(out.loss, float):
+            seen = seen + out.loss
+        elif isinstance(out.loss, torch.Tensor):
+            seen = seen + out.loss.item()
+"""),
+        Valid(TRAIN + """\
+
+def train(model, loader, optimizer):
+    total = 0.0
+    for x, y in loader:
+        out = model(x)
+        loss = criterion(out, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if isinstance(loss, torch.Tensor):
+            total += loss.item()
+        else:
+            total += loss
+"""),
+        Valid(TRAIN + """\
+
+def train(model, loader, optimizer, log):
+    running = 0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if log and isinstance(loss, (int, float)):
+            running += loss
+"""),
     ]
     invalid = [
         # The project's forward hands back an item with history (``scores``): kept, it holds every graph.
+        # The else of isinstance(float) is where the tensor goes: still kept with its graph.
+        Invalid(TRAIN + """\
+
+def train(model, loader, optimizer):
+    total = 0.0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if isinstance(loss, float):
+            total += 1.0
+        else:
+            total += loss
+""", line=15, column=13, severity="warning", fixed=TRAIN + """\
+
+def train(model, loader, optimizer):
+    total = 0.0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if isinstance(loss, float):
+            total += 1.0
+        else:
+            total += loss.item()
+"""),
         Invalid(TRAIN + """\
 from torch.nn.parallel import DistributedDataParallel as DDP
 

@@ -699,7 +699,53 @@ def carries_graph(index: SemanticIndex, expr: Optional[cst.BaseExpression], at_o
     return found[1]
 
 
+NUMBER_TYPES = ("float", "int", "bool", "complex", "numbers.Number", "numbers.Real")
+TENSOR_TYPES = ("torch.Tensor", "Tensor", "torch.autograd.Variable", "Variable")
+
+
+def _isinstance_of(index: SemanticIndex, test: cst.BaseExpression, expr: cst.BaseExpression,
+                   types: tuple[str, ...]) -> bool:
+    """Is ``test`` ``isinstance(<expr>, T)`` (or ``(T1, T2)``) with every ``T`` in ``types``?"""
+    if not (isinstance(test, cst.Call) and dotted_name(test.func) == "isinstance" and len(test.args) == 2):
+        return False
+    subject, kinds = test.args[0].value, test.args[1].value
+    if index.module.code_for_node(subject).strip() != index.module.code_for_node(expr).strip():
+        return False
+    elements = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+    return bool(elements) and all(dotted_name(e) in types for e in elements)
+
+
+def narrowed_to_number(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    """Is ``expr`` used only where a test proved it a Python number:
+    in the body of ``if isinstance(expr, float):`` (also ``and``-joined), or in the
+    ``else`` of ``if isinstance(expr, torch.Tensor):``? Then it holds no graph
+    (``if isinstance(v, float): total += v else: total += v.item()``)."""
+    child: cst.CSTNode = expr
+    for ancestor in index.ancestors(expr):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return False
+        if isinstance(ancestor, (cst.If, cst.IfExp)):
+            in_body = child is ancestor.body
+            in_else = child is ancestor.orelse
+            if in_body:
+                tests, pending = [], [ancestor.test]
+                while pending:
+                    test = pending.pop()
+                    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+                        pending.extend([test.left, test.right])
+                    else:
+                        tests.append(test)
+                if any(_isinstance_of(index, t, expr, NUMBER_TYPES) for t in tests):
+                    return True
+            elif in_else and _isinstance_of(index, ancestor.test, expr, TENSOR_TYPES):
+                return True
+        child = ancestor
+    return False
+
+
 def _carries_graph(index: SemanticIndex, expr: cst.BaseExpression, at_order: int, depth: int) -> bool:
+    if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)) and narrowed_to_number(index, expr):
+        return False
     # Parts of the same expression: the tree shrinks, so no depth is spent
     # (binding hops and calls spend it).
     part = lambda e: carries_graph(index, e, at_order, depth)  # noqa: E731
