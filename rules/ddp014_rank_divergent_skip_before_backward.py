@@ -505,9 +505,55 @@ def fit(model, loader, opt, n_iters, verbose):
         model(next(data)).sum().backward()
         opt.step()
 """),
+        # The range half of a zip with the loader is a counter: every rank stops at the same step.
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def train_epoch(net, loader, opt, n_iter, warm):
+    for (images, targets), step in zip(loader, range(n_iter)):
+        if step < warm:
+            continue
+        loss = net(images, targets).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+train_epoch(DDP(model), loader, opt, 100, 10)
+"""),
+        Valid(DIST + """\
+def fit(model, loader, opt, limit):
+    for (i, batch), _ in zip(enumerate(loader), range(limit)):
+        if i >= limit - 1:
+            break
+        model(batch).sum().backward()
+        opt.step()
+"""),
     ]
     invalid = [
         # A structural check joined with a per-rank value check is per rank.
+        # The loader half of a zip with a range yields data: a None batch is per rank.
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def train_epoch(net, loader, opt, n_iter):
+    for (images, targets), step in zip(loader, range(n_iter)):
+        if images is None:
+            continue
+        loss = net(images, targets).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+train_epoch(DDP(model), loader, opt, 100)
+""", line=10, column=13, severity="error"),
+        Invalid(DIST + """\
+def fit(model, loader, opt, n):
+    for it, sample in zip(range(n), loader):
+        if sample["mask"].sum() == 0:
+            continue
+        model(sample["x"]).mean().backward()
+        opt.step()
+""", line=8, column=13, severity="error"),
         # A progress bar wrapped around the loader (not a range) yields data:
         # a test on the batch is per rank.
         Invalid(DIST + """\

@@ -1505,6 +1505,20 @@ def loop_counter_names(index: SemanticIndex, loop: Loop) -> set[str]:
         if len(values) == 1 and isinstance(values[0], cst.Call):
             iterable = values[0]
     callee = dotted_name(iterable.func) if isinstance(iterable, cst.Call) else None
+    if isinstance(iterable, cst.Call) and callee == "zip" and isinstance(loop.target, (cst.Tuple, cst.List)) \
+            and len(loop.target.elements) == len(iterable.args) \
+            and not any(arg.star or arg.keyword is not None for arg in iterable.args) \
+            and not any(isinstance(e, cst.StarredElement) for e in loop.target.elements):
+        # ``for (images, boxes), step in zip(loader, range(n))``: only the targets
+        # paired with a range count; the loader's are data.
+        counters: set[str] = set()
+        for element, arg in zip(loop.target.elements, iterable.args):
+            if isinstance(arg.value, cst.Call) and _calls_range(arg.value):
+                counters |= names_in(element.value)
+            elif isinstance(arg.value, cst.Call) and dotted_name(arg.value.func) == "enumerate" \
+                    and isinstance(element.value, cst.Tuple) and element.value.elements:
+                counters |= names_in(element.value.elements[0].value)
+        return counters
     if callee == "range" or _calls_range(iterable):
         return names_in(loop.target)  # also ``tqdm(range(n))``, ``log_every(range(n))``
     # ``enumerate(loader)``, also wrapped: ``tqdm(enumerate(loader))``
