@@ -20,7 +20,9 @@ without importing torch.distributed.
 Not flagged: rank-guarded saves (also by a property of the class that returns a
 rank test: `if self.saves_on_this_rank:`; by a flag that a set-up helper, in any
 module of the project, stores on an options object from a rank test:
-`opt.log = opt.rank % ngpus == 0` then `if opt.log:`; by a process index kept on
+`opt.log = opt.rank % ngpus == 0` then `if opt.log:` or `if not opt.log: return`,
+also when the single-process arm stores `True`: `if cfg.distributed:
+self.is_main = rank == 0 else: self.is_main = True`; by a process index kept on
 the instance: `if self.gpu_index == 0:`); a library's own save (`xm.save`,
 mmengine's, deepspeed's: they decide who writes); helpers that guard themselves
 (`save_on_master`); per-rank file names; saves into in-memory buffers;
@@ -191,6 +193,21 @@ class CheckpointSavedOnEveryRank(Rule):
               "    for ep in range(cfg.epochs):\n        run_epoch(net, data, sampler)\n"
               "        if cfg.local_rank in (-1, 0):\n            torch.save(net.state_dict(), 'tuned.bin')\n"
               "fit(cfg, net, data)\n"),
+        # A rank flag whose single-process arm is True (``if cfg.distributed: self.lead = rank == 0
+        # else: self.lead = True``), tested by an early return of the save helper or by an ``if``.
+        Valid(DIST + "class Fitter:\n    def __init__(self, net, cfg):\n        self.net, self.cfg = net, cfg\n"
+                     "        if cfg.distributed:\n            self.lead = cfg.local_rank == 0\n"
+                     "        else:\n            self.lead = True\n"
+                     "    def _dump(self, ep):\n        if not self.lead:\n            return\n"
+                     "        torch.save({'net': self.net.module.state_dict(), 'ep': ep}, 'last.pt')\n"
+                     "    def fit(self):\n        dist.init_process_group('nccl')\n"
+                     "        for ep in range(self.cfg.epochs):\n            step(self.net)\n            self._dump(ep)\n"
+                     "Fitter(net, cfg).fit()\n"),
+        Valid(DIST + "def setup(opts):\n    if not opts.multi_gpu:\n        opts.writer = True\n"
+                     "    else:\n        dist.init_process_group('nccl')\n        opts.writer = dist.get_rank() == 0\n"
+                     "def run(opts):\n    setup(opts)\n    for ep in range(opts.epochs):\n        fit(net)\n"
+                     "        if opts.writer:\n            torch.save(net.module.state_dict(), 'w.pt')\n"
+                     "run(opts)\n"),
         # A rank flag kept on the options object by a set-up helper (here, or in another
         # module of the project): ``if opts.is_writer:`` tests the rank.
         Valid(DIST + "def init_dist(opts):\n    dist.init_process_group('nccl')\n"
@@ -247,6 +264,21 @@ class CheckpointSavedOnEveryRank(Rule):
                        "from snapshot_io import store_ckpt\ndist.init_process_group('nccl')\nengine = DDP(body)\n"
                        "for ep in range(4):\n    blob = {'w': engine.module.state_dict(), 'ep': ep}\n"
                        "    store_ckpt(blob, 'snap.pt')\n", line=9, column=5),
+        # True on the other arm of a test that is not about distribution: no rank flag.
+        Invalid(DIST + "class Fitter:\n    def __init__(self, net, cfg):\n        self.net, self.cfg = net, cfg\n"
+                       "        if cfg.eval_only:\n            self.lead = cfg.local_rank == 0\n"
+                       "        else:\n            self.lead = True\n"
+                       "    def _dump(self, ep):\n        if not self.lead:\n            return\n"
+                       "        torch.save({'net': self.net.module.state_dict(), 'ep': ep}, 'last.pt')\n"
+                       "    def fit(self):\n        dist.init_process_group('nccl')\n"
+                       "        for ep in range(self.cfg.epochs):\n            step(self.net)\n            self._dump(ep)\n"
+                     "Fitter(net, cfg).fit()\n",
+                line=18, column=13),
+        # An early return on a flag that is not the rank's: every rank still writes.
+        Invalid(DIST + "def save_all(opts, ep):\n    if not opts.keep_ckpt:\n        return\n"
+                       "    torch.save({'net': net.module.state_dict()}, 'last.pt')\n"
+                       "dist.init_process_group('nccl')\nfor ep in range(3):\n    save_all(opts, ep)\n",
+                line=6, column=5),
         # The same flag name also set from something else than the rank: no guard.
         Invalid(DIST + "def init_dist(opts):\n    dist.init_process_group('nccl')\n"
                        "    if opts.rank == 0:\n        opts.is_writer = True\n"

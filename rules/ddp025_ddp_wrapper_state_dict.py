@@ -25,8 +25,9 @@ the keys match there, but the file does not load into a plain model for
 inference or fine-tuning.
 
 Not flagged: `ddp_model.module.state_dict()` (also through
-`raw = m.module if hasattr(m, "module") else m` or an `isinstance(m, DDP)`
-test); `torch.save(ddp_model)` (the whole object); keys rewritten before the
+`raw = m.module if hasattr(m, "module") else m`, an `isinstance(m, DDP)`
+test, or the `except` fallback of `try: sd = m.module.state_dict()`);
+`torch.save(ddp_model)` (the whole object); keys rewritten before the
 save; checkpoints whose loaders strip the `module.` prefix
 (`consume_prefix_in_state_dict_if_present`, `k.replace("module.", "")`,
 `k[7:]`, `k[len("module.encoder."):]`). The strip must rewrite THIS checkpoint, anywhere in the project: a
@@ -222,6 +223,15 @@ class DDPWrapperStateDict(Rule):
               "def save(model, args, path):\n    if args.multi_gpu:\n        plain = model.module\n"
               "    else:\n        plain = model\n    torch.save(plain.state_dict(), path)\n"
               "save(model, args, 'last.pt')\n"),
+        # The fallback of a ``try`` that takes ``.module`` first: it runs only when the model is not the wrapper.
+        Valid(DDP_SCRIPT + "blob = {'epoch': ep}\ntry:\n    blob['net'] = model.module.state_dict()\n"
+                           "except AttributeError:\n    blob['net'] = model.state_dict()\ntorch.save(blob, 'last.pth')\n"),
+        Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "class Fitter:\n    def __init__(self, net):\n        self.net = DDP(net)\n"
+              "    def dump(self, path):\n        try:\n            weights = self.net.module.state_dict()\n"
+              "        except:\n            weights = self.net.state_dict()\n        torch.save(weights, path)\n"),
+        Valid(DDP_SCRIPT + "try:\n    plain = model.module\nexcept Exception:\n    plain = model\n"
+                           "torch.save({'model': plain.state_dict()}, 'ckpt.pt')\n"),
         Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
               "class Runner:\n    def __init__(self, net, args):\n        self.args, self.model = args, net\n"
               "        if args.multi_gpu:\n            self.model = DDP(net)\n"
@@ -312,6 +322,14 @@ class DDPWrapperStateDict(Rule):
               "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
               "if cfg.eval_only:\n    net = DDP(model)\nelse:\n    net = FSDP(model)\n"
                 "if cfg.eval_only:\n    torch.save(net.state_dict(), 'eval.pt')\n", line=9, column=16),
+        # A handler of a ``try`` that never took ``.module`` (of this model) is no unwrapping fallback.
+        Invalid(DDP_SCRIPT + "try:\n    sd = ema.module.state_dict()\nexcept AttributeError:\n"
+                "    sd = model.state_dict()\ntorch.save(sd, 'w.pt')\n", line=7, column=10,
+                fixed=_module(DDP_SCRIPT + "try:\n    sd = ema.module.state_dict()\nexcept AttributeError:\n"
+                              "    sd = model.state_dict()\ntorch.save(sd, 'w.pt')\n")),
+        Invalid(DDP_SCRIPT + "try:\n    torch.save(model.state_dict(), 'w.pt')\nexcept OSError:\n    pass\n",
+                line=5, column=16,
+                fixed=_module(DDP_SCRIPT + "try:\n    torch.save(model.state_dict(), 'w.pt')\nexcept OSError:\n    pass\n")),
         # One report for one state_dict() call, however many saves write it.
         Invalid(TWO_SAVES, line=4, column=6, fixed=_module(TWO_SAVES)),
         # The module strips the prefix of other weights (pretrained, parameter names), not of this checkpoint.

@@ -395,7 +395,9 @@ def opposite_arm_unwraps(index: SemanticIndex, node: cst.CSTNode, source: str) -
     """Does the other arm of the nearest ``if`` around ``node`` use
     ``<source>.module``? Then the test chose between the wrapper and the plain
     model (``if cfg.multi_gpu: sd = m.module.state_dict() else: sd =
-    m.state_dict()``), and ``node``'s arm is the one where ``source`` is plain."""
+    m.state_dict()``), and ``node``'s arm is the one where ``source`` is plain.
+    Likewise the handler of a ``try`` whose body uses ``<source>.module``: the
+    fallback runs when the model has no ``.module`` (it is not the wrapper)."""
     child = node
     for ancestor in index.ancestors(node):
         if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
@@ -406,6 +408,9 @@ def opposite_arm_unwraps(index: SemanticIndex, node: cst.CSTNode, source: str) -
             else:
                 other = ancestor.body
             return other is not None and _uses_module_of(other, source)
+        if isinstance(ancestor, cst.Try) and isinstance(child, cst.ExceptHandler) \
+                and _uses_module_of(ancestor.body, source):
+            return True  # ``try: sd = m.module.state_dict() except: sd = m.state_dict()``: the fallback
         child = ancestor
     return False
 

@@ -93,7 +93,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "33"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "35"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -526,6 +526,9 @@ class _Extractor:
         self.function: Optional[FunctionFacts] = None
         self.module_sets_device = False  # a set_device call outside every function
         self.guards: list[bool] = []  # one entry per enclosing rank guard: strict?
+        # ``True`` values stored as the single-process arm of a rank flag
+        # (``if cfg.distributed: self.is_main = cfg.rank == 0 else: self.is_main = True``).
+        self.single_process_true: set[int] = set()
         # The guards of the arm the code sits in that leave the main rank only
         # (the body of ``if rank == 0:``, the ``else`` of ``if rank != 0:``, after
         # ``if rank != 0: return``; not the ``else`` of ``if rank == 0:``, which
@@ -615,9 +618,32 @@ class _Extractor:
         call, ``not``/``and``/``or`` of them), or a boolean literal under a rank
         guard (``if rank == 0: opt.log = True`` / ``else: opt.log = False``)."""
         if isinstance(value, ast.Constant) and isinstance(value.value, bool):
-            return bool(self.guards)
+            return bool(self.guards) or id(value) in self.single_process_true
         return isinstance(value, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Call)) \
             and self.rank_test(value, lenient=True)
+
+    def single_process_flags(self, node: ast.If) -> list[int]:
+        """``if cfg.distributed: self.is_main = cfg.rank == 0 else: self.is_main =
+        True`` (or under ``if not cfg.distributed:``): the ``True`` of the arm
+        without processes is the main-rank flag of a single process. The ids of
+        those ``True`` values."""
+        test, distributed, single = node.test, node.body, node.orelse
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, distributed, single = test.operand, node.orelse, node.body
+        if not _is_distribution_test(test):
+            return []
+        main_flags = set()
+        for statement in distributed:
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1 \
+                    and isinstance(statement.targets[0], ast.Attribute) \
+                    and isinstance(statement.value, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.Call)) \
+                    and self.rank_test(statement.value, lenient=True) and _main_only(statement.value, True):
+                main_flags.add(_dotted(statement.targets[0]))
+        return [id(statement.value) for statement in single
+                if isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Attribute)
+                and isinstance(statement.value, ast.Constant) and statement.value.value is True
+                and _dotted(statement.targets[0]) in main_flags - {None}]
 
     def module_paths(self) -> list[str]:
         """The string literals of the module that spell a dotted module path
@@ -697,7 +723,7 @@ class _Extractor:
         self.block(tree.body)
 
     def block(self, statements: list[ast.stmt]) -> None:
-        pushed = main_pushed = opaque_pushed = 0
+        pushed = main_pushed = opaque_pushed = flags_pushed = 0
         for statement in statements:
             self.statement(statement)
             # ``if rank != 0: return`` guards the rest of the block.
@@ -713,6 +739,14 @@ class _Extractor:
                     # caller asks for it (a collective there is the caller's choice).
                     self.opaque += 1
                     opaque_pushed += 1
+                else:
+                    # ``if not self.is_master: return``: the rest needs the attribute true,
+                    # as under ``if self.is_master:`` (a rank flag when the project says so).
+                    exits = _exit_attributes(statement.test)
+                    self.flag_guards.extend(exits)
+                    flags_pushed += len(exits)
+        if flags_pushed:
+            del self.flag_guards[-flags_pushed:]
         if pushed:
             del self.guards[-pushed:]
         if main_pushed:
@@ -749,6 +783,8 @@ class _Extractor:
             opaque = not lenient and (not _is_distribution_test(node.test) or self.reads_flag_parameter(node.test))
             if lenient:
                 self.guards.append(strict)
+            elif node.orelse:
+                self.single_process_true.update(self.single_process_flags(node))
             self.maybe_guards.extend(maybe)
             self.opaque += opaque
             for arm, truth in ((node.body, True), (node.orelse, False)):
@@ -2062,6 +2098,16 @@ def _always_exits(body: list[ast.stmt]) -> bool:
         return True
     return isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and \
         _dotted(last.value.func) in ("sys.exit", "exit", "os._exit")
+
+
+def _exit_attributes(test: ast.AST) -> list[str]:
+    """The attributes that are true after ``if <test>: return``: ``if not
+    self.is_master: return``, ``if not cfg.save or epoch % 5: return``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _tested_attributes(test.operand)
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return [name for value in test.values for name in _exit_attributes(value)]
+    return []
 
 
 def _tested_attributes(test: ast.AST) -> list[str]:
