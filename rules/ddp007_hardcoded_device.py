@@ -80,6 +80,12 @@ class HardcodedDevice(Rule):
         Valid(DIST + "def setup(args):\n    args.device = 'cuda:0'\n    if args.distributed:\n"
                      "        args.device = 'cuda:%d' % args.local_rank\n"
                      "        torch.cuda.set_device(args.local_rank)\n    return model.to(args.device)\n"),
+        # ... or hands the holder of the default to a library's device setup (timm.utils.init_distributed_device).
+        Valid(DIST + "import timm.utils as utils\ndef main(args):\n    args.device = 'cuda:0'\n"
+                     "    device = utils.init_distributed_device(args)\n"
+                     "    model = Net().to(args.device)\n"),
+        Valid(DIST + "from accel.setup import pick_device\nclass Run:\n    def start(self, cfg):\n"
+                     "        cfg.gpu = 'cuda:0'\n        pick_device(cfg)\n        return Net().cuda(cfg.gpu)\n"),
         Valid(DIST + "def place(cfg, model):\n    device = 'cuda:0'\n    if cfg.world_size > 1:\n"
                      "        device = f'cuda:{cfg.gpu_rank}'\n    return model.to(device)\n"),
         Valid(DIST + "torch.cuda.set_device(local_rank)\nmodel = model.to('cuda')\n"),
@@ -185,6 +191,12 @@ class Engine:
         # A default replaced only by the CPU: every GPU rank keeps cuda:0.
         Invalid(DIST + "def setup(args):\n    args.device = 'cuda:0'\n    if args.cpu:\n"
                        "        args.device = 'cpu'\n    return model.to(args.device)\n", line=4, column=19),
+        # The holder handed to a function that does not set up a device, or to the project's own one.
+        Invalid(DIST + "import timm.utils as utils\ndef main(args):\n    args.device = 'cuda:0'\n"
+                       "    utils.setup_default_logging(args)\n    model = Net().to(args.device)\n",
+                line=5, column=19),
+        Invalid(DIST + "def init_device(opts):\n    opts.seed = 1\ndef main(args):\n    args.device = 'cuda:0'\n"
+                       "    init_device(args)\n    model = Net().to(args.device)\n", line=6, column=19),
         # Several GPUs may be visible in this arm.
         Invalid(DIST + "def pin_gpu():\n    if torch.cuda.device_count() >= 1:\n"
                        "        torch.cuda.set_device(0)\n", line=5, column=31),
@@ -340,6 +352,32 @@ def _default_replaced_by_rank(index: SemanticIndex, node: cst.CSTNode) -> bool:
                 and any(isinstance(a, cst.If) and a not in around for a in index.ancestors(binding.node)) \
                 and _mentions_rank(binding.value):
             return True
+    return _holder_handed_to_device_setup(index, mine[0], target)
+
+
+def _holder_handed_to_device_setup(index: SemanticIndex, default, target: str) -> bool:
+    """``args.device = "cuda:0"`` then ``device = init_distributed_device(args)``:
+    the object holding the default is handed whole, later in the same scope, to
+    a library function (not one of the project's) that sets up the device (its
+    name says "device"), which replaces the index with the rank's own in
+    distributed mode (timm's ``init_distributed_device``). The default is the
+    single-process one."""
+    holder, _, _ = target.rpartition(".")
+    if not holder:
+        return False
+    project, scope = project_of(index), index.enclosing_scope(default.node)
+    for site in index.calls:
+        if site.scope is not scope or site.order <= default.order or site.qualified_name is None:
+            continue
+        if "device" not in site.qualified_name.rpartition(".")[2].lower():
+            continue
+        if not any(not arg.star and arg.keyword is None and dotted_name(arg.value) == holder
+                   for arg in site.node.args):
+            continue
+        callee = dotted_name(site.node.func)
+        if callee is not None and project.resolve_function(index.path, callee) is not None:
+            continue
+        return True
     return False
 
 

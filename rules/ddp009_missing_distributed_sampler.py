@@ -120,8 +120,21 @@ class Runner:
         Valid(IMPORTS + "kw = dict(batch_size=8, shuffle=True)\nkw.update(extra)\ntrain_loader = DataLoader(ds, **kw)\n"),
         Valid(IMPORTS + "kw = {'batch_size': 8, 'shuffle': True}\nkw['sampler'] = sampler\n"
                         "train_loader = DataLoader(ds, **kw)\n"),
+        # A sanity check that shows one batch and stops: no training iterates it.
+        Valid(IMPORTS + "tr_loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
+                        "for step, (img, gt) in enumerate(tr_loader):\n    plot(img, gt)\n    break\n"),
+        Valid(IMPORTS + "def preview(ds):\n    train_loader = DataLoader(ds, batch_size=4, shuffle=True)\n"
+                        "    images, labels = next(iter(train_loader))\n    save_grid(images)\n"),
     ]
     invalid = [
+        # A loop that may go on past the first batch is training (a continue skips the break).
+        Invalid(IMPORTS + "tr_loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
+                          "for x, y in tr_loader:\n    if bad(x):\n        continue\n    step(x, y)\n    break\n",
+                line=3, column=13),
+        # ... or a break only under a condition.
+        Invalid(IMPORTS + "def fit(ds):\n    train_loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
+                          "    for i, b in enumerate(train_loader):\n        step(b)\n        if i > 100:\n"
+                          "            break\n", line=4, column=20),
         Invalid(IMPORTS + "train_loader = DataLoader(train_set, batch_size=64, shuffle=True)\n",
                 line=3, column=16),
         Invalid(IMPORTS + "loader = DataLoader(ds, batch_size=8, shuffle=True, num_workers=4)\n",
@@ -349,7 +362,43 @@ def _read_on_rank_zero_only(index: SemanticIndex, site: CallSite, target: str) -
     else:
         scope = index.enclosing_scope(site.node)
         reads = [node for node in name_reads(index, target) if index.enclosing_scope(node) is scope]
-    return bool(reads) and all(is_rank_guarded(index, node) for node in reads)
+    return bool(reads) and all(is_rank_guarded(index, node) or _peeks_one_batch(index, node) for node in reads)
+
+
+def _call_around(index: SemanticIndex, node: cst.CSTNode, name: str) -> Optional[cst.Call]:
+    """The call ``name(node)`` when ``node`` is its only argument."""
+    arg = index.parent(node)
+    call = index.parent(arg) if isinstance(arg, cst.Arg) else None
+    if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == name \
+            and len(call.args) == 1 and call.args[0] is arg and arg.keyword is None and not arg.star:
+        return call
+    return None
+
+
+def _peeks_one_batch(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """A read that takes one batch and stops: ``next(iter(loader))``, or
+    ``for batch in loader:`` (``enumerate(loader)``) whose body ends with an
+    unconditional ``break`` and holds no ``continue`` (a sanity check that
+    shows one batch): no training iterates it."""
+    inner = _call_around(index, node, "iter")
+    if inner is not None and _call_around(index, inner, "next") is not None:
+        return True
+    loop_iter = _call_around(index, node, "enumerate") or node
+    loop = index.parent(loop_iter)
+    if not isinstance(loop, cst.For) or loop.iter is not loop_iter or loop.orelse is not None:
+        return False
+    body = loop.body.body
+    last = body[-1] if body else None
+    if not (isinstance(last, cst.SimpleStatementLine) and any(isinstance(s, cst.Break) for s in last.body)):
+        return False
+    pending = list(body)
+    while pending:
+        current = pending.pop()
+        if isinstance(current, cst.Continue):
+            return False
+        if not isinstance(current, (cst.FunctionDef, cst.ClassDef)):
+            pending.extend(current.children)
+    return True
 
 
 def _is_assignment_target(index: SemanticIndex, node: cst.CSTNode) -> bool:

@@ -55,6 +55,13 @@ class OptimizerBeforeFsdpWrap(Rule):
                         "def b():\n    model = FSDP(model)\n"),
         Valid(IMPORTS + "opt = torch.optim.AdamW(model.parameters())\n"
                         "model = FSDP(model, use_orig_params=cfg.orig)\n"),
+        # The pre-wrap optimizer serves the DDP path; the FSDP path builds its own after the wrap.
+        Valid(IMPORTS + "def main(args):\n    opt = torch.optim.AdamW(net.parameters())\n    if args.fsdp:\n"
+                        "        net = FSDP(net)\n        opt = torch.optim.AdamW(net.parameters(), lr=1e-4)\n"
+                        "    train(net, opt)\n"),
+        Valid(IMPORTS + "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nif use_fsdp:\n"
+                        "    model = FSDP(model, device_id=rank)\n    log('wrapped')\n"
+                        "    optimizer = torch.optim.SGD([{'params': model.parameters()}], lr=0.1)\n"),
     ]
     invalid = [
         Invalid(IMPORTS + "opt = torch.optim.AdamW(model.parameters(), lr=1e-3)\nmodel = FSDP(model)\n",
@@ -75,6 +82,12 @@ class OptimizerBeforeFsdpWrap(Rule):
                 line=3, column=7),
         Invalid(IMPORTS + "opt = torch.optim.AdamW(model.named_parameters())\nmodel = FSDP(model, device_id=rank)\n",
                 line=3, column=7),
+        # Rebuilt only on a branch after the wrap: the other path keeps the stale optimizer.
+        Invalid(IMPORTS + "def main(args):\n    opt = torch.optim.AdamW(net.parameters())\n    net = FSDP(net)\n"
+                          "    if args.reset:\n        opt = torch.optim.AdamW(net.parameters())\n", line=4, column=11),
+        # ... or rebuilt over another model's parameters.
+        Invalid(IMPORTS + "opt = torch.optim.AdamW(model.parameters())\nsharded = FSDP(model)\n"
+                          "opt = torch.optim.AdamW(model.parameters())\n", line=3, column=7),
     ]
 
     def screen(self, sketch):
@@ -94,9 +107,40 @@ class OptimizerBeforeFsdpWrap(Rule):
             for wrap in wraps:
                 inner = wrap.argument("module", 0)
                 if wrap.order > site.order and wrap.scope is site.scope and inner is not None \
-                        and dotted_name(inner.value) == model:
+                        and dotted_name(inner.value) == model and not _rebuilt_after(index, site, wrap):
                     yield self.report(site.node)
                     break
+
+
+def _assigned(index: SemanticIndex, node: cst.CSTNode) -> Optional[str]:
+    parent = index.parent(node)
+    if isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1:
+        return dotted_name(parent.targets[0].target)
+    return None
+
+
+def _rebuilt_after(index: SemanticIndex, optimizer: CallSite, wrap: CallSite) -> bool:
+    """``opt = AdamW(model.parameters())`` ... ``model = FSDP(model)`` then
+    ``opt = AdamW(model.parameters())`` again: the same name is rebound, after
+    the wrap and on its path (no branch or loop between the wrap's block and
+    the rebinding), to an optimizer over the wrapped model's parameters; the
+    pre-wrap one serves only the other (DDP / single-process) path."""
+    name, wrapped = _assigned(index, optimizer.node), _assigned(index, wrap.node)
+    statement = index.parent(wrap.node)
+    block = index.parent(index.parent(statement)) if statement is not None else None
+    if name is None or wrapped is None or block is None:
+        return False
+    for site in index.calls:
+        if site.order <= wrap.order or site.scope is not wrap.scope \
+                or not (site.qualified_name or "").startswith("torch.optim.") or not site.node.args \
+                or _assigned(index, site.node) != name or _parameters_of(site.node.args[0].value) != wrapped:
+            continue
+        for ancestor in index.ancestors(site.node):
+            if ancestor is block:
+                return True
+            if isinstance(ancestor, (cst.If, cst.For, cst.While, cst.Try, cst.With, cst.FunctionDef, cst.Lambda)):
+                break
+    return False
 
 
 def _keeps_flat_params(site: CallSite) -> bool:

@@ -86,6 +86,11 @@ class ParamsModifiedAfterWrap(Rule):
         Valid(IMPORTS + "model = DDP(model)\nmodel.train()\nmodel.module.eval()\n"),
         Valid(IMPORTS + "model = DDP(model)\nmodel.module.head.weight.data.zero_()\n"),
         Valid(IMPORTS + "def freeze(m):\n    m.requires_grad_(False)\nfreeze(model)\nmodel = DDP(model)\n"),
+        # The same list collected before the wrap and frozen before it; or from another model.
+        Valid(IMPORTS + "frozen = [p for n, p in net.named_parameters() if 'text' in n]\n"
+                        "for k in frozen:\n    k.requires_grad = False\nmodel = DDP(net)\n"),
+        Valid(IMPORTS + "model = DDP(net)\nteacher_params = list(teacher.parameters())\n"
+                        "for k in teacher_params:\n    k.requires_grad = False\n"),
         Valid(IMPORTS + "if args.distributed:\n    model = DDP(model)\nelse:\n"
                         "    model.features = nn.DataParallel(model.features)\n"),
         # The function is given the model before the wrap.
@@ -222,6 +227,15 @@ class Forecaster:
                           "pairs = [(n, w) for n, w in model.named_parameters() if w.requires_grad]\n"
                           "pairs = keep_matching(pairs, 'head')\n", line=13, column=9),
         Invalid(IMPORTS + "model = DDP(model)\nmodel.module.backbone.requires_grad_(False)\n", line=5, column=1),
+        # A list of the DDP model's parameters collected after the wrap, frozen later.
+        Invalid(IMPORTS + "def main(args):\n    model = DDP(net, device_ids=[rank])\n"
+                          "    named = list(model.named_parameters())\n"
+                          "    frozen = [p for n, p in named if 'text' in n]\n"
+                          "    for epoch in range(9):\n        if epoch == args.freeze_after:\n"
+                          "            for k in frozen:\n                k.requires_grad = False\n",
+                line=11, column=17),
+        Invalid(IMPORTS + "ddp = DDP(net)\nheads = tuple(ddp.module.head.parameters())\nfor w in heads:\n"
+                          "    w.requires_grad = False\n", line=7, column=5),
         Invalid(IMPORTS + "model = DDP(model)\nfor p in model.module.encoder.parameters():\n"
                           "    p.requires_grad = False\n", line=6, column=5),
         Invalid(IMPORTS + "ddp_model = DDP(net, device_ids=[rank])\nnet.fc = nn.Linear(512, 10)\n",
@@ -275,6 +289,11 @@ class Forecaster:
             if model is not None and _loop_binds(loop.target, owner):
                 if _wrapped_and_not_rewrapped(index, model, binding.order):
                     return binding.node
+            elif loop is not None and _loop_binds(loop.target, owner) \
+                    and _parameters_of_wrapped(index, loop.iter, binding.order):
+                # a list of the DDP model's parameters collected after the wrap
+                # (``frozen = [p for n, p in named if "text" in n]``)
+                return binding.node
             return None
         value = binding.value
         qualified = index.qualified_name(value.func) if isinstance(value, cst.Call) else None
@@ -361,7 +380,7 @@ def _freezes_collection_through_helper(index: SemanticIndex, site: CallSite) -> 
 def _parameters_of_wrapped(index: SemanticIndex, expr: cst.BaseExpression, order: int, depth: int = 0) -> bool:
     """A collection of a wrapped model's parameters: ``model.parameters()``, a
     list / comprehension over it, or a name bound to one."""
-    if depth > 3:
+    if depth > 5:
         return False
     if isinstance(expr, cst.Name):
         return any(_parameters_of_wrapped(index, value, order, depth + 1)
