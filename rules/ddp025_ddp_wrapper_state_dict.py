@@ -240,6 +240,12 @@ class DDPWrapperStateDict(Rule):
               "            weights = self.model.state_dict()\n        torch.save(weights, path)\n"),
     ]
     invalid = [
+        # The test tells DataParallel apart: a DDP model takes the other arm, with its prefixed keys.
+        Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "def save(model, path):\n    if isinstance(model, torch.nn.DataParallel):\n"
+                "        torch.save(model.module.state_dict(), path)\n    else:\n"
+                "        torch.save(model.state_dict(), path)\n"
+                "model = DDP(net)\nsave(model, 'last.pt')\n", line=7, column=20),
         # An unwrapping arm elsewhere does not cover a save of the wrapper itself.
         Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
                 "class Trainer:\n    def __init__(self, net):\n        self.model = DDP(net.cuda())\n"

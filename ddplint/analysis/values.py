@@ -407,11 +407,30 @@ def opposite_arm_unwraps(index: SemanticIndex, node: cst.CSTNode, source: str) -
                 other = ancestor.orelse.body if isinstance(ancestor.orelse, cst.Else) else None
             else:
                 other = ancestor.body
-            return other is not None and _uses_module_of(other, source)
+            return other is not None and not _tests_another_wrapper(ancestor.test) and _uses_module_of(other, source)
         if isinstance(ancestor, cst.Try) and isinstance(child, cst.ExceptHandler) \
                 and _uses_module_of(ancestor.body, source):
             return True  # ``try: sd = m.module.state_dict() except: sd = m.state_dict()``: the fallback
         child = ancestor
+    return False
+
+
+_DISTRIBUTED_WRAPPERS = ("DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP")
+
+
+def _tests_another_wrapper(test: cst.BaseExpression) -> bool:
+    """``isinstance(model, nn.DataParallel)`` (no distributed wrapper among the
+    types): the test tells DataParallel from everything else, and a DDP model
+    takes the other arm."""
+    pending = [test]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, cst.Call) and dotted_name(node.func) == "isinstance" and len(node.args) == 2:
+            types = node.args[1].value
+            named = [dotted_name(e.value) for e in types.elements] if isinstance(types, cst.Tuple) \
+                else [dotted_name(types)]
+            return not any((name or "").rsplit(".", 1)[-1] in _DISTRIBUTED_WRAPPERS for name in named)
+        pending.extend(node.children)
     return False
 
 
