@@ -221,17 +221,28 @@ def wrapped_by_key(index, expr) -> str:
     cache = index.cache.setdefault("models.wrapped_keys", {})
     if key not in cache:
         cache[key] = ""  # (no recursion through the key itself)
-        found = ""
-        for site in index.calls:
-            for arg in site.node.args:
-                if arg.keyword is not None and arg.keyword.value == key and not found:
-                    found = wrapped_kind(index, arg.value, site.order)
-            if found:
-                break
-        if not found:
-            found = _wrapped_dict_entry(index, key)
-        cache[key] = found
+        cache[key] = _wrapped_keyword_argument(index, key) or _wrapped_dict_entry(index, key)
     return cache[key]
+
+
+def _wrapped_keyword_argument(index, keyword: str, constructors_only: bool = False) -> str:
+    """The kind of the first wrapped model this module passes as ``keyword=``
+    to a call (with ``constructors_only``: a capitalised callee or
+    SimpleNamespace)."""
+    from ddplint.analysis.semantic import dotted_name
+
+    for site in index.calls:
+        if constructors_only:
+            callee = (dotted_name(site.node.func) or "").rsplit(".", 1)[-1]
+            if not callee[:1].isupper() and callee != "SimpleNamespace":
+                continue
+        for arg in site.node.args:
+            if arg.keyword is not None and arg.keyword.value == keyword:
+                found = wrapped_kind(index, arg.value, site.order)
+                if found:
+                    return found
+                break
+    return ""
 
 
 def wrapped_by_keyword(index, expr, attribute: str) -> str:
@@ -244,8 +255,6 @@ def wrapped_by_keyword(index, expr, attribute: str) -> str:
     it returns."""
     import libcst as cst
 
-    from ddplint.analysis.semantic import dotted_name
-
     holder = expr.value if isinstance(expr, cst.Attribute) else None
     if not isinstance(holder, cst.Name):
         return ""
@@ -256,18 +265,7 @@ def wrapped_by_keyword(index, expr, attribute: str) -> str:
     cache = index.cache.setdefault("models.wrapped_keywords", {})
     if attribute not in cache:
         cache[attribute] = ""  # (no recursion through the attribute itself)
-        found = ""
-        for site in index.calls:
-            callee = (dotted_name(site.node.func) or "").rsplit(".", 1)[-1]
-            if not callee[:1].isupper() and callee != "SimpleNamespace":
-                continue
-            for arg in site.node.args:
-                if arg.keyword is not None and arg.keyword.value == attribute:
-                    found = wrapped_kind(index, arg.value, site.order)
-                    break
-            if found:
-                break
-        cache[attribute] = found
+        cache[attribute] = _wrapped_keyword_argument(index, attribute, constructors_only=True)
     return cache[attribute]
 
 
