@@ -26,7 +26,10 @@ set from the rank, not a list of several GPUs joined for the whole run:
 `",".join(str(g) for g in gpu_ids)`) so that `cuda:0` is the right device; multi-GPU lists such as
 `"0,1,2,3"` and lists of several devices (`[torch.device("cuda", 0),
 torch.device("cuda", 1)]` enumerates GPUs); a `"cuda:N"` constant that nothing
-reads (or that a per-rank device replaces before any read); code that runs on
+reads (or that a per-rank device replaces before any read); a single-process
+default that the distributed path replaces later on a branch with a rank-built
+device (`args.device = "cuda:0"`, then `if args.distributed: args.device =
+"cuda:%d" % args.local_rank`); code that runs on
 rank 0 only (`if rank == 0:`, or a function every caller runs under a rank
 guard: rank 0 owns GPU 0); the self-test block (`if __name__ == "__main__":`)
 of a module that is in DDP context only because a DDP script imports it; a round trip

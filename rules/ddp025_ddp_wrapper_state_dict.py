@@ -26,7 +26,10 @@ inference or fine-tuning.
 
 Not flagged: `ddp_model.module.state_dict()` (also through
 `raw = m.module if hasattr(m, "module") else m`, an `isinstance(m, DDP)`
-test, or the `except` fallback of `try: sd = m.module.state_dict()`);
+test, or the `except` fallback of `try: sd = m.module.state_dict()`); the arm
+of `if cfg.distributed: sd = m.module.state_dict() else: sd = m.state_dict()`
+without `.module` (the test chose between wrapper and model; still flagged when
+the test is `isinstance(m, nn.DataParallel)`, which a DDP model fails);
 `torch.save(ddp_model)` (the whole object); keys rewritten before the
 save; checkpoints whose loaders strip the `module.` prefix
 (`consume_prefix_in_state_dict_if_present`, `k.replace("module.", "")`,
