@@ -189,8 +189,25 @@ class Engine:
                      "    return torch.load(path, map_location='cpu')\n"),
         Valid(DIST + "def place(net):\n    gpus = torch.cuda.device_count()\n    if gpus > 1:\n"
                      "        return net.cuda()\n    else:\n        return net.to('cuda:0')\n"),
+        # The single-process arm of an FSDP switch in a module without a DDP wrap (llama-recipes'
+        # ``enable_fsdp``; a35 MoE-RBench).
+        Valid(DIST + "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                     "def train(model, loader, train_config, local_rank):\n    for batch in loader:\n"
+                     "        for key in batch.keys():\n            if train_config.enable_fsdp:\n"
+                     "                batch[key] = batch[key].to(local_rank)\n            else:\n"
+                     "                batch[key] = batch[key].to('cuda:0')\n"
+                     "        model(**batch).loss.backward()\n"),
     ]
     invalid = [
+        # ... but beside a DDP wrap the other arm of an FSDP switch is the DDP run.
+        Invalid(DIST + "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                       "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                       "def train(model, loader, args, local_rank):\n"
+                       "    model = FSDP(model) if args.fsdp else DDP(model)\n    for batch in loader:\n"
+                       "        for key in batch.keys():\n            if args.fsdp:\n"
+                       "                batch[key] = batch[key].to(local_rank)\n            else:\n"
+                       "                batch[key] = batch[key].to('cuda:0')\n"
+                       "        model(**batch).loss.backward()\n", line=12, column=44),
         # A default replaced only by the CPU: every GPU rank keeps cuda:0.
         Invalid(DIST + "def setup(args):\n    args.device = 'cuda:0'\n    if args.cpu:\n"
                        "        args.device = 'cpu'\n    return model.to(args.device)\n", line=4, column=19),

@@ -125,8 +125,25 @@ class Runner:
                         "for step, (img, gt) in enumerate(tr_loader):\n    plot(img, gt)\n    break\n"),
         Valid(IMPORTS + "def preview(ds):\n    train_loader = DataLoader(ds, batch_size=4, shuffle=True)\n"
                         "    images, labels = next(iter(train_loader))\n    save_grid(images)\n"),
+        # The single-process arm of a test named for a distributed run (``is_dist()``, a ``dist``
+        # flag, ``get_world_size() > 1``): one process, nothing to shard (a34 coldhottrain, pachyderm).
+        Valid(IMPORTS + "from torch.utils.data import DistributedSampler\n"
+                        "def is_dist():\n    return dist.is_available() and dist.is_initialized()\n"
+                        "def main(texts):\n    if is_dist():\n"
+                        "        loader = DataLoader(texts, batch_size=8, sampler=DistributedSampler(texts))\n"
+                        "    else:\n        loader = DataLoader(texts, batch_size=8, shuffle=True)\n"
+                        "    for batch in loader:\n        step(batch)\n"),
+        Valid(IMPORTS + "def fit(d_train, dist_on: bool, dist_flag):\n    dist = dist_flag\n"
+                        "    if dist:\n        train_loader = DataLoader(d_train, sampler=make_sampler(d_train))\n"
+                        "    else:\n        train_loader = DataLoader(d_train, batch_size=4, shuffle=True)\n"
+                        "    for x in train_loader:\n        step(x)\n"),
     ]
     invalid = [
+        # The arm a distributed run takes still needs the sampler (its else is single-process).
+        Invalid(IMPORTS + "def main(texts):\n    dist.init_process_group('nccl')\n    if is_dist():\n"
+                          "        loader = DataLoader(texts, batch_size=8, shuffle=True, pin_memory=True)\n"
+                          "    else:\n        loader = DataLoader(texts, batch_size=8, shuffle=True)\n"
+                          "    for batch in loader:\n        step(batch)\n", line=6, column=18),
         # A loop that may go on past the first batch is training (a continue skips the break).
         Invalid(IMPORTS + "tr_loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
                           "for x, y in tr_loader:\n    if bad(x):\n        continue\n    step(x, y)\n    break\n",

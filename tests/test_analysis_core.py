@@ -299,11 +299,67 @@ def test_functions_only_the_launcher_calls_run_in_the_parent():
     ("args.local_rank == -1", "body", SINGLE_PROCESS),
     ("args.local_rank == -1", "else", WORKER),
     ("epoch > 1", "else", WORKER),
+    # a ``dist: bool`` parameter / flag, not ``import torch.distributed as dist`` (a34 pachyderm)
+    ("dist", "else", SINGLE_PROCESS),
+    ("self.dist", "else", SINGLE_PROCESS),
+    # predicates named for a distributed run (a34 coldhottrain ``is_dist()``, DETR's helper)
+    ("is_dist()", "else", SINGLE_PROCESS),
+    ("utils.is_dist_avail_and_initialized()", "else", SINGLE_PROCESS),
+    ("not is_distributed()", "body", SINGLE_PROCESS),
+    ("is_main_process()", "else", WORKER),
+    ("dist.get_world_size() > 1", "else", SINGLE_PROCESS),
+    ("get_world_size() == 1", "body", SINGLE_PROCESS),
+    # an FSDP switch in a module without a DDP wrap (llama-recipes' ``enable_fsdp``, a35 MoE-RBench)
+    ("train_config.enable_fsdp", "else", SINGLE_PROCESS),
 ])
 def test_single_process_branches(test, arm, role):
     body, orelse = ("x = f()", "y = 1") if arm == "body" else ("y = 1", "x = f()")
     index = index_of(f"if {test}:\n    {body}\nelse:\n    {orelse}\n")
-    assert process_role(index, index.calls_to("f")[0].node if index.calls_to("f") else index.calls[0].node) == role
+    call = next(site.node for site in index.calls if isinstance(site.node.func, cst.Name) and site.node.func.value == "f")
+    assert process_role(index, call) == role
+
+
+def test_torch_distributed_itself_is_no_switch():
+    index = index_of("import torch.distributed as dist\nif dist:\n    y = 1\nelse:\n    x = f()\n")
+    call = next(site.node for site in index.calls if isinstance(site.node.func, cst.Name) and site.node.func.value == "f")
+    assert process_role(index, call) == WORKER
+
+
+def test_an_fsdp_switch_beside_a_ddp_wrap_leaves_the_other_arm_a_worker():
+    index = index_of("from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                     "if args.fsdp:\n    m = FSDP(m)\nelse:\n    m = DDP(m)\n    x = f()\n")
+    call = next(site.node for site in index.calls if isinstance(site.node.func, cst.Name) and site.node.func.value == "f")
+    assert process_role(index, call) == WORKER
+
+
+def test_a_function_only_single_process_arms_call_is_single_process():
+    source = textwrap.dedent("""
+        class Trainer:
+            def train(self, use_ddp=False):
+                if use_ddp:
+                    self.loop_ddp()
+                else:
+                    self.loop_single()
+
+            def loop_single(self):
+                f()
+
+            def loop_ddp(self):
+                f()
+
+        def helper():
+            f()
+
+        def main(args):
+            if not args.distributed:
+                helper()
+            return helper
+    """)
+    index = index_of(source)
+    single, ddp, helper = (process_role(index, site.node) for site in index.calls
+                           if isinstance(site.node.func, cst.Name) and site.node.func.value == "f")
+    # ``helper`` is also handed on (returned): it may run anywhere
+    assert (single, ddp, helper) == (SINGLE_PROCESS, WORKER, WORKER)
 
 
 # ---------------------------------------------------------------------- names

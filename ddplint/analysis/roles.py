@@ -219,6 +219,10 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
         callee = index.qualified_name(test.func) or ""
         if callee in ("torch.distributed.is_initialized", "torch.distributed.is_available"):
             return True
+        last = (dotted_name(test.func) or "").split(".")[-1].lower()
+        if not callee.startswith("torch") and _DISTRIBUTED_PREDICATE.match(last) \
+                and ("fsdp" not in last or _fsdp_switch_means_distributed(index)):
+            return True  # ``is_dist()``, ``is_dist_avail_and_initialized()``, ``utils.is_distributed()``
         return None
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
         # ``args.distributed and not args.no_set_device_rank``: holds only in a
@@ -234,12 +238,12 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
     name = dotted_name(test)
     if name is not None:
         last = name.split(".")[-1].lower()
-        if "." in name and last == "dist":
-            return True  # ``args.dist`` (a bare ``dist`` is torch.distributed)
-        return True if any(word in last for word in _DISTRIBUTED_WORDS) else None
+        if last == "dist" and ("." in name or _dist_is_a_flag(index, test)):
+            return True  # ``args.dist``, a ``dist: bool`` parameter (not ``import torch.distributed as dist``)
+        return True if _names_distributed_switch(index, last) else None
     key = _option_key(test)
     if key is not None:  # ``opt['dist']``, ``cfg["distributed"]``: an option of a dict
-        return True if key == "dist" or any(word in key for word in _DISTRIBUTED_WORDS) else None
+        return True if key == "dist" or _names_distributed_switch(index, key) else None
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         target = test.comparisons[0]
         if isinstance(target.operator, (cst.Is, cst.Equal, cst.IsNot, cst.NotEqual)) \
@@ -250,6 +254,43 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
             return None if inner is None else (not inner if negated else inner)
         return _comparison_polarity(test)
     return None
+
+
+# Predicates named for a distributed run: ``is_dist()``, ``is_distributed()``,
+# ``is_dist_avail_and_initialized()``, ``dist_is_initialized()``, ``use_ddp()``.
+_DISTRIBUTED_PREDICATE = re.compile(
+    r"^(is_|use_|using_|uses_)?(dist|distributed|ddp|fsdp)(_is)?(_avail(able)?_and)?"
+    r"(_initiali[sz]ed|_enabled|_on|_mode|_run|_training)?$")
+
+
+def _names_distributed_switch(index: SemanticIndex, name: str) -> bool:
+    """``args.distributed``, ``use_ddp``, ``cfg.enable_fsdp`` (lower case)."""
+    if any(word in name for word in _DISTRIBUTED_WORDS):
+        return True
+    return "fsdp" in name and _fsdp_switch_means_distributed(index)
+
+
+def _fsdp_switch_means_distributed(index: SemanticIndex) -> bool:
+    """An FSDP switch (``if train_config.enable_fsdp:``) tells a distributed run
+    from a single-process one only where the module has no DDP wrap: with one,
+    its other arm may be the DDP run (``if args.fsdp: FSDP(m) else: DDP(m)``)."""
+    if "roles.fsdp_switch" not in index.cache:
+        from ddplint.analysis.models import wrapper_subclass
+
+        index.cache["roles.fsdp_switch"] = not index.calls_to(names.DDP) and not any(
+            wrapper_subclass(index, site.node.func) for site in index.calls
+            if (site.method or "")[:1].isupper())
+    return index.cache["roles.fsdp_switch"]
+
+
+def _dist_is_a_flag(index: SemanticIndex, test: cst.BaseExpression) -> bool:
+    """A bare ``dist`` that holds a flag here (a parameter, an assignment that
+    shadows the module) rather than ``torch.distributed``."""
+    bindings = index.reaching("dist", test)
+    if bindings:
+        return all(b.kind not in ("import", "other") and not (b.value is not None and index.qualified_name(
+            b.value) == "torch.distributed") for b in bindings)
+    return index.qualified_name(test) is None
 
 
 def _option_key(test: cst.BaseExpression) -> Optional[str]:
@@ -286,13 +327,25 @@ def _plain_option(test: cst.BaseExpression) -> bool:
         and not any(word in lowered for word in ("master", "main", "leader", "chief", "zero"))
 
 
+def _counted_name(expr: cst.BaseExpression) -> Optional[str]:
+    """The dotted name compared: ``args.world_size``, or the getter called
+    without arguments (``dist.get_world_size()``, ``get_world_size()``: read as
+    ``world_size``)."""
+    if isinstance(expr, cst.Call) and not expr.args:
+        callee = dotted_name(expr.func)
+        if callee is not None and callee.split(".")[-1].startswith("get_"):
+            return callee.split(".")[-1][len("get_"):]
+        return None
+    return dotted_name(expr)
+
+
 def _comparison_polarity(test: cst.Comparison) -> Optional[bool]:
     target = test.comparisons[0]
     operator, left, right = type(target.operator), test.left, target.comparator
-    if dotted_name(left) is None and dotted_name(right) is not None:  # ``1 < world_size``
+    if _counted_name(left) is None and _counted_name(right) is not None:  # ``1 < world_size``
         left, right = right, left
         operator = _MIRRORED.get(operator, operator)
-    name = dotted_name(left)
+    name = _counted_name(left)
     if name is None:
         return None
     last = name.split(".")[-1].lower()
@@ -320,7 +373,13 @@ def _signed_int(expr: cst.BaseExpression) -> Optional[int]:
 
 def in_single_process_branch(index: SemanticIndex, node: cst.CSTNode) -> bool:
     """Is ``node`` in the arm of an ``if`` (or conditional expression) that runs
-    only without distributed training?"""
+    only without distributed training, or in a function that only such arms
+    call (``else: self.training_loop_single(...)``, see
+    ``_called_from_single_process_only``)?"""
+    return _in_single_process_arm(index, node) or _in_single_process_function(index, node, 0)
+
+
+def _in_single_process_arm(index: SemanticIndex, node: cst.CSTNode) -> bool:
     child: cst.CSTNode = node
     for ancestor in index.ancestors(node):
         if isinstance(ancestor, (cst.If, cst.IfExp)):
@@ -330,6 +389,61 @@ def in_single_process_branch(index: SemanticIndex, node: cst.CSTNode) -> bool:
                     return True
         child = ancestor
     return False
+
+
+def _in_single_process_function(index: SemanticIndex, node: cst.CSTNode, depth: int) -> bool:
+    function = next((a for a in index.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+    if function is None or depth > 3:
+        return False
+    key = ("roles.single_process_function", id(function))
+    if key not in index.cache:
+        index.cache[key] = False  # a recursive call does not decide
+        index.cache[key] = _called_from_single_process_only(index, function, depth)
+    return index.cache[key]
+
+
+def _called_from_single_process_only(index: SemanticIndex, function: cst.FunctionDef, depth: int) -> bool:
+    """Is every use of ``function`` a call from single-process code of this
+    module (``if use_ddp: self.training_loop_ddp(...) else:
+    self.training_loop_single(...)``), with at least one such call? A method
+    counts every ``.name`` of the module, whatever the receiver; no other
+    module of the project may call the name, and a decorated function (a
+    route, a hook, an entry point) may run from anywhere."""
+    from ddplint.analysis.models import project_of
+    from ddplint.analysis.values import name_reads
+
+    name = function.name.value
+    if function.decorators or name.startswith("__"):
+        return False
+    project = project_of(index)
+    if any(path != index.path and name in module.call_names for path, module in project.modules.items()):
+        return False
+    is_method = isinstance(index.parent(index.parent(function)), cst.ClassDef)
+    uses = _attribute_reads(index, name) if is_method else name_reads(index, name)
+    if not uses:
+        return False
+    for use in uses:
+        call = index.parent(use) if not is_method else index.parent(index.parent(use))
+        if is_method and not (isinstance(index.parent(use), cst.Attribute) and index.parent(use).attr is use):
+            return False
+        holder = index.parent(use) if is_method else use
+        if not (isinstance(call, cst.Call) and call.func is holder):
+            return False  # handed on (a callback, a spawn target): it may run anywhere
+        if not (_in_single_process_arm(index, call) or _in_single_process_function(index, call, depth + 1)):
+            return False
+    return True
+
+
+def _attribute_reads(index: SemanticIndex, attribute: str) -> list[cst.Name]:
+    """The ``attr`` names of every ``x.<attribute>`` of the module."""
+    table = index.cache.get("roles.attribute_reads")
+    if table is None:
+        table = {}
+        for node, parent in index._parents.items():
+            if isinstance(node, cst.Name) and isinstance(parent, cst.Attribute) and parent.attr is node:
+                table.setdefault(node.value, []).append(node)
+        index.cache["roles.attribute_reads"] = table
+    return table.get(attribute, [])
 
 
 # ---------------------------------------------------------------------- single-process helpers
