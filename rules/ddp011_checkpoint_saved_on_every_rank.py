@@ -413,8 +413,9 @@ class CheckpointSavedOnEveryRank(Rule):
             if _per_rank_or_in_memory(index, target.value) or not _runs_on_every_rank(index, site):
                 continue
             function = enclosing_function(index, site.node)
-            if function is not None and (_saved_parameters(index, obj.value, function)
-                                         or _path_from_parameters(index, target.value, function)):
+            if function is not None and not _in_a_loop_of(index, site.node, function) and (
+                    _saved_parameters(index, obj.value, function)
+                    or _path_from_parameters(index, target.value, function)):
                 continue  # a save helper: its callers choose what or where; reported at their calls
             if function is not None and _some_call_guarded(index, function) and any(
                     _saved_parameters(index, obj.value, function, only=p.name.value) for p in function.params.params):
@@ -570,6 +571,18 @@ def _runs_on_every_rank(index: SemanticIndex, site) -> bool:
     if verdict is None and _spawn_target(project, index.path, function_key(index, function)):
         return True  # ``mp.spawn(run_training, ...)``: every process runs it, whoever calls the spawner
     return verdict is False
+
+
+def _in_a_loop_of(index: SemanticIndex, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
+    """Is ``node`` inside a ``for`` / ``while`` loop of ``function`` itself (the
+    epoch loop of ``def main(cfg, gpu, save_dir)``)? Such a function trains and
+    saves; it is no save helper, whatever its parameters choose."""
+    for ancestor in index.ancestors(node):
+        if ancestor is function:
+            return False
+        if isinstance(ancestor, (cst.For, cst.While)):
+            return True
+    return False
 
 
 def _spawn_target(project, path: str, function: str) -> bool:

@@ -156,8 +156,36 @@ class TwoStage(nn.Module):
 model = DDP(TwoStage().cuda(), device_ids=[rank], find_unused_parameters=True)
 model.module.freeze_teacher()
 """),
+        # A builder that wraps only for several GPUs, called with the configuration switched to
+        # one just before: it returns the plain model (OpenOOD: "don't wrap ddp here").
+        Valid(IMPORTS + """\
+def get_network(cfg):
+    if cfg.name == "rot_net":
+        cfg.backbone.num_gpus = 1
+        backbone = get_network(cfg.backbone)
+        backbone.fc = nn.Identity()
+        net = RotNet(backbone)
+    else:
+        net = ResNet18()
+    if cfg.num_gpus > 1:
+        net = DDP(net.cuda(), device_ids=[torch.cuda.current_device()])
+    return net
+"""),
     ]
     invalid = [
+        # ... without the switch, the recursive call may hand back the DDP model.
+        Invalid(IMPORTS + """\
+def get_network(cfg):
+    if cfg.name == "rot_net":
+        backbone = get_network(cfg.backbone)
+        backbone.fc = nn.Identity()
+        net = RotNet(backbone)
+    else:
+        net = ResNet18()
+    if cfg.num_gpus > 1:
+        net = DDP(net.cuda(), device_ids=[torch.cuda.current_device()])
+    return net
+""", line=7, column=9),
         # New parameters are never synchronised, whatever find_unused_parameters says.
         Invalid(IMPORTS + """\
 class Net(nn.Module):

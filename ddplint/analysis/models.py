@@ -143,6 +143,7 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
     through plain aliases (``self.biencoder = model``)."""
     import libcst as cst
 
+    from ddplint.analysis.roles import call_made_single_process
     from ddplint.analysis.semantic import dotted_name, unpack_position
     from ddplint.analysis.values import unwrapped_in_other_arm
 
@@ -178,6 +179,8 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
             kind = facts.returns_wrapped.get(position, "") if facts is not None else ""
             if not kind and not position:
                 kind = _returned_here(index, value, depth)
+            if kind and call_made_single_process(index, value):
+                kind = ""  # ``cfg.num_gpus = 1`` just before: the builder leaves the model plain
         else:
             kind = ""
         if kind:

@@ -446,6 +446,37 @@ def _attribute_reads(index: SemanticIndex, attribute: str) -> list[cst.Name]:
     return table.get(attribute, [])
 
 
+def call_made_single_process(index: SemanticIndex, call: cst.Call) -> bool:
+    """Is ``call`` given a configuration switched to one process just before it
+    in the same block (``cfg.backbone.num_gpus = 1`` then
+    ``get_network(cfg.backbone)``; ``opts.distributed = False``)? A builder that
+    wraps only for several processes returns the plain model there (OpenOOD's
+    "don't wrap ddp here, we need to modify the backbone")."""
+    statement = next((a for a in index.ancestors(call) if isinstance(a, cst.SimpleStatementLine)), None)
+    suite = index.parent(statement) if statement is not None else None
+    if suite is None or not hasattr(suite, "body"):
+        return False
+    arguments = {dotted_name(arg.value) for arg in call.args if dotted_name(arg.value) is not None}
+    for earlier in suite.body:
+        if earlier is statement:
+            return False
+        for small in getattr(earlier, "body", ()):
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 \
+                    and isinstance(small.targets[0].target, cst.Attribute) \
+                    and dotted_name(small.targets[0].target.value) in arguments \
+                    and _switches_to_one_process(index, small.targets[0].target.attr.value, small.value):
+                return True
+    return False
+
+
+def _switches_to_one_process(index: SemanticIndex, attribute: str, value: cst.BaseExpression) -> bool:
+    """``num_gpus = 1``, ``world_size = 1``, ``distributed = False``."""
+    lowered = attribute.lower()
+    if lowered.replace("_", "") in _WORLD_WORDS:
+        return literal_int(value) == 1
+    return isinstance(value, cst.Name) and value.value == "False" and _names_distributed_switch(index, lowered)
+
+
 # ---------------------------------------------------------------------- single-process helpers
 # Parameters that make a trainer distributed: a world size whose default is 1,
 # or a switch whose default is False.

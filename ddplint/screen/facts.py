@@ -93,7 +93,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "35"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "36"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -543,6 +543,7 @@ class _Extractor:
         # not" (``if use_fsdp_eval:``): a collective there may never run.
         self.opaque = 0
         self.no_grad = 0  # enclosing ``with torch.no_grad():`` blocks (and no-grad decorated functions)
+        self.loops = 0  # enclosing ``for`` / ``while`` loops of the current function
         self.assigned: list[dict[str, list[ast.AST]]] = [{}]  # per scope: name -> values
         # per scope: name -> (call, item) for ``a, b = f(...)`` (item "0", "1", ...)
         self.unpacked: list[dict[str, list[tuple[ast.Call, str]]]] = [{}]
@@ -816,7 +817,9 @@ class _Extractor:
                     # ``while keep_training: for batch in train_loader: ...`` re-iterates the loader.
                     self.facts.has_epoch_loop = True
                 self.expressions([node.test])
+            self.loops += 1
             self.block(node.body)
+            self.loops -= 1
             self.block(node.orelse)
         elif isinstance(node, ast.Return):
             if node.value is not None:
@@ -1020,8 +1023,9 @@ class _Extractor:
         outer_main, outer_flags = self.main_guards, self.flag_guards
         self.function, self.guards, self.maybe_guards, self.opaque, self.main_guards = facts, [], [], 0, []
         self.flag_guards = []
-        outer_no_grad = self.no_grad
+        outer_no_grad, outer_loops = self.no_grad, self.loops
         self.no_grad = 1 if any(_disables_grad(d) for d in node.decorator_list) else 0
+        self.loops = 0
         self.assigned.append({})
         self.unpacked.append({})
         self.returns.append([])
@@ -1042,7 +1046,7 @@ class _Extractor:
         self.unpacked.pop()
         self.function, self.guards, self.maybe_guards, self.opaque = outer, outer_guards, outer_maybe, outer_opaque
         self.main_guards, self.flag_guards = outer_main, outer_flags
-        self.no_grad = outer_no_grad
+        self.no_grad, self.loops = outer_no_grad, outer_loops
         self.owner, self.self_class = outer_owner, outer_self
         self.facts.functions.setdefault(key, facts)
 
@@ -1176,7 +1180,9 @@ class _Extractor:
             target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"), None)
             if not self.main_guards and not self.maybe_guards and not function.rank_zero_only \
                     and not self.per_rank_path(target):
-                unguarded = params | self.path_params(target)
+                # A save in a loop of its function (the epoch loop of ``main(cfg, gpu, save_dir)``) is
+                # that function's own save, reported there; a save helper writes once per call.
+                unguarded = params | self.path_params(target) if not self.loops else set()
                 state = saved is not None and (_holds_model_state(saved) or any(
                     _holds_model_state(value) for value in (self.values_of(saved.id) if isinstance(saved, ast.Name)
                                                             else ())))
