@@ -12,7 +12,12 @@ A DDP script's code runs in one of three roles (RULES.md, Clarifications):
 - a **single-process branch**: the arm of an ``if`` that runs only without
   distributed training (``else`` of ``if args.distributed:``, ``if not use_ddp:``,
   ``if world_size == 1:``, ``if args.local_rank == -1:``, the ``else`` of
-  ``if self.params["training"]["use_ddp"]:`` (nested option dicts));
+  ``if self.params["training"]["use_ddp"]:`` (nested option dicts), of
+  ``if is_dist():`` / ``if utils.is_dist_avail_and_initialized():``, of a
+  ``dist`` flag that is not torch.distributed, of ``if dist.get_world_size() > 1:``,
+  of ``if cfg.enable_fsdp:`` in a module without a DDP wrap); so is a function
+  whose every use in the project is a call from such an arm
+  (``else: self.training_loop_single()``);
 - the methods of a class whose ``__init__`` builds a trainer class of the
   module with its single-process defaults (``Trainer(name)`` where
   ``Trainer.__init__`` takes ``rank=0, world_size=1``: an inference helper such
