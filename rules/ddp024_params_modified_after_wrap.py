@@ -161,6 +161,8 @@ model.module.freeze_teacher()
         Valid(IMPORTS + """\
 def get_network(cfg):
     if cfg.name == "rot_net":
+        if cfg.verbose:
+            print("building the backbone")
         cfg.backbone.num_gpus = 1
         backbone = get_network(cfg.backbone)
         backbone.fc = nn.Identity()

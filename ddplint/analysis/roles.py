@@ -465,7 +465,7 @@ def call_made_single_process(index: SemanticIndex, call: cst.Call) -> bool:
     for earlier in suite.body:
         if earlier is statement:
             return False
-        for small in getattr(earlier, "body", ()):
+        for small in earlier.body if isinstance(earlier, cst.SimpleStatementLine) else ():
             if isinstance(small, cst.Assign) and len(small.targets) == 1 \
                     and isinstance(small.targets[0].target, cst.Attribute) \
                     and dotted_name(small.targets[0].target.value) in arguments \
