@@ -826,7 +826,9 @@ def _single_process_calls(project, key, seen: set, depth: int) -> bool:
         return False
     seen.add(key)
     for caller_path, call in calls:
-        if caller_path == key[0] or project.module_in_ddp_context(caller_path):
+        # A call from the function's own (DDP) module counts against; deeper, the
+        # module was already found outside the DDP context (``run()`` in its main block).
+        if (depth == 0 and caller_path == key[0]) or project.module_in_ddp_context(caller_path):
             return False
         if call.args.get("0") == SPAWN_INDEX:
             return False  # ``mp.spawn(loader.worker, ...)``: it runs in every worker process
