@@ -795,7 +795,10 @@ def zero_side(index: SemanticIndex, test: cst.BaseExpression, depth: int = 0) ->
         values = index.reaching_values(test) if isinstance(test, cst.Name) else None
         if values:
             sides = {zero_side(index, v, depth + 1) for v in values if not _is_bool(v)}
-            return True if sides == {True} else False if sides == {False} else None
+            if sides == {True} or sides == {False}:
+                return sides == {True}
+        if ranks.is_rank_value(index, test):
+            return False  # ``if self.rank:`` (truthy): every rank but 0; its else runs on rank 0
     return None
 
 
