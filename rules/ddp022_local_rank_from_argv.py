@@ -3,7 +3,8 @@ Flags `parser.add_argument("--local_rank")` (or `--local-rank`) when the parsed
 value is used as the device (`set_device`, `device_ids`, `torch.device`,
 `.cuda(...)`, `.to(...)`, `CUDA_VISIBLE_DEVICES`), also after being passed on
 into a parameter that becomes the device (`setup(lrank=args.local_rank)` with
-`torch.cuda.set_device(lrank)` inside, or `args.gpu = gpu` then `set_device(args.gpu)`,
+`torch.cuda.set_device(lrank)` inside, or `args.gpu = gpu` then `set_device(args.gpu)`, or copied into another attribute
+(`args.gpu = args.local_rank`, then `set_device(args.gpu)`),
 in this module or another), and nothing
 reads `os.environ["LOCAL_RANK"]` in this module or anywhere the entry script
 reaches (its imports and calls: an independent script of the same folder does
@@ -80,6 +81,9 @@ class LocalRankFromArgv(Rule):
     uses_project = True
 
     valid = [
+        # copied into another attribute that is only logged, not a device
+        Valid(HEAD + "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                     "args.tag = args.local_rank\nprint('worker', args.tag)\ntorch.cuda.set_device(args.gpu)\n"),
         # Its own launcher: the parent gives each worker its index before starting it.
         Valid(HEAD + "from multiprocessing import Process\ndef run(args):\n    torch.cuda.set_device(args.local_rank)\n"
                      "    dist.init_process_group('nccl')\nparser.add_argument('--local_rank', type=int, default=0)\n"
@@ -142,6 +146,14 @@ class LocalRankFromArgv(Rule):
                 "def full_options():\n    p = argparse.ArgumentParser()\n"
                 "    p.add_argument('--local_rank', type=int)\n    p.add_argument('--lr', type=float)\n"
                 "    return p.parse_args()\n", line=5, column=1),
+        # The flag copied into another attribute that becomes the device (``args.gpu = args.local_rank``).
+        Invalid(HEAD + "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                       "args.gpu = 0\nif args.distributed:\n    args.gpu = args.local_rank\n"
+                       "    torch.cuda.set_device(args.gpu)\n", line=5, column=1),
+        Invalid(HEAD + "def main(opt):\n    opt.device_index = opt.local_rank\n"
+                       "    net = Net().cuda(opt.device_index)\n"
+                       "parser.add_argument('--local-rank', dest='local_rank', type=int, default=-1)\n"
+                       "main(parser.parse_args())\n", line=8, column=1),
         # The flag is copied into a config node whose LOCAL_RANK attribute becomes the device.
         Invalid(HEAD + "from yacs.config import CfgNode\nparser.add_argument('--local_rank', type=int, required=True)\n"
                        "args = parser.parse_args()\ncfg = CfgNode()\ncfg.LOCAL_RANK = args.local_rank\n"
@@ -385,7 +397,8 @@ def _mentions_local_rank(index: SemanticIndex, expr: cst.CSTNode, attributes: se
         node = stack.pop()
         if isinstance(node, cst.Attribute) and node.attr.value.lower() in attributes:
             return True
-        if isinstance(node, cst.Name) and depth < 2:
+        if isinstance(node, (cst.Name, cst.Attribute)) and depth < 2:
+            # a name or attribute copied from the flag: ``args.gpu = args.local_rank``
             values = index.reaching_values(node) or []
             if any(_mentions_local_rank(index, v, attributes, depth + 1) for v in values):
                 return True
