@@ -93,7 +93,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "36"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "37"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -464,6 +464,13 @@ def _names_local_rank_variable(tree: ast.AST) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare) and all(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
             not_reads.add(id(node.left))
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            # ``int(os.environ["LOCAL_RANK"]) == 0`` (a main-process test, as in a
+            # ``print0`` helper): compared with an integer, the value picks no device.
+            sides = (node.left, node.comparators[0])
+            for side, other in (sides, sides[::-1]):
+                if isinstance(other, ast.Constant) and type(other.value) is int:
+                    not_reads.update(_environ_key_constants(side))
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
             not_reads.add(id(node.slice))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
@@ -473,6 +480,19 @@ def _names_local_rank_variable(tree: ast.AST) -> bool:
         return False
     return any(isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in not_reads
                and names.LOCAL_RANK_VARIABLE.search(node.value) is not None for node in ast.walk(tree))
+
+
+def _environ_key_constants(expr: ast.AST) -> set[int]:
+    """The key constants of ``os.environ[K]`` / ``os.environ.get(K, ...)`` /
+    ``os.getenv(K, ...)`` at ``expr``, also under ``int(...)``."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "int" and expr.args:
+        expr = expr.args[0]
+    key = None
+    if isinstance(expr, ast.Subscript) and _dotted(expr.value) == "os.environ":
+        key = expr.slice
+    elif isinstance(expr, ast.Call) and _dotted(expr.func) in _ENVIRON_GETTERS and expr.args:
+        key = expr.args[0]
+    return {id(key)} if isinstance(key, ast.Constant) else set()
 
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
