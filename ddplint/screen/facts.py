@@ -163,6 +163,10 @@ class FunctionFacts:
     runs_backward: bool = False
     keeps: set[str] = field(default_factory=set)
     returns_wrapped: dict[str, str] = field(default_factory=dict)
+    # What the returns hand back as a rank ("" for the value, "0", "1", ... for a tuple's
+    # items) -> GLOBAL_RANK / LOCAL_RANK, when every return gives that rank or an integer
+    # constant there (``return 0, 1, dev`` ... ``return int(os.environ["RANK"]), world, dev``).
+    returns_ranks: dict[str, str] = field(default_factory=dict)
     # Tuple items ("0", "1", ...) every return hands back without autograd history
     # (``return loss, torch.cat(parts).detach()``): unpacking them gives no graph (DDP001).
     returns_detached: set[str] = field(default_factory=set)
@@ -1001,6 +1005,31 @@ class _Extractor:
                 if kind:
                     facts.returns_wrapped.setdefault("" if position is None else str(position), kind)
         facts.returns_detached = self.detached_positions(self.returns[-1])
+        facts.returns_ranks = self.returned_ranks(self.returns[-1])
+
+    def returned_ranks(self, returns: list[ast.AST]) -> dict[str, str]:
+        """FunctionFacts.returns_ranks: per position, the one rank kind every
+        return gives (integer constants allowed: a single-process fallback)."""
+        if not returns:
+            return {}
+        if all(isinstance(r, ast.Tuple) for r in returns):
+            sizes = {len(r.elts) for r in returns}
+            if len(sizes) != 1:
+                return {}
+            columns = {str(i): [r.elts[i] for r in returns] for i in range(sizes.pop())}
+        elif not any(isinstance(r, ast.Tuple) for r in returns):
+            columns = {"": list(returns)}
+        else:
+            return {}
+        found = {}
+        for position, values in columns.items():
+            tags: set[str] = set()
+            for value in values:
+                tags |= self.value_tags(value)
+            ranks = tags & {GLOBAL_RANK, LOCAL_RANK}
+            if len(ranks) == 1 and tags <= ranks | {LITERAL}:
+                found[position] = ranks.pop()
+        return found
 
     def detached_positions(self, returns: list[ast.AST]) -> set[str]:
         """Positions of the returned tuples that hold no autograd history in every return."""
@@ -1255,7 +1284,10 @@ class _Extractor:
                             function.device_params.add(value.id)
         if self.mentions_local_rank and method in (
                 "set_device", "cuda", "to", "device", "DistributedDataParallel", "DDP") and \
-                any("local_rank" in _text_of(a) for a in [*node.args, *[k.value for k in node.keywords]]):
+                any("local_rank" in _text_of(a) or (isinstance(a, (ast.Name, ast.Attribute)) and any(
+                    "local_rank" in _text_of(v) for v in self.assigned[-1].get(_dotted(a) or "", ())))
+                    for a in [*node.args, *[k.value for k in node.keywords]]):
+            # ... also through a name bound from it: ``gpu = self.cfg.local_rank; set_device(gpu)``
             facts.local_rank_attr_as_device = True
         if function is not None:
             if isinstance(node.func, ast.Name) and node.func.id in function.params:
