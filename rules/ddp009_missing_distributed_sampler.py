@@ -48,7 +48,7 @@ from ddplint.analysis.values import literal_bool, literal_str, name_reads
 from ddplint.analysis.models import function_key, project_of
 from ddplint.screen.facts import SHARDING_FRAMEWORKS
 from ddplint.analysis.ranks import is_rank_guarded, is_rank_value
-from ddplint.analysis.roles import is_worker_code
+from ddplint.analysis.roles import is_worker_code, run_by_single_process_scripts_only
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
@@ -220,6 +220,8 @@ class Runner:
                 continue
             if _returned(index, site, target) and not _callers_known_plain(index, site):
                 continue
+            if run_by_single_process_scripts_only(index, site.node):
+                continue  # a plain loader of a data module that only single-process scripts call
             if target is not None and _read_on_rank_zero_only(index, site, target):
                 continue
             yield self.report(site.node, message)

@@ -28,7 +28,7 @@ is not a DDP worker (launcher-parent code before or after `mp.spawn`, also in
 functions only the launcher calls, the single-process
 branch of a script, the self-test block of an imported module, single-process or
 CPU-only test functions: in unit tests the role is decided per test function);
-loads that run on rank 0 only (`if rank == 0:`, or in a function every caller
+loads that run on rank 0 only (`if rank == 0:`, the `else` of a truthy `if rank:`, or in a function every caller
 runs under a rank guard: rank 0 owns device 0); files known to hold CPU tensors
 or none (written in this module from `.cpu()` values, tensors allocated with
 `device="cpu"` or made by a project module that never uses CUDA, files another
@@ -142,6 +142,13 @@ class LoadWithoutMapLocation(Rule):
                      "    run_id = torch.load(weights).get('wandb_id')\n"),
         Valid(DIST + "def export(fabric, path):\n    torch.cuda.set_device(fabric.local_rank)\n"
                      "    if fabric.global_rank != 0:\n        return\n    weights = torch.load(path)\n"),
+        # the else of a truthy rank test (``if self.rank:``, ``elif local_rank:``): rank 0 alone loads
+        Valid(DIST + "class Restorer:\n    def restore(self, net, path):\n        if self.rank:\n"
+                     "            net.load_state_dict(torch.load(path, map_location=f'cuda:{self.rank}'))\n"
+                     "        else:\n            net.load_state_dict(torch.load(path))\n"),
+        Valid(DIST + "local_rank = dist.get_rank()\ntorch.cuda.set_device(local_rank)\n"
+                     "if not args.resume:\n    pass\nelif local_rank:\n    dist.barrier()\n"
+                     "else:\n    ckpt = torch.load(args.resume)\n"),
         # launcher-parent code: runs once, in the parent, before the workers start
         Valid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, state):\n"
                      "    torch.cuda.set_device(gpu)\ndef main():\n    state = torch.load(args.resume)\n"
@@ -290,6 +297,11 @@ class LoadWithoutMapLocation(Rule):
         Invalid(DIST + "torch.cuda.set_device(local_rank)\nif rank != 0:\n"
                        "    pretrained = torch.load(args.pretrained)\n", line=5, column=18,
                 fixed=DIST + "torch.cuda.set_device(local_rank)\nif rank != 0:\n"
+                       "    pretrained = torch.load(args.pretrained, map_location=\"cpu\")\n"),
+        # the body of a truthy rank test runs on every rank but 0
+        Invalid(DIST + "torch.cuda.set_device(local_rank)\nif dist.get_rank():\n"
+                       "    pretrained = torch.load(args.pretrained)\n", line=5, column=18,
+                fixed=DIST + "torch.cuda.set_device(local_rank)\nif dist.get_rank():\n"
                        "    pretrained = torch.load(args.pretrained, map_location=\"cpu\")\n"),
         # a rank test guards the load, but the file is written under another one
         Invalid(DIST + "class ShardedState:\n    def save(self, filename):\n        if dist.get_rank() == 0:\n"

@@ -3,7 +3,8 @@ Flags `parser.add_argument("--local_rank")` (or `--local-rank`) when the parsed
 value is used as the device (`set_device`, `device_ids`, `torch.device`,
 `.cuda(...)`, `.to(...)`, `CUDA_VISIBLE_DEVICES`), also after being passed on
 into a parameter that becomes the device (`setup(lrank=args.local_rank)` with
-`torch.cuda.set_device(lrank)` inside, or `args.gpu = gpu` then `set_device(args.gpu)`,
+`torch.cuda.set_device(lrank)` inside, or `args.gpu = gpu` then `set_device(args.gpu)`, or copied into another attribute
+(`args.gpu = args.local_rank`, then `set_device(args.gpu)`),
 in this module or another), and nothing
 reads `os.environ["LOCAL_RANK"]` in this module or anywhere the entry script
 reaches (its imports and calls: an independent script of the same folder does
@@ -20,7 +21,8 @@ args.local_rank`, then `set_device(config.LOCAL_RANK)`): an attribute named
 LOCAL_RANK is no read of the environment variable.
 
 Not flagged: scripts that read `LOCAL_RANK` from the environment (as a fallback,
-a default, or behind a version check); a parsed `--local_rank` that is never
+a default, or behind a version check; a read only compared with an integer, as in a
+`print0` helper's `int(os.environ["LOCAL_RANK"]) == 0`, chooses no device and does not count); a parsed `--local_rank` that is never
 used as a device; scripts that are their own launcher (the parent sets
 `args.local_rank = i` before `Process(target=...)` / `mp.spawn`, or the spawned
 worker stores the index it was given: `def main(gpu, args): args.local_rank = gpu`). A longer
@@ -56,7 +58,7 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.values import literal_str
+from ddplint.analysis.values import environ_key, literal_str
 from ddplint.analysis.models import project_of
 from ddplint.analysis.roles import LAUNCHER, process_role
 from ddplint.rule import Invalid, Report, Rule, Valid
@@ -80,6 +82,9 @@ class LocalRankFromArgv(Rule):
     uses_project = True
 
     valid = [
+        # copied into another attribute that is only logged, not a device
+        Valid(HEAD + "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                     "args.tag = args.local_rank\nprint('worker', args.tag)\ntorch.cuda.set_device(args.gpu)\n"),
         # Its own launcher: the parent gives each worker its index before starting it.
         Valid(HEAD + "from multiprocessing import Process\ndef run(args):\n    torch.cuda.set_device(args.local_rank)\n"
                      "    dist.init_process_group('nccl')\nparser.add_argument('--local_rank', type=int, default=0)\n"
@@ -142,6 +147,22 @@ class LocalRankFromArgv(Rule):
                 "def full_options():\n    p = argparse.ArgumentParser()\n"
                 "    p.add_argument('--local_rank', type=int)\n    p.add_argument('--lr', type=float)\n"
                 "    return p.parse_args()\n", line=5, column=1),
+        # LOCAL_RANK read only to be compared with 0 (a print-on-main helper): no device comes from it.
+        Invalid(HEAD + "import os\ndef print0(*a):\n    if 'LOCAL_RANK' not in os.environ or int(os.environ['LOCAL_RANK']) == 0:\n"
+                       "        print(*a)\nparser.add_argument('--local_rank', type=int, default=-1)\n"
+                       "opt = parser.parse_args()\ntorch.cuda.set_device(opt.local_rank)\n", line=9, column=1),
+        Invalid(HEAD + "import os\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+                       "quiet = 0 != int(os.getenv('LOCAL_RANK', '0'))\n"
+                       "parser.add_argument('--local-rank', type=int, default=0)\n"
+                       "args = parser.parse_args()\nmodel = DDP(net, device_ids=[args.local_rank])\n", line=8, column=1),
+        # The flag copied into another attribute that becomes the device (``args.gpu = args.local_rank``).
+        Invalid(HEAD + "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                       "args.gpu = 0\nif args.distributed:\n    args.gpu = args.local_rank\n"
+                       "    torch.cuda.set_device(args.gpu)\n", line=5, column=1),
+        Invalid(HEAD + "def main(opt):\n    opt.device_index = opt.local_rank\n"
+                       "    net = Net().cuda(opt.device_index)\n"
+                       "parser.add_argument('--local-rank', dest='local_rank', type=int, default=-1)\n"
+                       "main(parser.parse_args())\n", line=8, column=1),
         # The flag is copied into a config node whose LOCAL_RANK attribute becomes the device.
         Invalid(HEAD + "from yacs.config import CfgNode\nparser.add_argument('--local_rank', type=int, required=True)\n"
                        "args = parser.parse_args()\ncfg = CfgNode()\ncfg.LOCAL_RANK = args.local_rank\n"
@@ -326,8 +347,35 @@ def _tested_or_written(index: SemanticIndex, string: cst.CSTNode) -> bool:
     if isinstance(parent, cst.Index):
         subscript = index.parent(index.parent(parent))
         holder = index.parent(subscript) if isinstance(subscript, cst.Subscript) else None
-        return isinstance(holder, cst.AssignTarget)
-    return False
+        if isinstance(holder, cst.AssignTarget):
+            return True
+        read = subscript if isinstance(subscript, cst.Subscript) else None
+    else:  # ``os.environ.get("LOCAL_RANK", 0)``, ``os.getenv("LOCAL_RANK")``
+        call = index.parent(parent) if isinstance(parent, cst.Arg) else None
+        read = call if isinstance(call, cst.Call) and call.args and call.args[0] is parent else None
+    return read is not None and environ_key(index, read) is not None and _compared_with_integer(index, read)
+
+
+def _compared_with_integer(index: SemanticIndex, read: cst.BaseExpression) -> bool:
+    """``int(os.environ["LOCAL_RANK"]) == 0`` (a main-process test, as in a
+    ``print0`` helper): the value is compared with an integer and picks no device."""
+    node = read
+    holder = index.parent(node)
+    if isinstance(holder, cst.Arg):
+        call = index.parent(holder)
+        if isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "int":
+            node, holder = call, index.parent(call)
+    if isinstance(holder, cst.ComparisonTarget):
+        comparison, other = index.parent(holder), holder.comparator
+        if not isinstance(comparison, cst.Comparison) or len(comparison.comparisons) != 1:
+            return False
+        other = comparison.left if holder.comparator is node else holder.comparator
+        operator = holder.operator
+    elif isinstance(holder, cst.Comparison) and holder.left is node and len(holder.comparisons) == 1:
+        other, operator = holder.comparisons[0].comparator, holder.comparisons[0].operator
+    else:
+        return False
+    return isinstance(operator, (cst.Equal, cst.NotEqual)) and isinstance(other, cst.Integer)
 
 
 def _message(site) -> str:
@@ -385,7 +433,8 @@ def _mentions_local_rank(index: SemanticIndex, expr: cst.CSTNode, attributes: se
         node = stack.pop()
         if isinstance(node, cst.Attribute) and node.attr.value.lower() in attributes:
             return True
-        if isinstance(node, cst.Name) and depth < 2:
+        if isinstance(node, (cst.Name, cst.Attribute)) and depth < 2:
+            # a name or attribute copied from the flag: ``args.gpu = args.local_rank``
             values = index.reaching_values(node) or []
             if any(_mentions_local_rank(index, v, attributes, depth + 1) for v in values):
                 return True

@@ -212,7 +212,10 @@ def is_rank_condition(index: SemanticIndex, test: cst.BaseExpression, lenient: b
         if values:
             if lenient and all(_set_on_rank_subset_only(index, v, depth) for v in values):
                 return True  # ``out_dir = args.out if rank == 0 else None`` ... ``if out_dir:``
-            return all(is_rank_condition(index, v, lenient, depth + 1) for v in values)
+            if all(is_rank_condition(index, v, lenient, depth + 1) for v in values):
+                return True
+            # ``rank = dist.get_rank()`` ... ``if rank:`` (truthy: every rank but 0)
+            return lenient and is_rank_value(index, test)
         if names.is_rank_predicate_name(last):  # a parameter or a global named like the predicate
             return True
         if isinstance(test, cst.Attribute) and _rank_property(index, test, depth):

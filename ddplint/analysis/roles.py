@@ -800,7 +800,10 @@ def zero_side(index: SemanticIndex, test: cst.BaseExpression, depth: int = 0) ->
         values = index.reaching_values(test) if isinstance(test, cst.Name) else None
         if values:
             sides = {zero_side(index, v, depth + 1) for v in values if not _is_bool(v)}
-            return True if sides == {True} else False if sides == {False} else None
+            if sides == {True} or sides == {False}:
+                return sides == {True}
+        if ranks.is_rank_value(index, test):
+            return False  # ``if self.rank:`` (truthy): every rank but 0; its else runs on rank 0
     return None
 
 
@@ -831,7 +834,9 @@ def _single_process_calls(project, key, seen: set, depth: int) -> bool:
         return False
     seen.add(key)
     for caller_path, call in calls:
-        if caller_path == key[0] or project.module_in_ddp_context(caller_path):
+        # A call from the function's own (DDP) module counts against; deeper, the
+        # module was already found outside the DDP context (``run()`` in its main block).
+        if (depth == 0 and caller_path == key[0]) or project.module_in_ddp_context(caller_path):
             return False
         if call.args.get("0") == SPAWN_INDEX:
             return False  # ``mp.spawn(loader.worker, ...)``: it runs in every worker process

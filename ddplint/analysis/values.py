@@ -183,10 +183,12 @@ def _element_sources(index: SemanticIndex, value: cst.BaseExpression, position: 
         if len(value.elements) != size or any(isinstance(e, cst.StarredElement) for e in value.elements):
             return frozenset({UNKNOWN})
         return rank_sources(index, value.elements[position].value, depth + 1)
+    if isinstance(value, cst.Call) and not isinstance(value.func, cst.Name):
+        return _project_returned_rank(index, value, str(position))
     if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
         functions = index.functions_named(value.func.value)
         if len(functions) != 1 or index.qualified_name(value.func) is not None:
-            return frozenset({UNKNOWN})
+            return _project_returned_rank(index, value, str(position))
         function = functions[0]
         returns = [e for e in index.exits if isinstance(e, cst.Return) and index.enclosing_scope(e) is function]
         if not returns or any(r.value is None for r in returns):
@@ -196,6 +198,22 @@ def _element_sources(index: SemanticIndex, value: cst.BaseExpression, position: 
             sources |= _element_sources(index, ret.value, position, size, depth + 1)
         return frozenset(sources)
     return frozenset({UNKNOWN})
+
+
+def _project_returned_rank(index: SemanticIndex, call: cst.Call, item: str) -> frozenset[str]:
+    """``rank, world, device = setup_distributed()`` with the helper in another
+    module of the project: the rank its returns hand back at ``item``
+    (FunctionFacts.returns_ranks); UNKNOWN when it is no project function or
+    the returns do not agree."""
+    from ddplint.analysis.models import project_of
+    from ddplint.screen.facts import GLOBAL_RANK, LOCAL_RANK
+
+    callee = dotted_name(call.func)
+    if callee is None:
+        return frozenset({UNKNOWN})
+    function = project_of(index).callee_facts(index.path, callee, index.imports)
+    tag = function.returns_ranks.get(item) if function is not None else None
+    return frozenset({GLOBAL if tag == GLOBAL_RANK else LOCAL if tag == LOCAL_RANK else UNKNOWN})
 
 
 _NODE_WORDS = ("node_rank", "noderank", "nr", "node_id", "node_idx", "machine_rank", "node")

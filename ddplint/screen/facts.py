@@ -93,7 +93,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "36"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "37"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -163,6 +163,10 @@ class FunctionFacts:
     runs_backward: bool = False
     keeps: set[str] = field(default_factory=set)
     returns_wrapped: dict[str, str] = field(default_factory=dict)
+    # What the returns hand back as a rank ("" for the value, "0", "1", ... for a tuple's
+    # items) -> GLOBAL_RANK / LOCAL_RANK, when every return gives that rank or an integer
+    # constant there (``return 0, 1, dev`` ... ``return int(os.environ["RANK"]), world, dev``).
+    returns_ranks: dict[str, str] = field(default_factory=dict)
     # Tuple items ("0", "1", ...) every return hands back without autograd history
     # (``return loss, torch.cat(parts).detach()``): unpacking them gives no graph (DDP001).
     returns_detached: set[str] = field(default_factory=set)
@@ -464,6 +468,13 @@ def _names_local_rank_variable(tree: ast.AST) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare) and all(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
             not_reads.add(id(node.left))
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            # ``int(os.environ["LOCAL_RANK"]) == 0`` (a main-process test, as in a
+            # ``print0`` helper): compared with an integer, the value picks no device.
+            sides = (node.left, node.comparators[0])
+            for side, other in (sides, sides[::-1]):
+                if isinstance(other, ast.Constant) and type(other.value) is int:
+                    not_reads.update(_environ_key_constants(side))
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
             not_reads.add(id(node.slice))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
@@ -473,6 +484,19 @@ def _names_local_rank_variable(tree: ast.AST) -> bool:
         return False
     return any(isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in not_reads
                and names.LOCAL_RANK_VARIABLE.search(node.value) is not None for node in ast.walk(tree))
+
+
+def _environ_key_constants(expr: ast.AST) -> set[int]:
+    """The key constants of ``os.environ[K]`` / ``os.environ.get(K, ...)`` /
+    ``os.getenv(K, ...)`` at ``expr``, also under ``int(...)``."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "int" and expr.args:
+        expr = expr.args[0]
+    key = None
+    if isinstance(expr, ast.Subscript) and _dotted(expr.value) == "os.environ":
+        key = expr.slice
+    elif isinstance(expr, ast.Call) and _dotted(expr.func) in _ENVIRON_GETTERS and expr.args:
+        key = expr.args[0]
+    return {id(key)} if isinstance(key, ast.Constant) else set()
 
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
@@ -981,6 +1005,31 @@ class _Extractor:
                 if kind:
                     facts.returns_wrapped.setdefault("" if position is None else str(position), kind)
         facts.returns_detached = self.detached_positions(self.returns[-1])
+        facts.returns_ranks = self.returned_ranks(self.returns[-1])
+
+    def returned_ranks(self, returns: list[ast.AST]) -> dict[str, str]:
+        """FunctionFacts.returns_ranks: per position, the one rank kind every
+        return gives (integer constants allowed: a single-process fallback)."""
+        if not returns:
+            return {}
+        if all(isinstance(r, ast.Tuple) for r in returns):
+            sizes = {len(r.elts) for r in returns}
+            if len(sizes) != 1:
+                return {}
+            columns = {str(i): [r.elts[i] for r in returns] for i in range(sizes.pop())}
+        elif not any(isinstance(r, ast.Tuple) for r in returns):
+            columns = {"": list(returns)}
+        else:
+            return {}
+        found = {}
+        for position, values in columns.items():
+            tags: set[str] = set()
+            for value in values:
+                tags |= self.value_tags(value)
+            ranks = tags & {GLOBAL_RANK, LOCAL_RANK}
+            if len(ranks) == 1 and tags <= ranks | {LITERAL}:
+                found[position] = ranks.pop()
+        return found
 
     def detached_positions(self, returns: list[ast.AST]) -> set[str]:
         """Positions of the returned tuples that hold no autograd history in every return."""
@@ -1235,7 +1284,10 @@ class _Extractor:
                             function.device_params.add(value.id)
         if self.mentions_local_rank and method in (
                 "set_device", "cuda", "to", "device", "DistributedDataParallel", "DDP") and \
-                any("local_rank" in _text_of(a) for a in [*node.args, *[k.value for k in node.keywords]]):
+                any("local_rank" in _text_of(a) or (isinstance(a, (ast.Name, ast.Attribute)) and any(
+                    "local_rank" in _text_of(v) for v in self.assigned[-1].get(_dotted(a) or "", ())))
+                    for a in [*node.args, *[k.value for k in node.keywords]]):
+            # ... also through a name bound from it: ``gpu = self.cfg.local_rank; set_device(gpu)``
             facts.local_rank_attr_as_device = True
         if function is not None:
             if isinstance(node.func, ast.Name) and node.func.id in function.params:
