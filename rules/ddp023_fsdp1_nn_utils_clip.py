@@ -5,6 +5,11 @@ attribute (`net = self.net`, `net, opt = self.net, self.opt`), a parameter
 that the project passes an FSDP model to, or an attribute of a container object
 (`models.generator`) that this module builds with an FSDP model as that keyword
 (`return Models(generator=fsdp_model)`, `SimpleNamespace(model=fsdp_model)`).
+The parameters may be filtered (`[p for p in model.parameters() if p.requires_grad]`,
+inline or through a name bound only to that list: no fix is offered then).
+A `model.clip_grad_norm_(...)` elsewhere in the function excuses the free function
+only when the two sit in opposite arms of one `if` (the non-FSDP path); a remainder
+step after the loop that uses the free function is still flagged.
 Not flagged: a base-class method on `self.model` when every subclass that wraps
 `self.model` in FSDP overrides that method; `fsdp_model.clip_grad_norm_(...)`; FSDP2 (`fully_shard`) / DTensor
 parameters; the arm where `isinstance(model, FSDP)` is false.
