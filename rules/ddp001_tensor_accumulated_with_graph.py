@@ -50,8 +50,9 @@ loss (a criterion's output, a `.mean()`/`.sum()`, a name like `loss`), else
 accumulator into a Python number (and waits for the GPU), and code that later
 calls tensor methods on it or back-propagates through it changes behaviour.
 
-Not flagged: `.item()`, `.detach()`, `float(...)`, `.tolist()`, `torch.tensor(x)`
-(`.cpu()` and `.to("cpu")` keep the graph); code under `torch.no_grad()`,
+Not flagged: `.item()`, `.detach()`, `float(...)`, `.tolist()`, `torch.tensor(x)`,
+a tensor detached in place (`loss.detach_()` as a statement on the straight-line path before the
+use, with no rebinding in between) (`.cpu()` and `.to("cpu")` keep the graph); code under `torch.no_grad()`,
 `torch.inference_mode()`, `torch.set_grad_enabled(False)` or in functions
 decorated with them (also functions every caller of which runs them under
 such a region, a few callers up and across the project's modules), and values bound in such a region and read after it; an
@@ -1294,6 +1295,77 @@ class PPO:
             a_loss, c_loss = self.update(mb)
             actor_losses.append(a_loss.item())
         return actor_losses
+"""),
+    ]
+
+    valid += [
+        # Detached in place on the line before the accumulation (two spellings).
+        Valid(TRAIN + """\
+def train(model, loader, optimizer):
+    total = 0.0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        loss.detach_()
+        total += loss
+"""),
+        Valid(TRAIN + """\
+def fit(model, batches, opt):
+    history = []
+    for batch in batches:
+        out = model(batch).mean()
+        out.backward()
+        opt.step()
+        out.detach_(); print(out)
+        if out > 0:
+            history.append(out)
+"""),
+    ]
+    invalid += [
+        # Detached only on one branch, or rebound after the in-place detach: history kept.
+        Invalid(TRAIN + """\
+def train(model, loader, optimizer, cfg):
+    total = 0.0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        if cfg.log:
+            loss.detach_()
+        total += loss
+""", line=12, column=9, severity="warning", fixed=TRAIN + """\
+def train(model, loader, optimizer, cfg):
+    total = 0.0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        if cfg.log:
+            loss.detach_()
+        total += loss.item()
+"""),
+        Invalid(TRAIN + """\
+def run(model, loader, opt):
+    seen = []
+    for x in loader:
+        out = model(x).sum()
+        out.detach_()
+        out = model(x).sum()
+        out.backward()
+        opt.step()
+        seen.append(out)
+""", line=12, column=9, severity="warning", fixed=TRAIN + """\
+def run(model, loader, opt):
+    seen = []
+    for x in loader:
+        out = model(x).sum()
+        out.detach_()
+        out = model(x).sum()
+        out.backward()
+        opt.step()
+        seen.append(out.item())
 """),
     ]
 

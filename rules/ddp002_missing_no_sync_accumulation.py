@@ -1143,6 +1143,13 @@ for it, batch in enumerate(loader):
 """, line=12, column=9),
     ]
 
+    invalid += [
+        # The trainer stores the wrapped model it is given after a device move
+        # (``self.model = model.to(device=...)`` / ``.cuda()``): still the DDP model.
+        Invalid('import torch\nimport torch.nn as nn\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n\nclass Trainer:\n    def __init__(self, model, optimizer, loader, k):\n        self.model = model.to(device=0)\n        self.optimizer = optimizer\n        self.loader = loader\n        self.k = k\n\n    def _run_step(self, x, y):\n        return nn.functional.cross_entropy(self.model(x), y)\n\n    def train(self):\n        for i, (x, y) in enumerate(self.loader, start=1):\n            loss = self._run_step(x, y)\n            (loss / self.k).backward()\n            if i % self.k == 0:\n                self.optimizer.step()\n                self.optimizer.zero_grad()\n\ndef main(net, opt, loader):\n    model = DDP(net, device_ids=[0])\n    trainer = Trainer(model, opt, loader=loader, k=4)\n    trainer.train()\n', line=18, column=13),
+        Invalid('import torch\nimport torch.nn as nn\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n\nclass Trainer:\n    def __init__(self, model, optimizer, loader, k):\n        self.model = model.cuda()\n        self.optimizer = optimizer\n        self.loader = loader\n        self.k = k\n\n    def _run_step(self, x, y):\n        return nn.functional.cross_entropy(self.model(x), y)\n\n    def train(self):\n        for i, (x, y) in enumerate(self.loader, start=1):\n            loss = self._run_step(x, y)\n            (loss / self.k).backward()\n            if i % self.k == 0:\n                self.optimizer.step()\n                self.optimizer.zero_grad()\n\ndef main(net, opt, loader):\n    model = DDP(net, device_ids=[0])\n    trainer = Trainer(model=model, optimizer=opt, loader=loader, k=4)\n    trainer.train()\n', line=18, column=13),
+    ]
+
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
         return "backward" in sketch.calls or (sketch.loops > 0 and (sketch.modulo or any(

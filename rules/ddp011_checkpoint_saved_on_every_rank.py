@@ -13,6 +13,9 @@ checkpoint, not `save_on_master`-like) and given the `state_dict()` of a DDP
 model with no per-rank argument (`write_ckpt({"net": model.state_dict()}, out)`).
 When the
 file name is a literal the message names it ("every rank writes 'last.pt'").
+A worker that no call runs directly but that is handed by name to a function of its
+module which spawns that parameter (`run_demo(train, world_size)` with
+`mp.spawn(demo_fn, ...)` or `Process(target=fn)` in `run_demo`) runs on every rank.
 A module that wraps its model through a project module's re-export
 (`ext_dist.DDP(net)`), or builds a `DistributedSampler`, is DDP code even
 without importing torch.distributed.
@@ -68,7 +71,7 @@ from ddplint.analysis.flow import callers, calls_in_function, helper_functions, 
 from ddplint.analysis.models import (checkpoint_file_name, function_key, project_callee, project_of,
                                      wrapped_kind, wraps_through_a_project_module)
 from ddplint.analysis.ranks import enclosing_function, runs_on_rank_subset
-from ddplint.analysis.roles import is_worker_code
+from ddplint.analysis.roles import is_worker_code, spawned_through_a_parameter
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.screen.facts import SPAWN_INDEX
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
@@ -390,6 +393,36 @@ class CheckpointSavedOnEveryRank(Rule):
                        "if __name__ == \"__main__\":\n    train(parse(), build(), load())\n", line=10, column=13),
     ]
 
+    invalid += [
+        # The worker handed to a launcher helper that spawns its parameter (the tutorial's
+        # run_demo(demo_fn, world_size)): every process runs it and saves.
+        Invalid(DIST + "import torch.multiprocessing as mp\ndef train(rank, world_size):\n"
+                       "    dist.init_process_group('nccl', rank=rank, world_size=world_size)\n"
+                       "    model = build().to(rank)\n    fit(model)\n"
+                       "    torch.save(model.state_dict(), 'final.pt')\n"
+                       "def run_demo(demo_fn, world_size):\n"
+                       "    mp.spawn(demo_fn, args=(world_size,), nprocs=world_size, join=True)\n"
+                       "if __name__ == '__main__':\n    run_demo(train, 4)\n", line=8, column=5),
+        Invalid(DIST + "import torch.multiprocessing as mp\ndef worker(rank, world):\n"
+                       "    dist.init_process_group('gloo', rank=rank, world_size=world)\n"
+                       "    net = build()\n    torch.save({'net': net.state_dict()}, 'net.pt')\n"
+                       "def launch(world, target=None):\n"
+                       "    procs = [mp.Process(target=target, args=(r, world)) for r in range(world)]\n"
+                       "    for p in procs:\n        p.start()\n"
+                       "launch(2, target=worker)\n", line=7, column=5),
+    ]
+    valid += [
+        # Spawned through the helper, but the save is rank-guarded; a helper that only calls its
+        # parameter in this process does not make it a worker.
+        Valid(DIST + "import torch.multiprocessing as mp\ndef train(rank, world_size):\n"
+                     "    dist.init_process_group('nccl', rank=rank, world_size=world_size)\n"
+                     "    if rank == 0:\n        torch.save(model.state_dict(), 'final.pt')\n"
+                     "def run_demo(demo_fn, world_size):\n    mp.spawn(demo_fn, args=(world_size,), nprocs=world_size)\n"
+                     "run_demo(train, 4)\n"),
+        Valid(DIST + "def export(rank):\n    torch.save(model.state_dict(), 'final.pt')\n"
+                     "def timed(fn):\n    return fn(0)\ntimed(export)\n"),
+    ]
+
     def screen(self, sketch):
         """The screen: torch.save (or a call of a project save helper), in DDP context (here,
         project-wide, or through a project module's re-export of DDP): True, False, or the
@@ -568,7 +601,8 @@ def _runs_on_every_rank(index: SemanticIndex, site) -> bool:
         return False
     project = project_of(index)
     verdict = project.callers_guarded(index.path, function_key(index, function))
-    if verdict is None and _spawn_target(project, index.path, function_key(index, function)):
+    if verdict is None and (_spawn_target(project, index.path, function_key(index, function))
+                            or spawned_through_a_parameter(index, function)):
         return True  # ``mp.spawn(run_training, ...)``: every process runs it, whoever calls the spawner
     return verdict is False
 

@@ -41,7 +41,9 @@ such as `meta.pt`, files of the dataset folder (`'DATA/{}/node_features.pt'`,
 unless the name says checkpoint / model / weights / best / last), a sampler's state, files saved by a
 CPU-only Fabric/Trainer); processes that see one GPU
 (`os.environ["CUDA_VISIBLE_DEVICES"] = str(local_rank)` here, or in every script that imports this module):
-a tensor saved from `cuda:0` comes back to the process's own GPU;
+a tensor saved from `cuda:0` comes back to the process's own GPU (a mask the launcher parent sets
+once before spawning, outside a loop that starts one process per mask, is the run's GPU list: every
+worker sees them all, so it does not count);
 per-rank files (a name built from this process's rank: `f"model_rank{rank}.bin"`,
 each rank reads the shard it wrote); in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
 or bytes another machine serialised); a file saved and loaded under the same rank
@@ -346,6 +348,18 @@ class LoadWithoutMapLocation(Rule):
                        "bank = torch.load('bank.pt')\n", line=6, column=8,
                 fixed=DIST + "model.cuda()\nbank = torch.zeros(4096, 128, device='cuda')\n"
                        "torch.save(bank, 'bank.pt')\nbank = torch.load('bank.pt', map_location='cpu')\n"),
+    ]
+
+    invalid += [
+        # The parent masks the run's GPUs once before spawning: every worker sees them all.
+        Invalid(DIST + "import os\nimport torch.multiprocessing as mp\ndef worker(gpu, args):\n    dist.init_process_group('nccl', rank=gpu, world_size=args.world)\n    torch.cuda.set_device(gpu)\n    net = build().cuda(gpu)\n    state = torch.load(args.weight)\n    net.load_state_dict(state)\ndef main(args):\n    os.environ['CUDA_VISIBLE_DEVICES'] = str(args.gpus)[1:-1]\n    mp.spawn(worker, nprocs=args.world, args=(args,))\n", line=9, column=13,
+                fixed=DIST + "import os\nimport torch.multiprocessing as mp\ndef worker(gpu, args):\n    dist.init_process_group('nccl', rank=gpu, world_size=args.world)\n    torch.cuda.set_device(gpu)\n    net = build().cuda(gpu)\n    state = torch.load(args.weight, map_location='cpu')\n    net.load_state_dict(state)\ndef main(args):\n    os.environ['CUDA_VISIBLE_DEVICES'] = str(args.gpus)[1:-1]\n    mp.spawn(worker, nprocs=args.world, args=(args,))\n"),
+        Invalid(DIST + "import os\nimport torch.multiprocessing as mp\ndef worker(gpu, args):\n    dist.init_process_group('nccl', rank=gpu, world_size=args.world)\n    torch.cuda.set_device(gpu)\n    net = build().cuda(gpu)\n    state = torch.load(args.weight)\n    net.load_state_dict(state)\ndef main(args):\n    os.environ['CUDA_VISIBLE_DEVICES'] = pick_free_gpus(args.world)\n    mp.spawn(worker, nprocs=args.world, args=(args,))\n", line=9, column=13,
+                fixed=DIST + "import os\nimport torch.multiprocessing as mp\ndef worker(gpu, args):\n    dist.init_process_group('nccl', rank=gpu, world_size=args.world)\n    torch.cuda.set_device(gpu)\n    net = build().cuda(gpu)\n    state = torch.load(args.weight, map_location='cpu')\n    net.load_state_dict(state)\ndef main(args):\n    os.environ['CUDA_VISIBLE_DEVICES'] = pick_free_gpus(args.world)\n    mp.spawn(worker, nprocs=args.world, args=(args,))\n"),
+    ]
+    valid += [
+        # The parent sets one GPU per process it starts: each worker's cuda:0 is its own.
+        Valid(DIST + "import os\nimport torch.multiprocessing as mp\ndef worker(gpu, args):\n    dist.init_process_group('nccl', rank=gpu, world_size=args.world)\n    torch.cuda.set_device(gpu)\n    net = build().cuda(gpu)\n    state = torch.load(args.weight)\n    net.load_state_dict(state)\ndef main(args):\n    for rank in range(args.world):\n        os.environ['CUDA_VISIBLE_DEVICES'] = str(rank)\n        mp.Process(target=worker, args=(0, args)).start()\n    mp.spawn(worker, nprocs=args.world, args=(args,))\n"),
     ]
 
     def screen(self, sketch):

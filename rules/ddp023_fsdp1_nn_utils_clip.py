@@ -5,6 +5,11 @@ attribute (`net = self.net`, `net, opt = self.net, self.opt`), a parameter
 that the project passes an FSDP model to, or an attribute of a container object
 (`models.generator`) that this module builds with an FSDP model as that keyword
 (`return Models(generator=fsdp_model)`, `SimpleNamespace(model=fsdp_model)`).
+The parameters may be filtered (`[p for p in model.parameters() if p.requires_grad]`,
+inline or through a name bound only to that list: no fix is offered then).
+A `model.clip_grad_norm_(...)` elsewhere in the function excuses the free function
+only when the two sit in opposite arms of one `if` (the non-FSDP path); a remainder
+step after the loop that uses the free function is still flagged.
 Not flagged: a base-class method on `self.model` when every subclass that wraps
 `self.model` in FSDP overrides that method; `fsdp_model.clip_grad_norm_(...)`; FSDP2 (`fully_shard`) / DTensor
 parameters; the arm where `isinstance(model, FSDP)` is false.
@@ -38,6 +43,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
+from ddplint.analysis.flow import exclusive
 from ddplint.analysis.models import overridden_where_wrapped, wrapped_kind
 from ddplint.fixes import UNSAFE, NodeFix, delete_until, node_fix, replace
 from ddplint.rule import Invalid, Report, Rule, Valid
@@ -178,6 +184,44 @@ class Fsdp1NnUtilsClip(Rule):
                                 "        state.model.clip_grad_norm_(1.0)\n"),
     ]
 
+    invalid += [
+        # A filtered list of the FSDP1 model's parameters, inline or through a name (no fix:
+        # the method clips every parameter).
+        Invalid(IMPORTS + "model = FSDP(net, use_orig_params=True)\n"
+                          "torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)\n",
+                line=4, column=1),
+        Invalid(IMPORTS + "import torch.nn as nn\ndef fit(net, loader, limit):\n    model = FSDP(net)\n"
+                          "    for batch in loader:\n        model(batch).sum().backward()\n"
+                          "        trainable = [q for q in model.parameters() if q.requires_grad]\n"
+                          "        nn.utils.clip_grad_norm_(trainable, limit)\n",
+                line=9, column=9),
+        # The FSDP method on the main path and the free function on a remainder step after the
+        # loop (not an if/else of a switch): the free function still clips an FSDP1 model.
+        Invalid("from torch.nn.utils import clip_grad_norm_\n"
+                "def train(model, loader, opt, k):\n    for i, batch in enumerate(loader):\n"
+                "        model(batch).sum().backward()\n        if (i + 1) % k == 0:\n"
+                "            model.clip_grad_norm_(max_norm=1.0)\n            opt.step()\n"
+                "    clip_grad_norm_(model.parameters(), 1.0)\n    opt.step()\n"
+                "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                "train(FSDP(net), loader, opt, 4)\n",
+                line=8, column=5,
+                fixed="from torch.nn.utils import clip_grad_norm_\n"
+                      "def train(model, loader, opt, k):\n    for i, batch in enumerate(loader):\n"
+                      "        model(batch).sum().backward()\n        if (i + 1) % k == 0:\n"
+                      "            model.clip_grad_norm_(max_norm=1.0)\n            opt.step()\n"
+                      "    model.clip_grad_norm_(1.0)\n    opt.step()\n"
+                      "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                      "train(FSDP(net), loader, opt, 4)\n"),
+    ]
+    valid += [
+        # A list of another model's parameters, or a name rebound on some path.
+        Valid(IMPORTS + "model = FSDP(net)\n"
+                        "torch.nn.utils.clip_grad_norm_([p for p in head.parameters() if p.requires_grad], 1.0)\n"),
+        Valid(IMPORTS + "model = FSDP(net)\nparams = [p for p in model.parameters()]\n"
+                        "if cfg.head_only:\n    params = list(head.parameters())\n"
+                        "torch.nn.utils.clip_grad_norm_(params, 1.0)\n"),
+    ]
+
     def screen(self, sketch):
         """The screen (necessary for check() to report): True, False, or the project facts that must hold."""
         return sketch.may_call("torch.nn.utils.clip_grad_norm_")
@@ -185,10 +229,13 @@ class Fsdp1NnUtilsClip(Rule):
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for site in index.calls_to(CLIP):
             params = site.argument("parameters", 0)
-            model = _parameters_receiver(params.value) if params is not None else None
+            model = _parameters_receiver(params.value, index) if params is not None else None
             if model is not None and wrapped_kind(index, model, site.order) == "fsdp" \
                     and not _fsdp_path_elsewhere(index, site, model) and not _overridden(index, site, model):
-                yield self.report(site.node, fix=_fix(site.node, params, model))
+                # A filtered list (``[p for p in m.parameters() if ...]``) or a name bound to one:
+                # the method clips every parameter, so no fix is offered.
+                direct = isinstance(params.value, cst.Call) and _parameters_receiver(params.value) is not None
+                yield self.report(site.node, fix=_fix(site.node, params, model) if direct else None)
 
 
 FSDP_CLIP_PARAMETERS = ("max_norm", "norm_type")
@@ -211,6 +258,7 @@ def _fsdp_path_elsewhere(index: SemanticIndex, site, model: cst.BaseExpression) 
     the free function is the non-FSDP path (the model is wrapped only sometimes)."""
     name = dotted_name(model)
     return any(other.scope is site.scope and dotted_name(other.receiver) == name
+               and exclusive(index, other.node, site.node)
                for other in index.method_calls("clip_grad_norm_") if other.receiver is not None)
 
 
@@ -222,11 +270,22 @@ def _overridden(index: SemanticIndex, site, model: cst.BaseExpression) -> bool:
         and overridden_where_wrapped(index, site.node, name.split(".")[1])
 
 
-def _parameters_receiver(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-    """``m`` in ``m.parameters()`` or ``list(m.parameters())``."""
+def _parameters_receiver(expr: cst.BaseExpression, index: Optional[SemanticIndex] = None,
+                         _hops: int = 0) -> Optional[cst.BaseExpression]:
+    """``m`` in ``m.parameters()``, ``list(m.parameters())``, ``[p for p in m.parameters() if
+    p.requires_grad]`` (also a generator), or a local name bound only to one of those
+    (``params = [p for p in m.parameters() if p.requires_grad]``)."""
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value in ("list", "tuple") \
             and expr.args:
         expr = expr.args[0].value
+    if isinstance(expr, (cst.ListComp, cst.GeneratorExp)) and isinstance(expr.elt, cst.Name) \
+            and isinstance(expr.for_in.target, cst.Name) and expr.for_in.target.value == expr.elt.value \
+            and expr.for_in.inner_for_in is None:
+        expr = expr.for_in.iter
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "parameters":
         return expr.func.value
+    if index is not None and isinstance(expr, cst.Name) and _hops < 2:
+        values = index.reaching_values(expr)
+        if values and len(values) == 1:
+            return _parameters_receiver(values[0], index, _hops + 1)
     return None

@@ -753,6 +753,8 @@ def _carries_graph(index: SemanticIndex, expr: cst.BaseExpression, at_order: int
         if isinstance(expr, cst.Attribute) and expr.attr.value in DETACHED_ATTRIBUTES:
             return False
         name = dotted_name(expr)
+        if name is not None and "." not in name and detached_in_place(index, name, expr):
+            return False  # ``loss.detach_()`` just before: the tensor lost its history in place
         if name is not None and "." not in name:
             reaching = index.reaching(name, expr)
             if any(binding_carries_graph(index, binding, depth) for binding in reaching):
@@ -781,6 +783,41 @@ def _carries_graph(index: SemanticIndex, expr: cst.BaseExpression, at_order: int
         return part(expr.elt)
     if isinstance(expr, cst.Call):
         return _call_carries_graph(index, expr, at_order, depth)
+    return False
+
+
+def detached_in_place(index: SemanticIndex, name: str, use: cst.CSTNode) -> bool:
+    """Is ``name`` detached in place (``name.detach_()`` as a statement) on the straight-line path before ``use``: an earlier statement of the same block, or
+    of a block around it, with no binding of ``name`` in between, not crossing a loop or function
+    boundary? Then the tensor has no history at ``use`` (``loss.detach_()``; ``total += loss``)."""
+    bindings = index.bindings.get((id(index.enclosing_scope(use)), name), [])
+    child = use
+    for ancestor in index.ancestors(use):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.For, cst.While,
+                                 cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+            return False
+        if isinstance(ancestor, (cst.IndentedBlock, cst.Module, cst.SimpleStatementLine)):
+            body = list(ancestor.body)
+            position = next((i for i, stmt in enumerate(body) if stmt is child), None)
+            for sibling in reversed(body[:position] if position is not None else []):
+                if _detaches_in_place(sibling, name):
+                    return True
+                if any(is_inside(index, binding.node, sibling) for binding in bindings):
+                    return False
+        child = ancestor
+    return False
+
+
+def _detaches_in_place(statement: cst.CSTNode, name: str) -> bool:
+    small = statement.body if isinstance(statement, cst.SimpleStatementLine) else [statement]
+    for part in small:
+        call = part.value if isinstance(part, cst.Expr) else None
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                and isinstance(call.func.value, cst.Name) and call.func.value.value == name):
+            continue
+        method = call.func.attr.value
+        if method == "detach_" and not call.args:
+            return True
     return False
 
 

@@ -844,3 +844,59 @@ def _single_process_calls(project, key, seen: set, depth: int) -> bool:
                                                      seen, depth + 1):
             return False
     return True
+
+
+def spawned_through_a_parameter(index: SemanticIndex, function: cst.FunctionDef) -> bool:
+    """Is ``function`` handed by name to a function of this module whose parameter is the
+    target of a spawn there (``def run(fn, world_size): mp.spawn(fn, nprocs=world_size)`` ...
+    ``run(train, world_size)``; ``Process(target=fn)``)? Then every worker process runs it.
+    One hop, this module only; memoised per index."""
+    memo = index.cache.setdefault("spawned_through_a_parameter", {})
+    if id(function) not in memo:
+        memo[id(function)] = (function, _spawned_through_a_parameter(index, function))
+    return memo[id(function)][1]
+
+
+def _spawned_through_a_parameter(index: SemanticIndex, function: cst.FunctionDef) -> bool:
+    spawners = _parameter_spawners(index)
+    name = function.name.value
+    if index.enclosing_scope(function) is not index.module:
+        return False
+    for site in index.calls:
+        spawner = spawners.get(dotted_name(site.node.func) or "")
+        if spawner is None:
+            continue
+        params, spawned = spawner
+        for position, arg in enumerate(site.node.args):
+            if not (isinstance(arg.value, cst.Name) and arg.value.value == name) or arg.star:
+                continue
+            param = arg.keyword.value if arg.keyword is not None else (
+                params[position] if position < len(params) else None)
+            if param in spawned and index.reaching(name, arg.value) \
+                    and all(b.kind == "def" and (b.node is function or b.node is function.name)
+                            for b in index.reaching(name, arg.value)):
+                return True
+    return False
+
+
+def _parameter_spawners(index: SemanticIndex) -> dict[str, tuple[list[str], set[str]]]:
+    """Module-level functions that spawn one of their parameters: name -> (positional
+    parameter names, the spawned parameters)."""
+    cached = index.cache.get("parameter_spawners")
+    if cached is not None:
+        return cached
+    found: dict[str, tuple[list[str], set[str]]] = {}
+    for site in index.calls:
+        if not is_spawn_call(index, site):
+            continue
+        target = site.argument("fn", 0) if site.method in ("spawn", "start_processes") else site.keyword("target")
+        owner = index.enclosing_scope(site.node)
+        if target is None or not isinstance(target.value, cst.Name) or not isinstance(owner, cst.FunctionDef) \
+                or index.enclosing_scope(owner) is not index.module:
+            continue
+        params = [p.name.value for p in owner.params.params]
+        if target.value.value in params + [p.name.value for p in owner.params.kwonly_params]:
+            entry = found.setdefault(owner.name.value, (params, set()))
+            entry[1].add(target.value.value)
+    index.cache["parameter_spawners"] = found
+    return found

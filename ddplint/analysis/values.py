@@ -672,6 +672,15 @@ def _names_in(expr: cst.CSTNode) -> list[cst.CSTNode]:
     return found
 
 
+def _masked_once_by_the_parent(index: SemanticIndex, target: cst.CSTNode) -> bool:
+    """A mask set in launcher-parent code (before ``mp.spawn``, in a function only the
+    launcher calls), outside any loop: every worker inherits the same mask (the run's GPU
+    list), not one GPU each. A loop that sets it and starts one process per pass masks each."""
+    from ddplint.analysis.roles import LAUNCHER, process_role
+
+    return process_role(index, target) == LAUNCHER and index.enclosing(target, cst.For, cst.While) is None
+
+
 def module_masks_visible_devices(index: SemanticIndex) -> bool:
     """Does the module give each process its own GPU through
     ``CUDA_VISIBLE_DEVICES`` set from a non-literal (``str(local_rank)``)? Then
@@ -681,7 +690,8 @@ def module_masks_visible_devices(index: SemanticIndex) -> bool:
         if index.qualified_name(target.value) != "os.environ":
             continue
         key = literal_str(target.slice[0].slice.value) if isinstance(target.slice[0].slice, cst.Index) else None
-        if key == "CUDA_VISIBLE_DEVICES" and literal_str(value) is None and not _joined_device_list(index, value):
+        if key == "CUDA_VISIBLE_DEVICES" and literal_str(value) is None and not _joined_device_list(index, value) \
+                and not _masked_once_by_the_parent(index, target):
             return True
     if index.project is None:
         return False  # a text on its own: nothing imports it

@@ -93,7 +93,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "37"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "39"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -2051,8 +2051,12 @@ def _text(expr: ast.AST) -> str:
         return ""
 
 
+# nn.Module methods that return the module itself (values.SELF_RETURNING_METHODS, the device/mode ones).
+_SELF_RETURNING = ("to", "cuda", "train", "half", "float", "bfloat16")
+
+
 def _attribute_params(node: ast.ClassDef, subtrees) -> dict[str, tuple[str, str]]:
-    """``self.NAME = PARAM`` in the class's methods, PARAM a parameter of the
+    """``self.NAME = PARAM`` (also ``PARAM.to(dev)`` / ``PARAM.cuda()``) in the class's methods, PARAM a parameter of the
     method: NAME -> (method, PARAM); a name stored from two places is left out."""
     found: dict[str, tuple[str, str]] = {}
     twice: set[str] = set()
@@ -2061,14 +2065,19 @@ def _attribute_params(node: ast.ClassDef, subtrees) -> dict[str, tuple[str, str]
             continue
         params = {a.arg for a in [*method.args.posonlyargs, *method.args.args, *method.args.kwonlyargs]}
         for child in subtrees.of_kind(method, ast.Assign):
-            if not (isinstance(child.value, ast.Name) and child.value.id in params):
+            value = child.value
+            # ``self.model = model.to(device=gpu_id)`` / ``.cuda()``: the module itself.
+            while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+                    and value.func.attr in _SELF_RETURNING:
+                value = value.func.value
+            if not (isinstance(value, ast.Name) and value.id in params):
                 continue
             for target in child.targets:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                         and target.value.id == "self":
-                    if target.attr in found and found[target.attr] != (method.name, child.value.id):
+                    if target.attr in found and found[target.attr] != (method.name, value.id):
                         twice.add(target.attr)
-                    found.setdefault(target.attr, (method.name, child.value.id))
+                    found.setdefault(target.attr, (method.name, value.id))
     return {name: where for name, where in found.items() if name not in twice}
 
 
