@@ -11,7 +11,9 @@ in the module is rank-guarded, and a helper imported from a module the project
 does not hold (its body is not visible) that is named like a save (save / ckpt /
 checkpoint, not `save_on_master`-like) and given the `state_dict()` of a DDP
 model with no per-rank argument (`write_ckpt({"net": model.state_dict()}, out)`).
-When the
+A save inside a loop of its own function (the epoch loop of
+`main(cfg, gpu, save_dir)`) is that function's save and is reported at the
+`torch.save`, whatever its parameters choose. When the
 file name is a literal the message names it ("every rank writes 'last.pt'").
 A worker that no call runs directly but that is handed by name to a function of its
 module which spawns that parameter (`run_demo(train, world_size)` with
@@ -24,6 +26,8 @@ Not flagged: rank-guarded saves (also by a property of the class that returns a
 rank test: `if self.saves_on_this_rank:`; by a flag that a set-up helper, in any
 module of the project, stores on an options object from a rank test:
 `opt.log = opt.rank % ngpus == 0` then `if opt.log:` or `if not opt.log: return`,
+a helper that saves only when given a model (`if model is not None:`, the
+parameter's default None) called without one (`lm_checkpoint(cfg)` to resume),
 also when the single-process arm stores `True`: `if cfg.distributed:
 self.is_main = rank == 0 else: self.is_main = True`; by a process index kept on
 the instance: `if self.gpu_index == 0:`); a library's own save (`xm.save`,
@@ -259,8 +263,107 @@ class CheckpointSavedOnEveryRank(Rule):
                      "        if cfg.ckpt_dir is not None and step % 100 == 0:\n"
                      "            torch.save(model.state_dict(), f\"{cfg.ckpt_dir}/step.pt\")\n"
                      "if __name__ == \"__main__\":\n    train(parse(), build(), load())\n"),
+        # A helper that saves only when given a model (``if model is not None:``) and loads
+        # otherwise: the resume call without a model writes nothing; the save is rank-guarded
+        # (a47 minimind's lm_checkpoint).
+        Valid("""\
+import torch
+import torch.distributed as dist
+
+
+def checkpoint(cfg, model=None, step=0, save_dir="ckpt"):
+    path = f"{save_dir}/{cfg.name}.pth"
+    if model is not None:
+        torch.save({"model": model.state_dict(), "step": step}, path)
+    else:
+        return torch.load(path, map_location="cpu")
+
+
+def train(cfg, model, loader):
+    state = checkpoint(cfg, save_dir="ckpt") if cfg.resume else None
+    for step, batch in enumerate(loader):
+        model(batch).sum().backward()
+        if step % 100 == 0 and dist.get_rank() == 0:
+            checkpoint(cfg, model=model, step=step)
+
+
+if __name__ == "__main__":
+    dist.init_process_group("nccl")
+    train(parse(), build(), load())
+"""),
     ]
     invalid = [
+        # The training function's own final save (its checkpoint holds its ``args``): reported at
+        # the save, not at ``main(parse())`` as a save helper's call (a45 CDAE).
+        Invalid("""\
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def main(args):
+    dist.init_process_group("nccl")
+    model = DDP(build(args).cuda())
+    for epoch in range(args.epochs):
+        train_one_epoch(model, args)
+    checkpoint = {"model": model.module.state_dict(), "args": args}
+    torch.save(checkpoint, f"{args.results_dir}/final.pt")
+
+
+if __name__ == "__main__":
+    main(parse())
+""", line=12, column=5),
+        # ... the same helper given the model on every rank (by keyword, or by position).
+        Invalid("""\
+import torch
+import torch.distributed as dist
+
+
+def checkpoint(cfg, model=None, step=0, save_dir="ckpt"):
+    path = f"{save_dir}/{cfg.name}.pth"
+    if model is not None:
+        torch.save({"model": model.state_dict(), "step": step}, path)
+    else:
+        return torch.load(path, map_location="cpu")
+
+
+def train(cfg, model, loader):
+    state = checkpoint(cfg, save_dir="ckpt") if cfg.resume else None
+    for step, batch in enumerate(loader):
+        model(batch).sum().backward()
+        if step % 100 == 0:
+            checkpoint(cfg, model=model, step=step)
+
+
+if __name__ == "__main__":
+    dist.init_process_group("nccl")
+    train(parse(), build(), load())
+""", line=18, column=13),
+        Invalid("""\
+import torch
+import torch.distributed as dist
+
+
+def checkpoint(cfg, model=None, step=0, save_dir="ckpt"):
+    path = f"{save_dir}/{cfg.name}.pth"
+    if model is not None:
+        torch.save({"model": model.state_dict(), "step": step}, path)
+    else:
+        return torch.load(path, map_location="cpu")
+
+
+def train(cfg, model, loader):
+    state = checkpoint(cfg, save_dir="ckpt") if cfg.resume else None
+    for step, batch in enumerate(loader):
+        model(batch).sum().backward()
+        if step % 100 == 0:
+            checkpoint(cfg, model, step)
+
+
+if __name__ == "__main__":
+    dist.init_process_group("nccl")
+    train(parse(), build(), load())
+""", line=18, column=13),
         # A save helper whose body is not visible (imported from outside the project), given
         # the state of the DDP model on every rank (REAL-CODE-SHAPES, DDP011).
         Invalid(DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
@@ -446,7 +549,8 @@ class CheckpointSavedOnEveryRank(Rule):
             if _per_rank_or_in_memory(index, target.value) or not _runs_on_every_rank(index, site):
                 continue
             function = enclosing_function(index, site.node)
-            if function is not None and not _in_a_loop_of(index, site.node, function) and (
+            if function is not None and not _in_a_loop_of(index, site.node, function) \
+                    and not _has_training_loop(function) and (
                     _saved_parameters(index, obj.value, function)
                     or _path_from_parameters(index, target.value, function)):
                 continue  # a save helper: its callers choose what or where; reported at their calls
@@ -471,6 +575,8 @@ class CheckpointSavedOnEveryRank(Rule):
                     yield self.report(site.node, f"save helper {dotted_name(site.node.func)}() called on every rank: "
                                                  "N processes write the same file")
                 continue
+            if not _call_makes_it_save(project, key, site.node):
+                continue  # ``lm_checkpoint(cfg, weight=w)``: saves only when given a model, loads here
             saved = _saved_arguments(index, project, key, callee, site)
             if not saved or any(_per_rank_or_in_memory(index, arg.value)
                                 for arg in _path_arguments(project, key, callee, site)):
@@ -600,11 +706,25 @@ def _runs_on_every_rank(index: SemanticIndex, site) -> bool:
     if _class_level_unknown(index, function):
         return False
     project = project_of(index)
+    key = project.function_key(index.path, function_key(index, function))
+    facts = project.function(key)
+    if facts is not None and facts.saves_need and not project.saving_callers_unguarded(key):
+        return False  # saves only when given ``model=``; every call that gives it is guarded
     verdict = project.callers_guarded(index.path, function_key(index, function))
     if verdict is None and (_spawn_target(project, index.path, function_key(index, function))
                             or spawned_through_a_parameter(index, function)):
         return True  # ``mp.spawn(run_training, ...)``: every process runs it, whoever calls the spawner
     return verdict is False
+
+
+def _call_makes_it_save(project, key, call: cst.Call) -> bool:
+    """Does this call of a save helper pass what its saves need (a helper that
+    saves under ``if model is not None:`` and loads otherwise)?"""
+    starred = any(arg.star for arg in call.args)
+    positional = None if starred else sum(1 for arg in call.args if arg.keyword is None)
+    keywords = [arg.keyword.value for arg in call.args if arg.keyword is not None]
+    instance = "." in key[1] and isinstance(call.func, cst.Attribute)
+    return project.saves_when_called(key, positional, keywords, instance)
 
 
 def _in_a_loop_of(index: SemanticIndex, node: cst.CSTNode, function: cst.FunctionDef) -> bool:
@@ -616,6 +736,46 @@ def _in_a_loop_of(index: SemanticIndex, node: cst.CSTNode, function: cst.Functio
             return False
         if isinstance(ancestor, (cst.For, cst.While)):
             return True
+    return False
+
+
+def _has_training_loop(function: cst.FunctionDef) -> bool:
+    """Does the function itself run a training loop (a loop over epochs, or one
+    that calls ``backward()`` / ``step()``)? Its saves are its own, not a save
+    helper's (as ``facts._has_training_loop``)."""
+    found = []
+
+    class _Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node):
+            return node is function
+
+        def visit_ClassDef(self, node):
+            return False
+
+        def visit_Lambda(self, node):
+            return False
+
+        def visit_For(self, node):
+            head = (cst.Module([]).code_for_node(node.target) + cst.Module([]).code_for_node(node.iter)).lower()
+            if "epoch" in head or _calls_backward_or_step(node):
+                found.append(node)
+
+        def visit_While(self, node):
+            if _calls_backward_or_step(node):
+                found.append(node)
+
+    function.visit(_Finder())
+    return bool(found)
+
+
+def _calls_backward_or_step(loop: cst.CSTNode) -> bool:
+    stack = [loop]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+                and node.func.attr.value in ("backward", "step"):
+            return True
+        stack.extend(node.children)
     return False
 
 

@@ -93,13 +93,41 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "39"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "41"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
 
 
 # ---------------------------------------------------------------------- summaries
+def _has_training_loop(function: ast.AST) -> bool:
+    """Does the function itself (not a nested one) run a training loop: a loop
+    over epochs, or one that calls ``backward()`` / ``step()``?"""
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            head = _text_of(node.target) + _text_of(node.iter) if not isinstance(node, ast.While) else ""
+            if "epoch" in head.lower() or any(
+                    isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
+                    for n in ast.walk(node)):
+                return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _none_default_params(args: ast.arguments) -> set[str]:
+    """The parameters whose default is ``None``."""
+    positional = [*args.posonlyargs, *args.args]
+    found = {a.arg for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults)
+             if isinstance(d, ast.Constant) and d.value is None}
+    found |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults)
+              if isinstance(d, ast.Constant) and d.value is None}
+    return found
+
+
 def _disables_grad(expr: ast.AST) -> bool:
     """``torch.no_grad()``, ``torch.inference_mode()`` (call or decorator),
     ``torch.set_grad_enabled(False)``."""
@@ -132,6 +160,10 @@ class CallFact:
     instance: bool = False
     # inside ``with torch.no_grad():`` / ``inference_mode()`` (or a function decorated with them)
     no_grad: bool = False
+    # what the call fills: the number of positional arguments and the keywords;
+    # None with ``*args`` / ``**kwargs`` (it may fill any parameter)
+    positional: Optional[int] = 0
+    keywords: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -177,6 +209,10 @@ class FunctionFacts:
     # object as above, or the file: ``torch.save(state, checkpoint_path)``).
     saves_unguarded: set[str] = field(default_factory=set)
     saves_state: bool = False  # an unguarded torch.save writes model state built here
+    # Params every unguarded save needs passed: each such save sits under ``if model is not None:``
+    # (or ``if model:``) of a parameter whose default is None (``lm_checkpoint(cfg, model=None)``
+    # saves when given a model and loads otherwise); empty when some save needs none.
+    saves_need: tuple[str, ...] = ()
     # Saves that would be unguarded but sit in the body of ``if obj.flag:`` (or
     # ``if obj.flag and ...:``): (the flags' attribute names, the params as in
     # ``saves_unguarded``, saves_state). The join counts them as unguarded unless
@@ -568,6 +604,11 @@ class _Extractor:
         self.opaque = 0
         self.no_grad = 0  # enclosing ``with torch.no_grad():`` blocks (and no-grad decorated functions)
         self.loops = 0  # enclosing ``for`` / ``while`` loops of the current function
+        self.trains = False  # the current function runs a training loop (``_has_training_loop``)
+        # Parameters (default None) that the enclosing ``if`` arms need passed: ``if model is not None:``
+        self.given: list[str] = []
+        self.none_defaults: set[str] = set()  # the current function's parameters whose default is None
+        self.unguarded_saves: list[set[str]] = []  # per unguarded save of the current function: its ``given``
         self.assigned: list[dict[str, list[ast.AST]]] = [{}]  # per scope: name -> values
         # per scope: name -> (call, item) for ``a, b = f(...)`` (item "0", "1", ...)
         self.unpacked: list[dict[str, list[tuple[ast.Call, str]]]] = [{}]
@@ -820,7 +861,11 @@ class _Extractor:
                 self.off_main += off_main
                 flagged = flags if truth else []
                 self.flag_guards.extend(flagged)
+                given = self.given_by(node.test, truth)
+                self.given.extend(given)
                 self.block(arm)
+                if given:
+                    del self.given[-len(given):]
                 if flagged:
                     del self.flag_guards[-len(flagged):]
                 if main:
@@ -1075,6 +1120,10 @@ class _Extractor:
         outer_no_grad, outer_loops = self.no_grad, self.loops
         self.no_grad = 1 if any(_disables_grad(d) for d in node.decorator_list) else 0
         self.loops = 0
+        outer_given = (self.given, self.none_defaults, self.unguarded_saves)
+        self.given, self.unguarded_saves = [], []
+        self.none_defaults = _none_default_params(args)
+        outer_trains, self.trains = self.trains, _has_training_loop(node)
         self.assigned.append({})
         self.unpacked.append({})
         self.returns.append([])
@@ -1096,6 +1145,10 @@ class _Extractor:
         self.function, self.guards, self.maybe_guards, self.opaque = outer, outer_guards, outer_maybe, outer_opaque
         self.main_guards, self.flag_guards = outer_main, outer_flags
         self.no_grad, self.loops = outer_no_grad, outer_loops
+        if self.unguarded_saves:
+            facts.saves_need = tuple(sorted(set.intersection(*self.unguarded_saves)))
+        self.given, self.none_defaults, self.unguarded_saves = outer_given
+        self.trains = outer_trains
         self.owner, self.self_class = outer_owner, outer_self
         self.facts.functions.setdefault(key, facts)
 
@@ -1229,9 +1282,9 @@ class _Extractor:
             target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"), None)
             if not self.main_guards and not self.maybe_guards and not function.rank_zero_only \
                     and not self.per_rank_path(target):
-                # A save in a loop of its function (the epoch loop of ``main(cfg, gpu, save_dir)``) is
-                # that function's own save, reported there; a save helper writes once per call.
-                unguarded = params | self.path_params(target) if not self.loops else set()
+                # A save in a loop of its function, or in a function that trains (the epoch loop of
+                # ``main(cfg, gpu, save_dir)``), is that function's own save, reported there.
+                unguarded = params | self.path_params(target) if not self.loops and not self.trains else set()
                 state = saved is not None and (_holds_model_state(saved) or any(
                     _holds_model_state(value) for value in (self.values_of(saved.id) if isinstance(saved, ast.Name)
                                                             else ())))
@@ -1240,6 +1293,7 @@ class _Extractor:
                 else:
                     function.saves_unguarded |= unguarded
                     function.saves_state |= state
+                    self.unguarded_saves.append(set(self.given))
         if qualified == names.TORCH_SAVE:
             target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"),
                                                                     None)
@@ -1310,6 +1364,23 @@ class _Extractor:
             self.record_call(node, bound, instance=True)
         elif dotted and not qualified.startswith(_LIBRARY_PREFIXES):
             self.record_call(node, dotted)
+
+    def given_by(self, test: ast.AST, truth: bool) -> list[str]:
+        """Parameters (default None) that the arm of ``test`` taken when it is
+        ``truth`` needs passed: ``if model is not None:`` / ``if model:`` (body),
+        ``if model is None: ... else:`` (else), also one side of an ``and``."""
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) and truth:
+            return [name for value in test.values for name in self.given_by(value, True)]
+        if isinstance(test, ast.Name) and test.id in self.none_defaults:
+            return [test.id] if truth else []
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
+                and test.left.id in self.none_defaults and isinstance(test.comparators[0], ast.Constant) \
+                and test.comparators[0].value is None:
+            if isinstance(test.ops[0], ast.IsNot):
+                return [test.left.id] if truth else []
+            if isinstance(test.ops[0], ast.Is):
+                return [] if truth else [test.left.id]
+        return []
 
     def reads_flag_parameter(self, test: ast.AST) -> bool:
         """Does an ``if`` test read a parameter of the function that is not a
@@ -1468,9 +1539,12 @@ class _Extractor:
                 tag = self.arg_tag(keyword.value)
                 if tag:
                     slots[keyword.arg] = tag
+        starred = any(isinstance(arg, ast.Starred) for arg in node.args) or any(k.arg is None for k in node.keywords)
         self.facts.calls.append(CallFact(dotted, self.caller(), strict, lenient, slots,
                                          tuple(self.maybe_guards) + tuple(FLAG_PREFIX + a for a in self.flag_guards),
-                                         instance, self.no_grad > 0))
+                                         instance, self.no_grad > 0,
+                                         None if starred else len(node.args),
+                                         tuple(k.arg for k in node.keywords if k.arg is not None)))
 
     def wrapped_attribute(self, expr: ast.AST) -> str:
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":

@@ -822,6 +822,38 @@ class Project:
             nulled = self._nulled_off_main = frozenset().union(*(m.nulled_off_main for m in self.modules.values()))
         return attribute in nulled
 
+    def fills(self, key: FunctionKey, param: str, positional: Optional[int], keywords: Iterable[str],
+              instance: bool) -> bool:
+        """May a call of the function ``key`` with ``positional`` arguments
+        (None: ``*args`` / ``**kwargs``) and ``keywords`` pass ``param``?"""
+        function = self.function(key)
+        if function is None or positional is None or param in keywords:
+            return True
+        params = function.params
+        if instance and params[:1] and params[0] in ("self", "cls"):
+            params = params[1:]
+        return param in params[:positional]
+
+    def saves_when_called(self, key: FunctionKey, positional: Optional[int], keywords: Iterable[str],
+                          instance: bool) -> bool:
+        """Does the call pass what the function's saves need (``saves_need``:
+        ``lm_checkpoint(cfg, model=None)`` saves only when given a model)? True
+        when they need nothing."""
+        function = self.function(key)
+        needs = function.saves_need if function is not None else ()
+        return not needs or any(self.fills(key, param, positional, keywords, instance) for param in needs)
+
+    def saving_callers_unguarded(self, key: FunctionKey) -> bool:
+        """Does some call that makes the function save (see ``saves_when_called``)
+        run unguarded, itself and in its caller's callers?"""
+        for caller_path, call in self.callers.get(key) or ():
+            if call.guarded_lenient or not self.saves_when_called(key, call.positional, call.keywords, call.instance):
+                continue
+            if call.caller and self.callers_guarded(caller_path, call.caller) is True:
+                continue
+            return True
+        return False
+
     def callers_guarded(self, path: str, function: str, _seen: Optional[set] = None) -> Optional[bool]:
         """True when every known call of the function runs under a rank guard
         (itself, or in a caller that is only ever called guarded); False when
