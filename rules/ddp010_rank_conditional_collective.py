@@ -240,8 +240,53 @@ if __name__ == "__main__":
                           "        if self.rank == 0:\n            print(self.validate(batches))\n"
                           "def main(rank):\n    net = Net().cuda(rank)\n"
                           "    ddp = DDP(net, device_ids=[rank])\n    Runner(net, rank).fit(load())\n"),
+        # A builder that wraps only for a rank >= 0, called with ``local_rank=-1`` (an EMA copy):
+        # the plain model's forward under a rank test runs no collective (a43 fast-autoaugment).
+        Valid("""\
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def get_model(conf, local_rank=-1):
+    model = Net(conf).cuda()
+    if local_rank >= 0:
+        model = DDP(model, device_ids=[local_rank])
+    return model
+
+
+def train(conf, local_rank, loader):
+    model = get_model(conf, local_rank=local_rank)
+    model_ema = get_model(conf, local_rank=-1)
+    for x in loader:
+        model(x).sum().backward()
+    if dist.get_rank() == 0:
+        evaluate = model_ema(x)
+"""),
     ]
     invalid = [
+        # ... the same copy built with the process's own rank is a DDP model.
+        Invalid("""\
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def get_model(conf, local_rank=-1):
+    model = Net(conf).cuda()
+    if local_rank >= 0:
+        model = DDP(model, device_ids=[local_rank])
+    return model
+
+
+def train(conf, local_rank, loader):
+    model = get_model(conf, local_rank=local_rank)
+    model_ema = get_model(conf, local_rank=local_rank)
+    for x in loader:
+        model(x).sum().backward()
+    if dist.get_rank() == 0:
+        evaluate = model_ema(x)
+""", line=19, column=20),
         # A rank passed by keyword into **opts and kept on self: the forward runs on local rank 0 only.
         Invalid(DIST + "import os\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n" + """\
 class Renderer:

@@ -452,11 +452,16 @@ def _attribute_reads(index: SemanticIndex, attribute: str) -> list[cst.Name]:
 
 
 def call_made_single_process(index: SemanticIndex, call: cst.Call) -> bool:
-    """Is ``call`` given a configuration switched to one process just before it
-    in the same block (``cfg.backbone.num_gpus = 1`` then
-    ``get_network(cfg.backbone)``; ``opts.distributed = False``)? A builder that
+    """Is ``call`` told to build for one process: a keyword argument
+    ``local_rank=-1`` / ``world_size=1`` / ``distributed=False``, or a
+    configuration switched to one process just before it in the same block
+    (``cfg.backbone.num_gpus = 1`` then ``get_network(cfg.backbone)``;
+    ``opts.distributed = False``)? A builder that
     wraps only for several processes returns the plain model there (OpenOOD's
     "don't wrap ddp here, we need to modify the backbone")."""
+    if any(arg.keyword is not None and _single_process_argument(index, arg.keyword.value, arg.value)
+           for arg in call.args):
+        return True  # ``get_model(conf, n, local_rank=-1)``, ``build(cfg, distributed=False)``
     statement = next((a for a in index.ancestors(call) if isinstance(a, cst.SimpleStatementLine)), None)
     suite = index.parent(statement) if statement is not None else None
     if suite is None or not hasattr(suite, "body"):
@@ -472,6 +477,14 @@ def call_made_single_process(index: SemanticIndex, call: cst.Call) -> bool:
                     and _switches_to_one_process(index, small.targets[0].target.attr.value, small.value):
                 return True
     return False
+
+
+def _single_process_argument(index: SemanticIndex, keyword: str, value: cst.BaseExpression) -> bool:
+    """``local_rank=-1`` / ``rank=-1`` (torch.distributed.launch's "not distributed"),
+    or a switch to one process (``_switches_to_one_process``)."""
+    if keyword.lower() in _RANK_WORDS:
+        return _signed_int(value) == -1
+    return _switches_to_one_process(index, keyword, value)
 
 
 def _switches_to_one_process(index: SemanticIndex, attribute: str, value: cst.BaseExpression) -> bool:
