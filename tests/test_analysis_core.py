@@ -311,6 +311,13 @@ def test_functions_only_the_launcher_calls_run_in_the_parent():
     ("get_world_size() == 1", "body", SINGLE_PROCESS),
     # an FSDP switch in a module without a DDP wrap (llama-recipes' ``enable_fsdp``, a35 MoE-RBench)
     ("train_config.enable_fsdp", "else", SINGLE_PROCESS),
+    ("train_config.enable_fsdp or distil_config.enable_fsdp", "else", SINGLE_PROCESS),
+    ("args.distributed or args.debug", "else", WORKER),
+    ("mode == 'train_single'", "body", SINGLE_PROCESS),
+    ("args.mode == 'train_multi'", "else", SINGLE_PROCESS),
+    ("args.launcher == 'none'", "body", SINGLE_PROCESS),
+    ("args.launcher != 'none'", "else", SINGLE_PROCESS),
+    ("args.mode == 'multi_scale'", "else", WORKER),
 ])
 def test_single_process_branches(test, arm, role):
     body, orelse = ("x = f()", "y = 1") if arm == "body" else ("y = 1", "x = f()")

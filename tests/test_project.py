@@ -584,3 +584,36 @@ MASKING = "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = str(local_rank)\nimpo
 def test_a_helper_module_sees_one_gpu_only_when_every_importer_masks(scripts, masked):
     project = _project({"helpers.py": "import torch\nx = torch.zeros(1, device='cuda:0')\n", **scripts})
     assert project.only_masked_processes_reach("helpers.py") is masked
+
+
+@pytest.mark.parametrize("other,flagged", [
+    ("import mlflow\ndef export(m):\n    mlflow.pyfunc.save_model(m, 'out')\n", False),
+    ("from trainer import Trainer\ndef export():\n    t = Trainer()\n    t.save_model(1)\nexport()\n", True),
+])
+def test_a_method_only_single_process_arms_call_stays_single_process_beside_a_library_namesake(
+        tmp_path, other, flagged):
+    """``save_model`` runs only in the else of ``if is_distributed:``: single-process code,
+    even when another module calls a library's ``save_model``; not when another module may
+    call the method itself (a47 mattersim)."""
+    trainer = write(tmp_path / "trainer.py", (
+        "import torch\nimport torch.distributed as dist\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "class Trainer:\n"
+        "    def fit(self, loader, is_distributed=False):\n"
+        "        for epoch in range(3):\n"
+        "            self.step(loader)\n"
+        "            if is_distributed:\n"
+        "                self.save_model_ddp(epoch)\n"
+        "            else:\n"
+        "                self.save_model(epoch)\n"
+        "    def save_model(self, epoch):\n"
+        "        torch.save(self.model.state_dict(), 'model.pt')\n"
+        "    def save_model_ddp(self, epoch):\n"
+        "        if dist.get_rank() == 0:\n"
+        "            torch.save(self.model.module.state_dict(), 'model.pt')\n"
+        "def main():\n    dist.init_process_group('nccl')\n    t = Trainer()\n    t.model = DDP(net())\n"
+        "    t.fit(loader(), is_distributed=True)\n"
+        "main()\n"))
+    write(tmp_path / "export.py", other)
+    results = lint_paths([trainer, tmp_path / "export.py"], Settings(select=("DDP011",), root=tmp_path), jobs=1)
+    assert bool(_codes(results)) == flagged, _codes(results)

@@ -229,6 +229,10 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
                 and ("fsdp" not in last or _fsdp_switch_means_distributed(index)):
             return True  # ``is_dist()``, ``is_dist_avail_and_initialized()``, ``utils.is_distributed()``
         return None
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        # ``train_config.enable_fsdp or distil_config.enable_fsdp``: distributed when either is
+        sides = [flag_polarity(index, operand) for operand in (test.left, test.right)]
+        return True if sides == [True, True] else False if sides == [False, False] else None
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
         # ``args.distributed and not args.no_set_device_rank``: holds only in a
         # distributed run; its ``else`` is the single-process run or a plain
@@ -354,6 +358,9 @@ def _comparison_polarity(test: cst.Comparison) -> Optional[bool]:
     if name is None:
         return None
     last = name.split(".")[-1].lower()
+    mode = _mode_polarity(last, literal_str(right))
+    if mode is not None and operator in (cst.Equal, cst.NotEqual):
+        return mode if operator is cst.Equal else not mode
     value = _signed_int(right)
     if last in _RANK_WORDS and value == -1:
         return {cst.Equal: False, cst.NotEqual: True}.get(operator)
@@ -363,6 +370,24 @@ def _comparison_polarity(test: cst.Comparison) -> Optional[bool]:
         if (operator, value) in ((cst.Equal, 1), (cst.LessThanEqual, 1), (cst.LessThan, 2)):
             return False
     return None
+
+
+_SINGLE_MODE = re.compile(r"(^|_)single($|_?(gpu|proc|process|device))")
+_MULTI_MODE = re.compile(r"(^|_)(multi($|_?(gpu|proc|process|device|node))|ddp|fsdp|distributed)($|_)")
+
+
+def _mode_polarity(name: str, literal: Optional[str]) -> Optional[bool]:
+    """A mode compared with a literal: ``mode == "train_single"`` (False),
+    ``mode == "train_multi"`` / ``"ddp"`` (True), mmcv's ``launcher == "none"``
+    (False)."""
+    if literal is None:
+        return None
+    word = literal.lower()
+    if name == "launcher" and word == "none":
+        return False
+    if _SINGLE_MODE.search(word):
+        return False
+    return True if _MULTI_MODE.search(word) else None
 
 
 _MIRRORED = {cst.LessThan: cst.GreaterThan, cst.GreaterThan: cst.LessThan,
@@ -421,9 +446,11 @@ def _called_from_single_process_only(index: SemanticIndex, function: cst.Functio
     if function.decorators or name.startswith("__"):
         return False
     project = project_of(index)
-    if any(path != index.path and name in module.call_names for path, module in project.modules.items()):
-        return False
     is_method = isinstance(index.parent(index.parent(function)), cst.ClassDef)
+    if any(path != index.path and name in module.call_names
+           and _may_call_project_name(project, module, name, is_method)
+           for path, module in project.modules.items()):
+        return False
     uses = _attribute_reads(index, name) if is_method else name_reads(index, name)
     if not uses:
         return False
@@ -437,6 +464,24 @@ def _called_from_single_process_only(index: SemanticIndex, function: cst.Functio
         if not (_in_single_process_arm(index, call) or _in_single_process_function(index, call, depth + 1)):
             return False
     return True
+
+
+def _may_call_project_name(project, module, name: str, is_method: bool) -> bool:
+    """Does ``module`` call something named ``name`` that may be the project's
+    (not ``mlflow.pyfunc.save_model(...)`` through an import from outside the
+    project)? A function's name handed to a call (``atexit.register(fn)``)
+    counts; a method is handed on through an instance, which the facts record
+    as a call."""
+    calls = [call for call in module.calls if call.callee.split(".")[-1] == name]
+    if not calls:
+        return not is_method  # a name handed on, or a library call the facts do not record
+    for call in calls:
+        head = call.callee.split(".")[0]
+        target = module.imports.get(head)
+        if call.instance or "." not in call.callee or target is None \
+                or project.resolve_module(module.path, target) is not None:
+            return True
+    return False
 
 
 def _attribute_reads(index: SemanticIndex, attribute: str) -> list[cst.Name]:
