@@ -144,6 +144,7 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
     import libcst as cst
 
     from ddplint.analysis.roles import call_made_single_process
+    from ddplint.screen.facts import RETURN_PREFIX
     from ddplint.analysis.semantic import dotted_name, unpack_position
     from ddplint.analysis.values import unwrapped_in_other_arm
 
@@ -177,6 +178,9 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
             callee = project_callee(index, value)
             facts = project.callee_facts(index.path, callee) if callee else None
             kind = facts.returns_wrapped.get(position, "") if facts is not None else ""
+            if not kind and facts is not None and facts.returns_through.get(position):
+                # ``tokenizer, model = get_model(...)`` where get_model returns set_model()'s FSDP model
+                kind = project.returned_tag(index.path, f"{RETURN_PREFIX}{callee}:{position}")
             if not kind and not position:
                 kind = _returned_here(index, value, depth)
             if kind and call_made_single_process(index, value):

@@ -93,7 +93,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "41"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "42"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -195,6 +195,10 @@ class FunctionFacts:
     runs_backward: bool = False
     keeps: set[str] = field(default_factory=set)
     returns_wrapped: dict[str, str] = field(default_factory=dict)
+    # Return positions ("" or "0", "1", ...) that hand back what a possible project function
+    # returned (``model = set_model(m); return tokenizer, model``): position -> RETURN_PREFIX tag,
+    # resolved at the join (Project.returned_tag).
+    returns_through: dict[str, str] = field(default_factory=dict)
     # What the returns hand back as a rank ("" for the value, "0", "1", ... for a tuple's
     # items) -> GLOBAL_RANK / LOCAL_RANK, when every return gives that rank or an integer
     # constant there (``return 0, 1, dev`` ... ``return int(os.environ["RANK"]), world, dev``).
@@ -393,6 +397,8 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
                 setattr(function, name, EMPTY_SET)
         if not function.returns_wrapped:
             function.returns_wrapped = EMPTY_MAP
+        if not function.returns_through:
+            function.returns_through = EMPTY_MAP
         if not function.saves_flagged:
             function.saves_flagged = ()  # type: ignore[assignment]
     for call in facts.calls:
@@ -1049,6 +1055,10 @@ class _Extractor:
                     kind = next((k for k in map(self.wrapper_of, self.values_of(item.id)) if k), "")
                 if kind:
                     facts.returns_wrapped.setdefault("" if position is None else str(position), kind)
+                elif isinstance(item, ast.Name):
+                    tag = self.return_tag(item)
+                    if tag:
+                        facts.returns_through.setdefault("" if position is None else str(position), tag)
         facts.returns_detached = self.detached_positions(self.returns[-1])
         facts.returns_ranks = self.returned_ranks(self.returns[-1])
 

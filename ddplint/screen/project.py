@@ -334,15 +334,24 @@ class Project:
                             self.ddp_params[key][param] = tag
                             changed = True
 
-    def returned_tag(self, path: str, tag: str) -> str:
+    def returned_tag(self, path: str, tag: str, depth: int = 0) -> str:
         """"ddp"/"fsdp" when the RETURN_PREFIX ``tag`` (written in module ``path``)
-        names a project function whose returns hand back a wrapped model there."""
+        names a project function whose returns hand back a wrapped model there,
+        itself or through another project function's return (``model =
+        set_model(m); return tokenizer, model``; three levels at most)."""
         for one in tag.split("|"):
             callee, _, item = one[len(RETURN_PREFIX):].rpartition(":")
             key = self.resolve_function(path, callee)
             function = self.function(key) if key is not None else None
-            if function is not None and function.returns_wrapped.get(item):
+            if function is None:
+                continue
+            if function.returns_wrapped.get(item):
                 return function.returns_wrapped[item]
+            through = function.returns_through.get(item)
+            if through and depth < 3:
+                kind = self.returned_tag(key[0], through, depth + 1)
+                if kind:
+                    return kind
         return ""
 
     def _propagate_collectives(self) -> None:
