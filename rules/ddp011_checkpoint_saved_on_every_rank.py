@@ -550,7 +550,7 @@ if __name__ == "__main__":
                 continue
             function = enclosing_function(index, site.node)
             if function is not None and not _in_a_loop_of(index, site.node, function) \
-                    and not _has_training_loop(function) and (
+                    and not _trains(project, index, function) and (
                     _saved_parameters(index, obj.value, function)
                     or _path_from_parameters(index, target.value, function)):
                 continue  # a save helper: its callers choose what or where; reported at their calls
@@ -739,44 +739,11 @@ def _in_a_loop_of(index: SemanticIndex, node: cst.CSTNode, function: cst.Functio
     return False
 
 
-def _has_training_loop(function: cst.FunctionDef) -> bool:
-    """Does the function itself run a training loop (a loop over epochs, or one
-    that calls ``backward()`` / ``step()``)? Its saves are its own, not a save
-    helper's (as ``facts._has_training_loop``)."""
-    found = []
-
-    class _Finder(cst.CSTVisitor):
-        def visit_FunctionDef(self, node):
-            return node is function
-
-        def visit_ClassDef(self, node):
-            return False
-
-        def visit_Lambda(self, node):
-            return False
-
-        def visit_For(self, node):
-            head = (cst.Module([]).code_for_node(node.target) + cst.Module([]).code_for_node(node.iter)).lower()
-            if "epoch" in head or _calls_backward_or_step(node):
-                found.append(node)
-
-        def visit_While(self, node):
-            if _calls_backward_or_step(node):
-                found.append(node)
-
-    function.visit(_Finder())
-    return bool(found)
-
-
-def _calls_backward_or_step(loop: cst.CSTNode) -> bool:
-    stack = [loop]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
-                and node.func.attr.value in ("backward", "step"):
-            return True
-        stack.extend(node.children)
-    return False
+def _trains(project, index: SemanticIndex, function: cst.FunctionDef) -> bool:
+    """Does the function run a training loop itself (``FunctionFacts.trains``)?
+    Its saves are its own, not a save helper's."""
+    facts = project.function(project.function_key(index.path, function_key(index, function)))
+    return facts is not None and facts.trains
 
 
 def _spawn_target(project, path: str, function: str) -> bool:

@@ -440,7 +440,7 @@ def _called_from_single_process_only(index: SemanticIndex, function: cst.Functio
     module of the project may call the name, and a decorated function (a
     route, a hook, an entry point) may run from anywhere."""
     from ddplint.analysis.models import project_of
-    from ddplint.analysis.values import name_reads
+    from ddplint.analysis.values import attribute_names, name_reads
 
     name = function.name.value
     if function.decorators or name.startswith("__"):
@@ -451,15 +451,13 @@ def _called_from_single_process_only(index: SemanticIndex, function: cst.Functio
            and _may_call_project_name(project, module, name, is_method)
            for path, module in project.modules.items()):
         return False
-    uses = _attribute_reads(index, name) if is_method else name_reads(index, name)
+    # A method's uses are the ``x.name`` attributes of the module, whatever ``x``; a function's, its name.
+    uses = [index.parent(n) for n in attribute_names(index, name)] if is_method else name_reads(index, name)
     if not uses:
         return False
     for use in uses:
-        call = index.parent(use) if not is_method else index.parent(index.parent(use))
-        if is_method and not (isinstance(index.parent(use), cst.Attribute) and index.parent(use).attr is use):
-            return False
-        holder = index.parent(use) if is_method else use
-        if not (isinstance(call, cst.Call) and call.func is holder):
+        call = index.parent(use)
+        if not (isinstance(call, cst.Call) and call.func is use):
             return False  # handed on (a callback, a spawn target): it may run anywhere
         if not (_in_single_process_arm(index, call) or _in_single_process_function(index, call, depth + 1)):
             return False
@@ -482,18 +480,6 @@ def _may_call_project_name(project, module, name: str, is_method: bool) -> bool:
                 or project.resolve_module(module.path, target) is not None:
             return True
     return False
-
-
-def _attribute_reads(index: SemanticIndex, attribute: str) -> list[cst.Name]:
-    """The ``attr`` names of every ``x.<attribute>`` of the module."""
-    table = index.cache.get("roles.attribute_reads")
-    if table is None:
-        table = {}
-        for node, parent in index._parents.items():
-            if isinstance(node, cst.Name) and isinstance(parent, cst.Attribute) and parent.attr is node:
-                table.setdefault(node.value, []).append(node)
-        index.cache["roles.attribute_reads"] = table
-    return table.get(attribute, [])
 
 
 def call_made_single_process(index: SemanticIndex, call: cst.Call) -> bool:

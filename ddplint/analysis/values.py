@@ -592,6 +592,19 @@ def _param_device_kind(index: SemanticIndex, binding) -> Optional[str]:
 
 
 # ---------------------------------------------------------------------- reads
+def attribute_names(index: SemanticIndex, attribute: str) -> list[cst.Name]:
+    """The ``attr`` name of every ``x.<attribute>`` of the module (read, called
+    or assigned), as ``name_reads`` builds its table: once, from the parent map."""
+    table = index.cache.get("values.attribute_names")
+    if table is None:
+        table = {}
+        for node, parent in index._parents.items():
+            if isinstance(node, cst.Name) and isinstance(parent, cst.Attribute) and parent.attr is node:
+                table.setdefault(node.value, []).append(node)
+        index.cache["values.attribute_names"] = table
+    return table.get(attribute, [])
+
+
 def name_reads(index: SemanticIndex, name: str) -> list[cst.Name]:
     """Every ``Name`` node that reads ``name`` in the module (binding targets,
     parameters, definitions and attribute names excluded), in no particular

@@ -93,7 +93,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "42"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "43"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -213,6 +213,9 @@ class FunctionFacts:
     # object as above, or the file: ``torch.save(state, checkpoint_path)``).
     saves_unguarded: set[str] = field(default_factory=set)
     saves_state: bool = False  # an unguarded torch.save writes model state built here
+    # Runs a training loop itself (a loop over epochs, or one calling backward() / step()):
+    # its saves are its own, not a save helper's (DDP011).
+    trains: bool = False
     # Params every unguarded save needs passed: each such save sits under ``if model is not None:``
     # (or ``if model:``) of a parameter whose default is None (``lm_checkpoint(cfg, model=None)``
     # saves when given a model and loads otherwise); empty when some save needs none.
@@ -1134,6 +1137,7 @@ class _Extractor:
         self.given, self.unguarded_saves = [], []
         self.none_defaults = _none_default_params(args)
         outer_trains, self.trains = self.trains, _has_training_loop(node)
+        facts.trains = self.trains
         self.assigned.append({})
         self.unpacked.append({})
         self.returns.append([])
