@@ -38,7 +38,10 @@ group's members (`rank in dist.get_process_group_ranks(g)`, a rank range
 `tp_rank == 0`, also through a predicate of the module that returns such a test),
 likewise a project function given a group (`reduce_grads(ps, pg_collection=pgs)`)
 under such a test; a rank test that also encloses the wrap; `fsdp_model.state_dict()` where `isinstance(model, FSDP)` is false;
-`obj = [x] if rank == 0 else [None]` followed by the collective outside the branch.
+`obj = [x] if rank == 0 else [None]` followed by the collective outside the branch;
+forwards of a model a builder made for one process (`get_model(conf, local_rank=-1)`,
+`world_size=1`, `distributed=False`, or `cfg.num_gpus = 1` set just before the call):
+an EMA or evaluation copy that is never wrapped.
 
 ## Why is this bad?
 Every rank must enter a collective for it to complete. When only rank 0 calls

@@ -20,7 +20,10 @@ function that freezes it.
 Not flagged: changes before the wrap, a re-wrap after the change, EMA/teacher
 copies (modules that never run backward), also through a helper that freezes
 the model it is given when every call of it passes a DDP model whose forwards
-all run under `torch.no_grad()`.
+all run under `torch.no_grad()`; a model a builder made for one process
+(`cfg.backbone.num_gpus = 1` just before `get_network(cfg.backbone)`, or
+`local_rank=-1` / `world_size=1` / `distributed=False` passed to it), which
+the builder leaves unwrapped.
 
 ## Why is this bad?
 DDP builds its reducer (gradient buckets, the set of parameters that must
