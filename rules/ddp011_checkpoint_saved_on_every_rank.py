@@ -743,7 +743,7 @@ def _trains(project, index: SemanticIndex, function: cst.FunctionDef) -> bool:
     """Does the function run a training loop itself (``FunctionFacts.trains``)?
     Its saves are its own, not a save helper's."""
     facts = project.function(project.function_key(index.path, function_key(index, function)))
-    return facts is not None and facts.trains
+    return bool(facts is not None and facts.trains)
 
 
 def _spawn_target(project, path: str, function: str) -> bool:

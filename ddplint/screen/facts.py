@@ -93,7 +93,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "43"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "44"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -215,7 +215,7 @@ class FunctionFacts:
     saves_state: bool = False  # an unguarded torch.save writes model state built here
     # Runs a training loop itself (a loop over epochs, or one calling backward() / step()):
     # its saves are its own, not a save helper's (DDP011).
-    trains: bool = False
+    trains: Optional[bool] = None  # None: not worked out (the function saves nothing)
     # Params every unguarded save needs passed: each such save sits under ``if model is not None:``
     # (or ``if model:``) of a parameter whose default is None (``lm_checkpoint(cfg, model=None)``
     # saves when given a model and loads otherwise); empty when some save needs none.
@@ -613,7 +613,9 @@ class _Extractor:
         self.opaque = 0
         self.no_grad = 0  # enclosing ``with torch.no_grad():`` blocks (and no-grad decorated functions)
         self.loops = 0  # enclosing ``for`` / ``while`` loops of the current function
-        self.trains = False  # the current function runs a training loop (``_has_training_loop``)
+        # The function being read, and whether it runs a training loop (``_has_training_loop``):
+        # worked out only for functions that save (the one question that needs it).
+        self.function_node: Optional[ast.AST] = None
         # Parameters (default None) that the enclosing ``if`` arms need passed: ``if model is not None:``
         self.given: list[str] = []
         self.none_defaults: set[str] = set()  # the current function's parameters whose default is None
@@ -1136,8 +1138,7 @@ class _Extractor:
         outer_given = (self.given, self.none_defaults, self.unguarded_saves)
         self.given, self.unguarded_saves = [], []
         self.none_defaults = _none_default_params(args)
-        outer_trains, self.trains = self.trains, _has_training_loop(node)
-        facts.trains = self.trains
+        outer_node, self.function_node = self.function_node, node
         self.assigned.append({})
         self.unpacked.append({})
         self.returns.append([])
@@ -1162,7 +1163,7 @@ class _Extractor:
         if self.unguarded_saves:
             facts.saves_need = tuple(sorted(set.intersection(*self.unguarded_saves)))
         self.given, self.none_defaults, self.unguarded_saves = outer_given
-        self.trains = outer_trains
+        self.function_node = outer_node
         self.owner, self.self_class = outer_owner, outer_self
         self.facts.functions.setdefault(key, facts)
 
@@ -1290,6 +1291,7 @@ class _Extractor:
             if function is not None and not self.guards and not self.opaque:
                 function.collective = True
         if qualified == names.TORCH_SAVE and function is not None and not self.in_memory(node):
+            trains = self.trains()  # (the rule asks it of every saving function)
             saved = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "obj"), None)
             params = self.saved_params(saved) if saved is not None else set()
             function.saves |= params
@@ -1298,7 +1300,7 @@ class _Extractor:
                     and not self.per_rank_path(target):
                 # A save in a loop of its function, or in a function that trains (the epoch loop of
                 # ``main(cfg, gpu, save_dir)``), is that function's own save, reported there.
-                unguarded = params | self.path_params(target) if not self.loops and not self.trains else set()
+                unguarded = params | self.path_params(target) if not self.loops and not trains else set()
                 state = saved is not None and (_holds_model_state(saved) or any(
                     _holds_model_state(value) for value in (self.values_of(saved.id) if isinstance(saved, ast.Name)
                                                             else ())))
@@ -1378,6 +1380,13 @@ class _Extractor:
             self.record_call(node, bound, instance=True)
         elif dotted and not qualified.startswith(_LIBRARY_PREFIXES):
             self.record_call(node, dotted)
+
+    def trains(self) -> bool:
+        """FunctionFacts.trains of the function being read, worked out once."""
+        function = self.function
+        if function is not None and function.trains is None:
+            function.trains = _has_training_loop(self.function_node)
+        return bool(function is not None and function.trains)
 
     def given_by(self, test: ast.AST, truth: bool) -> list[str]:
         """Parameters (default None) that the arm of ``test`` taken when it is
