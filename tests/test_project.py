@@ -628,8 +628,8 @@ def test_a_method_of_what_a_factory_builds_is_every_built_class_s_method():
                "def make_any(cfg):\n    return Seg(cfg) if cfg.seg else RemoteTrainer(cfg)\n"
                "def make_remote(cfg):\n    return RemoteTrainer(cfg)\n")
     train = ("from engines import make, make_any, make_remote\n"
-             "def main(cfg, net):\n    trainer = make(cfg)\n    trainer.fit(net)\n    make(cfg).close()\n"
-             "    make_remote(cfg).fit(net)\n")
+             "def main(cfg, net):\n    trainer = make(cfg)\n    trainer.fit(net)\n    trainer.close()\n"
+             "    remote = make_remote(cfg)\n    remote.fit(net)\n    make(cfg).close()\n")
     project = Project([summarize(engines, "engines.py"), summarize(train, "train.py")])
     assert project.function(("engines.py", "make")).returns_classes == ("Depth", "Seg")
     assert project.function(("engines.py", "make_any")).returns_classes == ()  # a conditional value: not read
@@ -639,4 +639,6 @@ def test_a_method_of_what_a_factory_builds_is_every_built_class_s_method():
     assert project.resolve_function("train.py", "make().fit") is None  # two methods: no single answer
     assert project.resolve_functions("train.py", "make_remote().fit") == []  # a class the project does not hold
     assert [path for path, _ in project.callers[("engines.py", "Seg.fit")]] == ["train.py"]
+    # one call of close() through the name; ``make(cfg).close()`` is not read (a call's own
+    # result is nearly always a library's: ``AutoModel.from_pretrained(p).to(d)``)
     assert [path for path, _ in project.callers[("engines.py", "Base.close")]] == ["train.py"]

@@ -548,20 +548,17 @@ def project_callee(index, call) -> Optional[str]:
 
 
 def _factory_of(index, expr) -> str:
-    """``build_trainer`` when every value that may reach ``expr`` is a call of
-    that one function (``trainer = build_trainer(args)``), not a class's nor a
+    """``build_trainer`` when every value that may reach the name ``expr`` is a
+    call of that one function (``trainer = build_trainer(args)``), not a class's nor a
     library's: ``trainer.train(model)`` runs a method of what it returns (the
     facts' ``factory_of``, resolved by ``Project.factory_methods``). "" otherwise."""
     import libcst as cst
 
     from ddplint.analysis.semantic import dotted_name
 
-    if isinstance(expr, cst.Call):
-        values = [expr]
-    elif isinstance(expr, cst.Name) and expr.value not in ("self", "cls"):
-        values = index.reaching_values(expr) or []
-    else:
+    if not isinstance(expr, cst.Name) or expr.value in ("self", "cls"):
         return ""
+    values = index.reaching_values(expr) or []
     callees = {dotted_name(v.func) if isinstance(v, cst.Call) else None for v in values}
     if len(callees) != 1:
         return ""

@@ -450,7 +450,8 @@ def _record_hand_ons(facts: "ModuleFacts") -> None:
     for call in facts.calls:
         function = facts.functions.get(call.caller) if call.caller else None
         parts = call.callee.split(".")
-        if function is None or call.instance or len(parts) != 2 or parts[0] in ("self", "cls") \
+        if function is None or call.instance and FACTORY_CALL not in call.callee or len(parts) != 2 \
+                or parts[0] in ("self", "cls") \
                 or parts[0] in facts.imports or parts[0] in facts.classes \
                 or not _HAND_ON_METHOD.search(parts[1]):
             continue
@@ -1555,11 +1556,11 @@ class _Extractor:
         return ""
 
     def factory_of(self, expr: ast.AST) -> str:
-        """``build_trainer`` when ``expr`` holds what a call of a possible project
-        function returns (``trainer = build_trainer(args)``, ``make()``): the join
-        reads that function's ``returns_classes``. "" otherwise."""
-        values = [expr] if isinstance(expr, ast.Call) else \
-            self.values_of(expr.id) if isinstance(expr, ast.Name) and expr.id not in ("self", "cls") else []
+        """``build_trainer`` when the name ``expr`` holds what a call of a possible
+        project function returns (``trainer = build_trainer(args)``): the join
+        reads that function's ``returns_classes``. "" otherwise (also for a call
+        itself, ``AutoModel.from_pretrained(p).to(d)``: nearly always a library's)."""
+        values = self.values_of(expr.id) if isinstance(expr, ast.Name) and expr.id not in ("self", "cls") else []
         callees = {_dotted(value.func) if isinstance(value, ast.Call) else None for value in values}
         if len(callees) != 1:
             return ""
