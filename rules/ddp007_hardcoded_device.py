@@ -23,7 +23,9 @@ Not flagged: `"cuda"` without an index (after `set_device(local_rank)` it means
 the rank's own GPU); `f"cuda:{local_rank}"`; `map_location={"cuda:0": ...}`
 remaps; scripts that give each process one visible GPU (`CUDA_VISIBLE_DEVICES`
 set from the rank, not a list of several GPUs joined for the whole run:
-`",".join(str(g) for g in gpu_ids)`) so that `cuda:0` is the right device; multi-GPU lists such as
+`",".join(str(g) for g in gpu_ids)`, or submitit's
+`TorchDistributedEnvironment().export()`, which masks to the local rank unless
+`set_cuda_visible_devices=False`) so that `cuda:0` is the right device; multi-GPU lists such as
 `"0,1,2,3"` and lists of several devices (`[torch.device("cuda", 0),
 torch.device("cuda", 1)]` enumerates GPUs); a `"cuda:N"` constant that nothing
 reads (or that a per-rank device replaces before any read); a single-process
@@ -97,6 +99,12 @@ class HardcodedDevice(Rule):
         Valid(DIST + "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = str(local_rank)\n"
               "model = model.to('cuda:0')\n"),
         Valid(DIST + "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0,1,2,3'\n"),
+        # submitit's environment export sets CUDA_VISIBLE_DEVICES to the local rank (its default)
+        Valid(DIST + "def setup():\n    import submitit\n    submitit.helpers.TorchDistributedEnvironment().export()\n"
+              "    dev = torch.device('cuda', 0)\n    dist.init_process_group('nccl', device_id=dev)\n"),
+        Valid(DIST + "from submitit.helpers import TorchDistributedEnvironment as TDE\nclass Job:\n"
+              "    def __call__(self):\n        env = TDE()\n        env.export(overwrite=True)\n"
+              "        dist.init_process_group('nccl')\n        self.net = Net().to('cuda:0')\n"),
         # A per-process list picked by the rank, joined: still one GPU set per process.
         Valid(DIST + "import os\ndef worker(local_rank, groups):\n"
               "    os.environ['CUDA_VISIBLE_DEVICES'] = ','.join(str(g) for g in groups[local_rank])\n"
@@ -247,6 +255,11 @@ def worker(rank, world_size):
     Runner("exp", rank=rank, world_size=world_size)
 """, line=17, column=39),
         Invalid(DIST + "model = model.to('cuda:0')\n", line=3, column=18),
+        # the export told to leave CUDA_VISIBLE_DEVICES alone: every process sees every GPU
+        Invalid(DIST + "import submitit\nsubmitit.helpers.TorchDistributedEnvironment().export(set_cuda_visible_devices=False)\n"
+                "model = model.to('cuda:0')\n", line=5, column=18),
+        Invalid(DIST + "from submitit.helpers import TorchDistributedEnvironment\nenv = TorchDistributedEnvironment()\n"
+                "env.export(False)\ntorch.cuda.set_device(0)\n", line=6, column=23),
         Invalid(DIST + "device = torch.device('cuda', 0)\n", line=3, column=31),
         Invalid(DIST + "model = model.cuda(0)\n", line=3, column=20),
         Invalid(DIST + "batch = batch.to(0, non_blocking=True)\n", line=3, column=18),

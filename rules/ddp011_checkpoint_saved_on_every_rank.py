@@ -32,7 +32,8 @@ also when the single-process arm stores `True`: `if cfg.distributed:
 self.is_main = rank == 0 else: self.is_main = True`; by a process index kept on
 the instance: `if self.gpu_index == 0:`); a library's own save (`xm.save`,
 mmengine's, deepspeed's: they decide who writes); helpers that guard themselves
-(`save_on_master`); per-rank file names; saves into in-memory buffers;
+(`save_on_master`); per-rank file names (also a rank kept in a dict:
+`f"rng_{cfg['rank']}.pt"`); saves into in-memory buffers;
 `torch.distributed.checkpoint` (collective by design); single-process branches
 (`else` of `if args.distributed:`), launcher-parent code, and `nn.DataParallel`
 programs that never create a process group (one process); a save under
@@ -74,7 +75,7 @@ from ddplint import names
 from ddplint.analysis.flow import callers, calls_in_function, helper_functions, names_in
 from ddplint.analysis.models import (checkpoint_file_name, function_key, project_callee, project_of,
                                      wrapped_kind, wraps_through_a_project_module)
-from ddplint.analysis.ranks import enclosing_function, runs_on_rank_subset
+from ddplint.analysis.ranks import enclosing_function, is_rank_value, runs_on_rank_subset
 from ddplint.analysis.roles import is_worker_code, spawned_through_a_parameter
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.screen.facts import SPAWN_INDEX
@@ -158,6 +159,13 @@ class CheckpointSavedOnEveryRank(Rule):
         Valid(DIST + "import os\nfn = f'optimizer.{dist.get_rank():05d}.pth'\n"
                      "torch.save(optimizer.state_dict(), os.path.join(out, fn))\n"),
         Valid(DIST + "torch.save(model.state_dict(), 'ckpt_' + str(args.local_rank) + '.pt')\n"),
+        # The rank read from a dict inside the file name (directly, or through a name).
+        Valid(DIST + "import os\nclass Saver:\n    def dump(self):\n"
+                     "        rng = {'torch': torch.get_rng_state(), 'model': self.net.state_dict()}\n"
+                     "        torch.save(rng, os.path.join(self.out, f\"rng_{self.cfg['rank']:03d}.pt\"))\n"
+                     "for epoch in range(9):\n    Saver().dump()\n"),
+        Valid(DIST + "opts = load_config()\ntarget = 'shard_%d.pt' % opts[\"local_rank\"]\n"
+                     "torch.save({'net': model.state_dict()}, target)\n"),
         # The rank kept in a configuration dict.
         Valid(DIST + "class Trainer:\n    def save_checkpoint(self, path):\n"
                      "        torch.save({'model': self.model.module.state_dict()}, path)\n"
@@ -438,6 +446,14 @@ if __name__ == "__main__":
         Invalid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
                        "def save(state):\n    write_ckpt(state, 'm.pt')\nsave(model.state_dict())\n",
                 line=7, column=1),
+        # A dict key that is not a rank says nothing about the file: every rank writes it.
+        Invalid(DIST + "import os\nclass Saver:\n    def dump(self):\n"
+                       "        state = {'model': self.net.state_dict()}\n"
+                       "        torch.save(state, os.path.join(self.out, f\"ep_{self.cfg['epoch']:03d}.pt\"))\n"
+                       "for epoch in range(9):\n    Saver().dump()\n",
+                line=7, column=9),
+        Invalid(DIST + "opts = load_config()\ntarget = 'shard_%d.pt' % opts[\"step\"]\n"
+                       "torch.save({'net': model.state_dict()}, target)\n", line=5, column=1),
         # The helper builds the state itself; the caller chooses the file: reported at the call.
         Invalid(DIST + "def save(args, model, path):\n"
                        "    torch.save({'args': args, 'model': model.state_dict()}, path)\n"
@@ -892,6 +908,8 @@ def _per_rank_or_in_memory(index: SemanticIndex, expr: cst.BaseExpression) -> bo
     pending, seen = [(expr, 0)], set()
     while pending:  # the names a path is built from, three bindings deep
         node, depth = pending.pop()
+        if _keyed_rank_in(index, node):
+            return True  # ``f"rng_{cfg['rank']}.pt"``: a rank kept in a dict
         for name in sorted(names_in(node)):
             if "." in name or name in seen or depth > 2:
                 continue
@@ -908,6 +926,19 @@ def _per_rank_or_in_memory(index: SemanticIndex, expr: cst.BaseExpression) -> bo
         return True
     name = dotted_name(expr)
     return name is not None and bool(_BUFFER_NAME.search(name.split(".")[-1]))
+
+
+def _keyed_rank_in(index: SemanticIndex, expr: cst.CSTNode) -> bool:
+    """A subscript in ``expr`` that ``ranks.is_rank_value`` knows as a rank
+    (``opt["rank"]``, ``os.environ["LOCAL_RANK"]``); a bounded walk."""
+    pending, visited = [expr], 0
+    while pending and visited < 200:
+        node = pending.pop()
+        visited += 1
+        if isinstance(node, cst.Subscript) and is_rank_value(index, node):
+            return True
+        pending.extend(node.children)
+    return False
 
 
 def _class_level_unknown(index: SemanticIndex, function: cst.FunctionDef) -> bool:

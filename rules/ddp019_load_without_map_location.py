@@ -44,7 +44,8 @@ CPU-only Fabric/Trainer); processes that see one GPU
 a tensor saved from `cuda:0` comes back to the process's own GPU (a mask the launcher parent sets
 once before spawning, outside a loop that starts one process per mask, is the run's GPU list: every
 worker sees them all, so it does not count);
-per-rank files (a name built from this process's rank: `f"model_rank{rank}.bin"`,
+per-rank files (a name built from this process's rank: `f"model_rank{rank}.bin"`, also
+kept on the instance when every assignment of it builds it so: `self._path = f"rank_{cfg.rank}.pt"`,
 each rank reads the shard it wrote); in-memory buffers (`torch.load(io.BytesIO(data))`: this rank's own round trip,
 or bytes another machine serialised); a file saved and loaded under the same rank
 test (`if grp.rank() == 0:` around both: the writer reads its own file back);
@@ -112,6 +113,15 @@ class LoadWithoutMapLocation(Rule):
         Valid(DIST + "import os\nmodel.cuda()\ndef restore_shard(folder, acc):\n"
                      "    name = f'shard_rank{acc.process_index}.bin'\n"
                      "    return torch.load(os.path.join(folder, name), weights_only=True)\n"),
+        # A per-rank file kept on the instance (bound in another method), read back by its rank.
+        Valid(DIST + "import os\nclass Keeper:\n    def __init__(self, cfg):\n        self.cfg = cfg\n"
+                     "        self._path = os.path.join(cfg.out, f'rank_{self.cfg.rank}-of-{cfg.world}.pt')\n"
+                     "    def restore(self, net):\n        net.cuda()\n        state = torch.load(self._path)\n"
+                     "        net.load_state_dict(state['net'])\n"),
+        Valid(DIST + "class Keeper:\n    def setup(self, folder):\n"
+                     "        self.part = folder / ('part' + str(dist.get_rank()) + '.bin')\n"
+                     "    def restore(self, opt):\n        torch.cuda.set_device(local_rank)\n"
+                     "        opt.load_state_dict(torch.load(self.part))\n"),
         # RNG states: torch.cuda.get_rng_state() returns a CPU ByteTensor.
         Valid(DIST + "import random\nimport numpy as np\nmodel.cuda()\ndef keep_rng(folder):\n"
                      "    blob = {'cpu': torch.get_rng_state(), 'gpu': torch.cuda.get_rng_state(),\n"
@@ -290,6 +300,25 @@ class LoadWithoutMapLocation(Rule):
                        "        return torch.load(path)\n", line=6, column=16,
                 fixed=DIST + "class Trainer:\n    def load(self, path):\n        self.model.cuda()\n"
                        "        return torch.load(path, map_location=\"cpu\")\n"),
+        # An instance path that is the same file on every rank (or only sometimes per rank).
+        Invalid(DIST + "import os\nclass Keeper:\n    def __init__(self, cfg):\n"
+                       "        self._path = os.path.join(cfg.out, 'last.pt')\n"
+                       "    def restore(self, net):\n        net.cuda()\n        state = torch.load(self._path)\n",
+                line=9, column=17,
+                fixed=DIST + "import os\nclass Keeper:\n    def __init__(self, cfg):\n"
+                       "        self._path = os.path.join(cfg.out, 'last.pt')\n"
+                       "    def restore(self, net):\n        net.cuda()\n"
+                       "        state = torch.load(self._path, map_location='cpu')\n"),
+        Invalid(DIST + "class Keeper:\n    def setup(self, folder, shared):\n"
+                       "        self.part = folder / ('part' + str(dist.get_rank()) + '.bin')\n"
+                       "        if shared:\n            self.part = folder / 'part.bin'\n"
+                       "    def restore(self, opt):\n        torch.cuda.set_device(local_rank)\n"
+                       "        opt.load_state_dict(torch.load(self.part))\n", line=10, column=29,
+                fixed=DIST + "class Keeper:\n    def setup(self, folder, shared):\n"
+                       "        self.part = folder / ('part' + str(dist.get_rank()) + '.bin')\n"
+                       "        if shared:\n            self.part = folder / 'part.bin'\n"
+                       "    def restore(self, opt):\n        torch.cuda.set_device(local_rank)\n"
+                       "        opt.load_state_dict(torch.load(self.part, map_location='cpu'))\n"),
         # Arguments one per line: the new one follows their layout.
         Invalid(DIST + "torch.cuda.set_device(local_rank)\nstate = torch.load(\n    os.path.join(run_dir, 'last.pt'),\n"
                        "    weights_only=False,\n)\n", line=4, column=9,
@@ -653,8 +682,19 @@ def _per_rank_file(index: SemanticIndex, path: cst.BaseExpression, depth: int = 
             if any(_per_rank_file(index, value, depth + 1) for value in index.reaching_values(node) or ()):
                 return True
             continue
+        if isinstance(node, cst.Attribute) and depth < 2 and _self_attribute(node):
+            # ``self._ckpt_path`` that every assignment in the module builds from the rank
+            values = index.reaching_values(node) or ()
+            if values and all(_per_rank_file(index, value, depth + 1) for value in values):
+                return True
+            continue
         stack.extend(node.children)
     return False
+
+
+def _self_attribute(node: cst.Attribute) -> bool:
+    """``self.path`` (one attribute of the instance, not ``self.cfg.path``)."""
+    return isinstance(node.value, cst.Name) and node.value.value == "self"
 
 
 def _class_checkpoints_on_cpu(index: SemanticIndex, site: CallSite, path: cst.BaseExpression) -> bool:

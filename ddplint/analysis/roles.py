@@ -22,6 +22,12 @@ A DDP script's code runs in one of three roles (RULES.md, Clarifications):
   module with its single-process defaults (``Trainer(name)`` where
   ``Trainer.__init__`` takes ``rank=0, world_size=1``: an inference helper such
   as a ``ModelLoader``) are single-process too (``holds_single_process_trainer``);
+- the methods of a top-level class that nothing in the project builds (no call,
+  no value read of it or of a project subclass, no module-object import of its
+  module, no computed import that may load it), that uses nothing of
+  torch.distributed itself, in a module whose distributed code sits in other
+  classes (a ``BaseTrainer`` with ``DataParallel`` beside ``Multi_BaseTrainer_dist``):
+  single-process (``in_unbuilt_single_process_class``);
 - a **DDP worker**: everything else.
 
 The ``if __name__ == "__main__":`` block of a module that is in DDP context
@@ -44,6 +50,8 @@ worker code. The role is decided once per node here, not per rule.
 
 from __future__ import annotations
 
+import fnmatch
+import os
 import re
 from typing import Optional
 
@@ -62,7 +70,8 @@ _SPAWN_MODULES = ("torch.multiprocessing", "multiprocessing", "torch.distributed
 def process_role(index: SemanticIndex, node: cst.CSTNode) -> str:
     """LAUNCHER, SINGLE_PROCESS or WORKER for the code at ``node``."""
     if in_single_process_branch(index, node) or in_standalone_main_block(index, node) \
-            or holds_single_process_trainer(index, node) or overridden_for_ddp_importers(index, node):
+            or holds_single_process_trainer(index, node) or overridden_for_ddp_importers(index, node) \
+            or in_unbuilt_single_process_class(index, node):
         return SINGLE_PROCESS
     in_test = test_function_role(index, node)
     if in_test is not None:
@@ -631,6 +640,87 @@ def _overridden_for_ddp_importers(index: SemanticIndex, cls: str, method: str) -
                 return False  # used as it is, or a subclass runs the method (inherited or through super())
             if any(call.callee == alias or call.callee.startswith(alias + ".") for call in importer.calls):
                 return False
+    return True
+
+
+# ---------------------------------------------------------------------- classes nothing builds
+_DISTRIBUTED_PREFIXES = ("torch.distributed", "torch.nn.parallel.DistributedDataParallel",
+                         "torch.utils.data.distributed", names.DISTRIBUTED_SAMPLER)
+
+
+def in_unbuilt_single_process_class(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """``node`` is in a method of a top-level class ``C`` that uses nothing of
+    torch.distributed, in a module whose distributed code all sits in other
+    classes (a ``BaseTrainer`` with ``DataParallel`` beside a
+    ``Multi_BaseTrainer_dist``), and nothing in the (complete) project builds
+    ``C`` or a project subclass of it: no call names one of them, no module reads
+    one as a value (a registry, a factory argument) or decorates one, imports a
+    module that holds one as a module object (``getattr(mod, name)``) or imports
+    modules by computed name. Then no process runs it: its role is not a worker's."""
+    method = next((a for a in index.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+    owner = next((a for a in index.ancestors(method) if isinstance(a, cst.ClassDef)), None) \
+        if method is not None else None
+    if owner is None or index.parent(owner) is not index.module:
+        return False
+    key = ("roles.unbuilt_class", id(owner))
+    if key not in index.cache:
+        index.cache[key] = _unbuilt_single_process_class(index, owner)
+    return index.cache[key]
+
+
+def _distributed_owner(index: SemanticIndex, site: CallSite) -> Optional[cst.CSTNode]:
+    """The top-level class holding a torch.distributed call (the module itself
+    when the call is outside every class); None for other calls."""
+    name = site.qualified_name or ""
+    if not name.startswith(_DISTRIBUTED_PREFIXES):
+        return None
+    top = next((a for a in index.ancestors(site.node) if isinstance(a, cst.ClassDef)
+                and index.parent(a) is index.module), None)
+    return top if top is not None else index.module
+
+
+def _unbuilt_single_process_class(index: SemanticIndex, owner: cst.ClassDef) -> bool:
+    from ddplint.analysis.models import project_of
+
+    if owner.decorators or is_test_module(index.path):
+        return False
+    owners = [o for o in (_distributed_owner(index, site) for site in index.calls) if o is not None]
+    if not owners or any(o is owner or o is index.module for o in owners):
+        return False  # the class itself (or module-level code) is distributed, or nothing is
+    project = project_of(index)
+    if not project.complete or index.path not in project.modules or len(project.modules) < 2:
+        return False
+    built = {owner.name.value}
+    holders = {index.path}
+    for _ in range(6):  # project subclasses, by name (a superset), a few generations deep
+        grown = False
+        for path, module in project.modules.items():
+            local = built | {alias for alias, target in module.imports.items() if target.split(".")[-1] in built}
+            for cls, bases in module.classes.items():
+                if cls not in built and any(base.split(".")[-1] in local for base in bases):
+                    built.add(cls.split(".")[-1])
+                    holders.add(path)
+                    grown = True
+        if not grown or len(built) > 40:
+            break
+    if len(built) > 40 or any(not name[:1].isupper() for name in built):
+        return False  # too many to follow, or a name the value facts do not record
+    for _ in range(4):  # packages that re-export a holder (``from .base_trainer import *``)
+        more = {path for path, module in project.modules.items() if path not in holders
+                and any(project.resolve_module(path, target) in holders for target in module.star_imports)}
+        if not more:
+            break
+        holders |= more
+    dotted = [holder[:-3].replace(os.sep, ".").replace("/", ".").removesuffix(".__init__") for holder in holders]
+    for path, module in project.modules.items():
+        if any(fnmatch.fnmatchcase(name, pattern.lstrip(".")) or fnmatch.fnmatchcase(name, "*." + pattern.lstrip("."))
+               for pattern in module.dynamic_imports for name in dotted):
+            return False  # ``import_module(f"pkg.{name}")`` may load a holder
+        local = built | {alias for alias, target in module.imports.items() if target.split(".")[-1] in built}
+        if local & module.call_names or local & module.class_values:
+            return False
+        if any(project.resolve_module(path, target) in holders for target in module.imports.values()):
+            return False  # a holder imported as a module object: its classes may be built by name
     return True
 
 

@@ -706,6 +706,36 @@ def module_masks_visible_devices(index: SemanticIndex) -> bool:
         if key == "CUDA_VISIBLE_DEVICES" and literal_str(value) is None and not _joined_device_list(index, value) \
                 and not _masked_once_by_the_parent(index, target):
             return True
+    if any(_exports_one_visible_device(index, call) for call in index.calls if call.method == "export"):
+        return True
     if index.project is None:
         return False  # a text on its own: nothing imports it
     return index.project.only_masked_processes_reach(index.path)
+
+
+# Launcher helpers whose ``export()`` sets ``CUDA_VISIBLE_DEVICES`` to the local
+# rank unless told not to (submitit: ``export(set_cuda_visible_devices=True, ...)``).
+VISIBLE_DEVICE_EXPORTERS = {"submitit.helpers.TorchDistributedEnvironment": "set_cuda_visible_devices"}
+
+
+def _exports_one_visible_device(index: SemanticIndex, call: CallSite) -> bool:
+    """``submitit.helpers.TorchDistributedEnvironment().export()`` (directly or on a
+    name bound to the environment): each process then sees only its local rank's
+    GPU, unless the flag is a literal false (``set_cuda_visible_devices=False``)."""
+    receiver = call.receiver
+    if receiver is None:
+        return False
+    values = [receiver] if isinstance(receiver, cst.Call) else (index.reaching_values(receiver) or [])
+    flags = set()
+    for value in values:
+        if not isinstance(value, cst.Call):
+            return False
+        flag = VISIBLE_DEVICE_EXPORTERS.get(index.qualified_name(value.func) or "")
+        if flag is None:
+            return False
+        flags.add(flag)
+    if len(flags) != 1:
+        return False
+    argument = call.keyword(flags.pop()) or call.positional(0)
+    return argument is None or not (isinstance(argument.value, cst.Name) and argument.value.value in ("False", "None")
+                                    or literal_int(argument.value) == 0)

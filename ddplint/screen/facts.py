@@ -95,7 +95,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "45"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "46"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -300,6 +300,11 @@ class ModuleFacts:
     # of a rank test that rank 0 never takes (``if rank != 0: cfg.ckpt_dir = None``):
     # ``if cfg.ckpt_dir is not None:`` / ``if self.verbose:`` then lets rank 0 through.
     nulled_off_main: set[str] = field(default_factory=set)
+    # Class names (the module's classes, imported names) used otherwise than called
+    # or subclassed: read as a value (``REGISTRY = {"t": Trainer}``, ``build(Trainer)``)
+    # or a decorated class of the module (a registry's ``@register``). Such a class
+    # may be built where no call names it (roles.in_unbuilt_single_process_class).
+    class_values: frozenset = frozenset()
     # The rules' screens on this module (ddplint.screen.screening.Verdict); None
     # when the judge must decide alone.
     screen: Optional[tuple] = None
@@ -330,6 +335,8 @@ def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFac
     facts.reads_local_rank_env = "LOCAL_RANK" in source and _names_local_rank_variable(tree)
     facts.moves_to_cuda = _CUDA_USE.search(source) is not None
     facts.masks_visible_devices = "CUDA_VISIBLE_DEVICES" in source and _masks_visible_devices(tree, subtrees)
+    if facts.classes or facts.imports:
+        facts.class_values = _class_values(facts, subtrees)
     if any(marker in source for marker in _STRIP_MARKERS):
         facts.prefix_strips = prefix_strips(tree, facts, subtrees)
     facts.uses_sharding_framework = any(
@@ -465,6 +472,29 @@ def _self_part(expr: ast.AST, itself: bool = False) -> bool:
     while isinstance(expr, ast.Attribute):
         expr, itself = expr.value, True
     return itself and isinstance(expr, ast.Name) and expr.id == "self"
+
+
+def _class_values(facts: "ModuleFacts", subtrees: Subtrees) -> frozenset:
+    """``ModuleFacts.class_values``: names of the module's classes or of imported
+    names that start with a capital, read here other than as a callee or a base
+    class, and the module's decorated classes."""
+    candidates = {name for name in (*facts.classes, *facts.imports) if name[:1].isupper() and "." not in name}
+    if not candidates:
+        return EMPTY_SET
+    plain: set[int] = set()  # the Name nodes that are a callee or a base class
+    found: set[str] = set()
+    for node in subtrees.order:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            plain.add(id(node.func))
+        elif isinstance(node, ast.ClassDef):
+            plain.update(id(base) for base in node.bases if isinstance(base, ast.Name))
+            if node.decorator_list and node.name in candidates:
+                found.add(node.name)
+    for node in subtrees.order:
+        if isinstance(node, ast.Name) and node.id in candidates and id(node) not in plain \
+                and isinstance(node.ctx, ast.Load):
+            found.add(node.id)
+    return frozenset(found) if found else EMPTY_SET
 
 
 def _masks_visible_devices(tree: ast.AST, subtrees: Subtrees) -> bool:
