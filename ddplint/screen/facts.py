@@ -93,7 +93,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "44"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "47"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -917,6 +917,9 @@ class _Extractor:
                     dotted = _dotted(target)
                     if dotted is not None:
                         self.assigned[-1].setdefault(dotted, []).append(node.value)
+                        wrapped = self.wrapper_of(node.value) if self.function is None else ""
+                        if wrapped and "." not in dotted:  # ``model = DDP(model)`` in a script
+                            self.facts.wrapped_globals[dotted] = wrapped
                     if isinstance(target, ast.Attribute):
                         flags = self.facts.attribute_flags
                         flags[target.attr] = flags.get(target.attr, True) and self.rank_flag_value(node.value)
@@ -928,9 +931,6 @@ class _Extractor:
                             name = _dotted(element)
                             if name is not None:
                                 self.assigned[-1].setdefault(name, []).append(value)
-                        wrapped = self.wrapper_of(node.value) if self.function is None else ""
-                        if wrapped and "." not in dotted:  # ``model = DDP(model)`` in a script
-                            self.facts.wrapped_globals[dotted] = wrapped
         elif isinstance(node, (ast.With, ast.AsyncWith)) and any(
                 _disables_grad(item.context_expr) for item in node.items):
             self.expressions([item.context_expr for item in node.items])
