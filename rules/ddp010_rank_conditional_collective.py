@@ -98,6 +98,19 @@ class RankConditionalCollective(Rule):
     uses_project = True
 
     valid = [
+        # An instance attribute that is FSDP only under ``self.<flag>``, used where that flag says
+        # otherwise (its other store keeps the plain model): an ordinary state_dict().
+        Valid(FSDP_IMPORT + "class Trainer:\n    def __init__(self, net, cfg):\n        self.use_fsdp = cfg.fsdp\n"
+                            "        if self.use_fsdp:\n            self.model = FSDP(net)\n        else:\n"
+                            "            self.model = net.cuda()\n    def save(self, path):\n"
+                            "        if dist.get_rank() != 0:\n            return\n        if not self.use_fsdp:\n"
+                            "            torch.save(self.model.state_dict(), path)\n"),
+        Valid(FSDP_IMPORT + "def shard(module):\n    return FSDP(module)\nclass Runner:\n"
+                            "    def __init__(self, net, sharded):\n        self.sharded = sharded\n"
+                            "        self.raw = net\n        if self.sharded:\n            self.net = shard(net)\n"
+                            "        else:\n            self.net = self.raw.to('cuda')\n    def export(self, path):\n"
+                            "        if self.sharded:\n            return\n        if dist.get_rank() == 0:\n"
+                            "            torch.save(self.net.state_dict(), path)\n"),
         # A helper that runs a module-level model which is not wrapped (the EMA copy), called under a
         # rank guard from a function: no collective.
         Valid(DDP_IMPORT + "model = DDP(net)\nema = Net().cuda()\ndef evaluate(loader):\n    for x, y in loader:\n"
@@ -352,6 +365,18 @@ if __name__ == "__main__":
         Invalid(DDP_IMPORT + "net = DDP(Net().cuda())\ndef evaluate(loader):\n    for x, y in loader:\n"
                              "        out = net(x)\ndef main(loader):\n    for ep in range(9):\n"
                              "        if dist.get_rank() == 0:\n            evaluate(loader)\n", line=11, column=13),
+        # ... but used under the flag that wraps it, or with another, unconditional wrap of it.
+        Invalid(FSDP_IMPORT + "class Trainer:\n    def __init__(self, net, cfg):\n        self.use_fsdp = cfg.fsdp\n"
+                              "        if self.use_fsdp:\n            self.model = FSDP(net)\n        else:\n"
+                              "            self.model = net.cuda()\n    def save(self, path):\n"
+                              "        if dist.get_rank() == 0:\n            if self.use_fsdp:\n"
+                              "                torch.save(self.model.state_dict(), path)\n", line=14, column=28),
+        Invalid(FSDP_IMPORT + "class Trainer:\n    def __init__(self, net, cfg):\n        self.use_fsdp = cfg.fsdp\n"
+                              "        if self.use_fsdp:\n            self.model = FSDP(net)\n        else:\n"
+                              "            self.model = net.cuda()\n    def reshard(self):\n"
+                              "        self.model = FSDP(self.model)\n    def save(self, path):\n"
+                              "        if dist.get_rank() == 0 and not self.use_fsdp:\n"
+                              "            torch.save(self.model.state_dict(), path)\n", line=15, column=24),
         Invalid(DIST + "def log_metrics(distributed, rank):\n    if distributed and rank != 0:\n        return\n"
                        "    dist.barrier()\n", line=6, column=5),
         # An evaluation function whose body is not visible, handed the DDP model.
