@@ -1972,6 +1972,97 @@ def returns_agreed_call(index: SemanticIndex, call: cst.Call) -> bool:
         return False
 
 
+_NON_FINITE_CHECKS = ("isnan", "isinf", "isfinite")
+_AGREEING_CALLS = ("all_reduce", "all_gather", "broadcast", "reduce", "all_gather_object", "broadcast_object_list",
+                   "barrier")
+
+
+def returns_non_finite_flag(index: SemanticIndex, call: cst.Call, position: Optional[int]) -> bool:
+    """Does the same-module helper this call runs (``helper(...)`` or
+    ``self.helper(...)``) return, at ``position`` of its returned tuple (None:
+    the whole value), a flag that a non-finite test of its own values decides?
+    ``if torch.isnan(loss) or torch.isinf(loss): return None, {}, False`` ...
+    ``return loss, metrics, True``, or ``return torch.isfinite(loss).all()``.
+    Such a flag is this rank's. Not when the helper issues a collective (its
+    test may read an agreed value); one level deep, memoised per helper."""
+    site = index.call_site(call)
+    if site is None:
+        return False
+    helpers = helper_functions(index, site)
+    if not helpers:
+        return False
+    cache = index.cache.setdefault("flow.non_finite_flag", {})
+    return all(_helper_returns_non_finite_flag(index, helper, position, cache) for helper in helpers)
+
+
+def _helper_returns_non_finite_flag(index: SemanticIndex, helper: cst.FunctionDef, position: Optional[int],
+                                    cache: dict) -> bool:
+    key = (id(helper), position)
+    if key in cache:
+        return cache[key]
+    cache[key] = False
+    found = False
+    if not any((site.method or dotted_name(site.node.func) or "").rsplit(".", 1)[-1] in _AGREEING_CALLS
+               for site in calls_in_function(index, helper)):
+        for node in _returns_of(helper):
+            value = _returned_at(node.value, position)
+            if value is None:
+                continue
+            if _calls_non_finite_check(value):
+                found = True
+                break
+            if _is_bool_literal(value) and any(isinstance(a, cst.If) and _calls_non_finite_check(a.test)
+                                               for a in _ancestors_within(index, node, helper)):
+                found = True
+                break
+    cache[key] = found
+    return found
+
+
+def _returns_of(function: cst.FunctionDef) -> Iterator[cst.Return]:
+    pending: list[cst.CSTNode] = [function.body]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, cst.Return):
+            yield node
+        elif not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            pending.extend(node.children)
+
+
+def _returned_at(value: Optional[cst.BaseExpression], position: Optional[int]) -> Optional[cst.BaseExpression]:
+    if value is None or position is None:
+        return value
+    if isinstance(value, cst.Tuple) and position < len(value.elements) \
+            and not any(isinstance(e, cst.StarredElement) for e in value.elements):
+        return value.elements[position].value
+    return None
+
+
+def _is_bool_literal(value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Name) and value.value in ("True", "False")
+
+
+def _calls_non_finite_check(expr: cst.CSTNode) -> bool:
+    pending = [expr]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, cst.Call):
+            func = node.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else (
+                func.value if isinstance(func, cst.Name) else "")
+            if name in _NON_FINITE_CHECKS:
+                return True
+        pending.extend(node.children)
+    return False
+
+
+def _ancestors_within(index: SemanticIndex, node: cst.CSTNode, stop: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    for ancestor in index.ancestors(node):
+        if ancestor is stop:
+            return
+        yield ancestor
+
+
 # ---------------------------------------------------------------------- step sequences
 
 
