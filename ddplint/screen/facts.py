@@ -128,6 +128,16 @@ def _none_default_params(args: ast.arguments) -> set[str]:
     return found
 
 
+def _true_default_params(args: ast.arguments) -> set[str]:
+    """The parameters whose default is the constant ``True``."""
+    positional = [*args.posonlyargs, *args.args]
+    found = {a.arg for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults)
+             if isinstance(d, ast.Constant) and d.value is True}
+    found |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults)
+              if isinstance(d, ast.Constant) and d.value is True}
+    return found
+
+
 def _disables_grad(expr: ast.AST) -> bool:
     """``torch.no_grad()``, ``torch.inference_mode()`` (call or decorator),
     ``torch.set_grad_enabled(False)``."""
@@ -178,6 +188,9 @@ class FunctionFacts:
     forwards_attributes: set[str] = field(default_factory=set)
     loads: set[str] = field(default_factory=set)  # params whose load_state_dict is called
     rank_predicate: bool = False  # every return value is a rank test
+    # Params whose default is the constant True: a call that leaves them out passes True
+    # (``mk_loaders(ds, shuffle: bool = True)`` called without it; Project.param_values).
+    true_defaults: set[str] = field(default_factory=set)
     rank_zero_only: bool = False  # decorated with @rank_zero_only / @master_only
     calls_set_epoch: bool = False
     device_params: set[str] = field(default_factory=set)  # params used as a CUDA device / device index
@@ -358,7 +371,7 @@ class _EmptyMap(dict):
 
 EMPTY_SET = _EmptySet()
 EMPTY_MAP = _EmptyMap()
-_FUNCTION_SETS = ("forwards", "forwards_globals", "forwards_attributes", "loads", "device_params", "keeps", "saves", "saves_unguarded",
+_FUNCTION_SETS = ("forwards", "true_defaults", "forwards_globals", "forwards_attributes", "loads", "device_params", "keeps", "saves", "saves_unguarded",
                   "returns_detached", "hands_on")
 _MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes", "attribute_params",
                 "attribute_flags")
@@ -1138,6 +1151,7 @@ class _Extractor:
         outer_given = (self.given, self.none_defaults, self.unguarded_saves)
         self.given, self.unguarded_saves = [], []
         self.none_defaults = _none_default_params(args)
+        facts.true_defaults = _true_default_params(args)
         outer_node, self.function_node = self.function_node, node
         self.assigned.append({})
         self.unpacked.append({})
