@@ -69,7 +69,10 @@ which is rank-guarded: there are no peers to leave); a
 `continue` after the last backward and collective of the iteration; exits of
 inner loops that do not skip the backward; tests that read only the graph's
 set-up (`if not loss.requires_grad: raise ...`, `if out.grad_fn is None:`),
-which is the same on every rank.
+which is the same on every rank; the short last batch of a loader whose sampler
+is a `DistributedSampler` (`if x.size(0) != args.batch_size: continue` with
+`DataLoader(ds, sampler=sampler, batch_size=args.batch_size)`): every rank gets
+as many samples, so every rank skips the same step (not after `x = x[mask]`).
 
 ## References
 - https://pytorch.org/docs/stable/notes/ddp.html#internal-design
@@ -112,6 +115,38 @@ class RankDivergentSkipBeforeBackward(Rule):
     needs_ddp_context = True
 
     valid = [
+        # The short last batch of a DistributedSampler loader (its own batch_size): every rank has
+        # as many samples, so every rank skips the same step.
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+def train(args, ds, net, opt):
+    model = DDP(net)
+    sampler = RandomSampler(ds) if args.local_rank == -1 else DistributedSampler(ds)
+    loader = DataLoader(ds, sampler=sampler, batch_size=args.train_batch_size)
+    for step, batch in enumerate(loader):
+        input_ids, labels = batch
+        if input_ids.size()[0] != args.train_batch_size:
+            continue
+        loss = model(input_ids, labels).mean()
+        loss.backward()
+        opt.step()
+"""),
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler
+from tqdm import tqdm
+def fit(cfg, ds, net, opt):
+    model = DDP(net)
+    loader = DataLoader(ds, batch_size=cfg.bs, sampler=DistributedSampler(ds, shuffle=True))
+    for epoch in range(cfg.epochs):
+        loader.sampler.set_epoch(epoch)
+        for i, (x, y) in tqdm(enumerate(loader)):
+            if len(x) < cfg.bs:
+                continue
+            model(x).sum().backward()
+            opt.step()
+"""),
         # A returned flag decided by a counter, or by a non-finite test the helper all-reduced first.
         Valid(DIST + """\
 class Trainer:
@@ -565,6 +600,35 @@ def fit(model, loader, opt, limit):
 """),
     ]
     invalid = [
+        # A short batch of a loader without a DistributedSampler (each rank its own shard), or of
+        # a batch this rank filtered first: per rank.
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader
+def fit(cfg, shard, net, opt):
+    model = DDP(net)
+    loader = DataLoader(shard, batch_size=cfg.bs, shuffle=True)
+    for epoch in range(cfg.epochs):
+        for x, y in loader:
+            if x.size(0) != cfg.bs:
+                continue
+            model(x).sum().backward()
+            opt.step()
+""", line=13, column=17, severity="error"),
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler
+def fit(cfg, ds, net, opt):
+    model = DDP(net)
+    loader = DataLoader(ds, batch_size=cfg.bs, sampler=DistributedSampler(ds))
+    for epoch in range(cfg.epochs):
+        for x, y in loader:
+            x = x[y >= 0]
+            if x.shape[0] != cfg.bs:
+                continue
+            model(x).sum().backward()
+            opt.step()
+""", line=14, column=17, severity="error"),
         # A flag returned by a method of the class that a non-finite test of this rank's loss
         # decides (``return None, False`` under ``if torch.isnan(loss)``), at its place in the tuple.
         Invalid(DIST + """\
@@ -1225,6 +1289,8 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
     order = flow.order_near(index, test)
     if _reads_only_structure(test):
         return False  # ``if not loss.requires_grad: raise``: the same graph set-up on every rank
+    if any(flow.short_batch_test(index, test, loop) for loop in loops):
+        return False  # the short last batch of a DistributedSampler loader: the same step on every rank
     if any(flow.is_agreed_value(index, name, test) for name in read if "." not in name):
         return False
     if any(isinstance(node, cst.Call) and flow.returns_agreed_call(index, node) for node in _calls_in(test)):
