@@ -115,6 +115,22 @@ class RankDivergentSkipBeforeBackward(Rule):
     needs_ddp_context = True
 
     valid = [
+        # ... also with the items unpacked from a slice of the batch tuple.
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+def train(args, ds, net, opt):
+    model = DDP(net)
+    sampler = RandomSampler(ds) if args.local_rank == -1 else DistributedSampler(ds)
+    loader = DataLoader(ds, sampler=sampler, batch_size=args.train_batch_size)
+    for step, batch in enumerate(loader):
+        input_ids, labels = batch[:2]
+        if input_ids.size()[0] != args.train_batch_size:
+            continue
+        loss = model(input_ids, labels).mean()
+        loss.backward()
+        opt.step()
+"""),
         # The short last batch of a DistributedSampler loader (its own batch_size): every rank has
         # as many samples, so every rank skips the same step.
         Valid(DIST + """\

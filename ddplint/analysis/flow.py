@@ -2145,6 +2145,9 @@ def _unfiltered_bindings(index: SemanticIndex, name: cst.Name, loop: cst.For, de
         value = binding.value if binding.kind != "unpack" else getattr(binding.node, "value", None)
         if binding.kind not in ("assign", "unpack") or value is None:
             return False
+        if binding.kind == "unpack" and isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name) \
+                and len(value.slice) == 1 and isinstance(value.slice[0].slice, cst.Slice):
+            value = value.value  # ``input_ids, mask = batch[:2]``: items of the batch tuple
         source = _moved_source(value)
         if source is None or not _unfiltered_batch(index, source, loop, depth + 1):
             return False
