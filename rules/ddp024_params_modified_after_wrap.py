@@ -1,7 +1,8 @@
 """## What it does
 Flags changes to a model's parameters after it was wrapped in
 `DistributedDataParallel`: `requires_grad_(False)` on it or a submodule,
-`p.requires_grad = False` in a loop over its parameters, a new submodule assigned
+`p.requires_grad = False` in a loop over its parameters (also those of an item of
+one of its module lists: `model.module.blocks[i].parameters()`), a new submodule assigned
 to it (`model.module.head = nn.Linear(...)`), or `.to(dtype)` / `.half()` of it;
 also in a function (of any module) that receives a DDP model from a call site of
 the project (`freeze_head(ddp_model)`), and a function of the module handed the
@@ -85,6 +86,11 @@ class ParamsModifiedAfterWrap(Rule):
         Valid(IMPORTS + "ddp = DDP(model)\nmodel.head = nn.Linear(4, 2)\nddp = DDP(model)\n"),  # re-wrapped
         Valid(IMPORTS + "model = DDP(model)\nema = copy.deepcopy(model.module)\nema.requires_grad_(False)\n"),
         Valid(IMPORTS + "model = DDP(model)\nfor p in teacher.parameters():\n    p.requires_grad = False\n"),
+        # Items of a module list frozen before the wrap, or of the EMA copy after it.
+        Valid(IMPORTS + "for i in range(14, 28):\n    for p in net.blocks[i].parameters():\n"
+                        "        p.requires_grad = False\nmodel = DDP(net)\n"),
+        Valid(IMPORTS + "ema = deepcopy(net)\nmodel = DDP(net)\nfor i in range(4):\n"
+                        "    for p in ema.blocks[i].parameters():\n        p.requires_grad = False\n"),
         Valid(IMPORTS + "model = DDP(model)\nx = x.to(torch.float16)\nmodel.module.requires_grad_(True)\n"),
         Valid(IMPORTS + "model = DDP(model)\nmodel.train()\nmodel.module.eval()\n"),
         Valid(IMPORTS + "model = DDP(model)\nmodel.module.head.weight.data.zero_()\n"),
@@ -271,6 +277,12 @@ class Forecaster:
                           "    w.requires_grad = False\n", line=7, column=5),
         Invalid(IMPORTS + "model = DDP(model)\nfor p in model.module.encoder.parameters():\n"
                           "    p.requires_grad = False\n", line=6, column=5),
+        # Items of a module list of the wrapped model (a frozen decoder half).
+        Invalid(IMPORTS + "model = DDP(net.cuda(), device_ids=[rank])\nif args.freeze_decoder:\n"
+                          "    for i in range(14, 28):\n        for param in model.module.blocks[i].parameters():\n"
+                          "            param.requires_grad = False\n", line=8, column=13),
+        Invalid(IMPORTS + "ddp = DDP(net)\nfor name, w in ddp.module.layers[:6].named_parameters():\n"
+                          "    w.requires_grad = False\n", line=6, column=5),
         Invalid(IMPORTS + "ddp_model = DDP(net, device_ids=[rank])\nnet.fc = nn.Linear(512, 10)\n",
                 line=5, column=1),
         Invalid(IMPORTS + "model = DDP(model)\nmodel.module.to(torch.float16)\n", line=5, column=1),
@@ -564,9 +576,15 @@ def _given_only_models_without_backward(index: SemanticIndex, expr: cst.BaseExpr
 
 
 def _parameters_owner(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """The module whose ``parameters()`` a loop walks: ``model.module.head`` of
+    ``model.module.head.parameters()``, and the module list of one of its items
+    (``model.module.blocks`` of ``model.module.blocks[i].parameters()``)."""
     if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) \
             and expr.func.attr.value in ("parameters", "named_parameters"):
-        return expr.func.value
+        owner = expr.func.value
+        while isinstance(owner, cst.Subscript):
+            owner = owner.value
+        return owner
     return None
 
 

@@ -617,3 +617,26 @@ def test_a_method_only_single_process_arms_call_stays_single_process_beside_a_li
     write(tmp_path / "export.py", other)
     results = lint_paths([trainer, tmp_path / "export.py"], Settings(select=("DDP011",), root=tmp_path), jobs=1)
     assert bool(_codes(results)) == flagged, _codes(results)
+
+
+def test_a_method_of_what_a_factory_builds_is_every_built_class_s_method():
+    engines = ("import torch\nfrom ext import RemoteTrainer\n"
+               "class Base:\n    def fit(self, net):\n        pass\n    def close(self):\n        pass\n"
+               "class Seg(Base):\n    def fit(self, net):\n        pass\n"
+               "class Depth(Base):\n    pass\n"
+               "def make(cfg):\n    if cfg.seg:\n        return Seg(cfg)\n    trainer = Depth(cfg)\n    return trainer\n"
+               "def make_any(cfg):\n    return Seg(cfg) if cfg.seg else RemoteTrainer(cfg)\n"
+               "def make_remote(cfg):\n    return RemoteTrainer(cfg)\n")
+    train = ("from engines import make, make_any, make_remote\n"
+             "def main(cfg, net):\n    trainer = make(cfg)\n    trainer.fit(net)\n    make(cfg).close()\n"
+             "    make_remote(cfg).fit(net)\n")
+    project = Project([summarize(engines, "engines.py"), summarize(train, "train.py")])
+    assert project.function(("engines.py", "make")).returns_classes == ("Depth", "Seg")
+    assert project.function(("engines.py", "make_any")).returns_classes == ()  # a conditional value: not read
+    assert project.resolve_functions("train.py", "make().fit") == [("engines.py", "Base.fit"),
+                                                                    ("engines.py", "Seg.fit")]
+    assert project.resolve_function("train.py", "make().close") == ("engines.py", "Base.close")
+    assert project.resolve_function("train.py", "make().fit") is None  # two methods: no single answer
+    assert project.resolve_functions("train.py", "make_remote().fit") == []  # a class the project does not hold
+    assert [path for path, _ in project.callers[("engines.py", "Seg.fit")]] == ["train.py"]
+    assert [path for path, _ in project.callers[("engines.py", "Base.close")]] == ["train.py"]

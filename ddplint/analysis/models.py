@@ -10,7 +10,7 @@ import re
 from typing import Optional
 
 from ddplint import names
-from ddplint.screen.facts import (ARGV_LOCAL_RANK, GLOBAL_RANK, LITERAL, LOCAL_RANK, SPAWN_INDEX, ModuleFacts,
+from ddplint.screen.facts import (ARGV_LOCAL_RANK, FACTORY_CALL, GLOBAL_RANK, LITERAL, LOCAL_RANK, SPAWN_INDEX, ModuleFacts,
                                    summarize)
 from ddplint.screen.project import Project
 
@@ -598,8 +598,36 @@ def project_callee(index, call) -> Optional[str]:
             owner = _self_class(index, call)
             if owner:
                 return f"{owner}.{func.attr.value}"
+        factory = _factory_of(index, func.value)
+        if factory:
+            return f"{factory}{FACTORY_CALL}{func.attr.value}"
     holder = _instance_class(index, func)
     return f"{holder}.__call__" if holder else dotted_name(func)
+
+
+def _factory_of(index, expr) -> str:
+    """``build_trainer`` when every value that may reach ``expr`` is a call of
+    that one function (``trainer = build_trainer(args)``), not a class's nor a
+    library's: ``trainer.train(model)`` runs a method of what it returns (the
+    facts' ``factory_of``, resolved by ``Project.factory_methods``). "" otherwise."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+
+    if isinstance(expr, cst.Call):
+        values = [expr]
+    elif isinstance(expr, cst.Name) and expr.value not in ("self", "cls"):
+        values = index.reaching_values(expr) or []
+    else:
+        return ""
+    callees = {dotted_name(v.func) if isinstance(v, cst.Call) else None for v in values}
+    if len(callees) != 1:
+        return ""
+    callee = callees.pop()
+    if callee is None or callee.split(".")[-1][:1].isupper() \
+            or (index.qualified_name(values[0].func) or "").startswith(_LIBRARY_PREFIXES):
+        return ""
+    return callee
 
 
 def _self_class(index, node) -> str:

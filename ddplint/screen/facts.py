@@ -78,6 +78,8 @@ LOCAL_RANK_ATTRIBUTE = "attr:local_rank"  # X.local_rank: ARGV_LOCAL_RANK once t
 # callee's returns_wrapped (a model wrapped by a setup helper, passed on).
 # Several bindings give several such tags joined by "|".
 RETURN_PREFIX = "ret:"
+# The callee of ``obj.m()`` with ``obj = factory(...)``: "factory().m" (see FunctionFacts.returns_classes).
+FACTORY_CALL = "()."
 # "self:Cls.NAME": ``self.NAME`` of class Cls, stored from a parameter of one of
 # its methods (ModuleFacts.attribute_params): what its callers passed there.
 SELF_ATTRIBUTE_PREFIX = "self:"
@@ -212,6 +214,10 @@ class FunctionFacts:
     # returned (``model = set_model(m); return tokenizer, model``): position -> RETURN_PREFIX tag,
     # resolved at the join (Project.returned_tag).
     returns_through: dict[str, str] = field(default_factory=dict)
+    # A factory: every return hands back an instance of a class named in this module
+    # (``return YoloTrainer(args)`` / ``return YoloxTrainer(args)``): those classes, as
+    # written. ``trainer = build_trainer(...); trainer.train(model)`` may run either's method.
+    returns_classes: tuple[str, ...] = ()
     # What the returns hand back as a rank ("" for the value, "0", "1", ... for a tuple's
     # items) -> GLOBAL_RANK / LOCAL_RANK, when every return gives that rank or an integer
     # constant there (``return 0, 1, dev`` ... ``return int(os.environ["RANK"]), world, dev``).
@@ -566,6 +572,9 @@ def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
     imported into it. Dropping the rest (``x.append``, ``print``, ``logger.info``)
     keeps summaries small: they are cached, pickled to every worker, and held
     for the whole run."""
+    if FACTORY_CALL in call.callee:  # ``trainer.train(model)`` with ``trainer = build_trainer(...)``
+        factory = call.callee.partition(FACTORY_CALL)[0]
+        return factory.split(".")[0] in facts.imports or factory in facts.functions or bool(facts.star_imports)
     parts = call.callee.split(".")
     head = parts[0]
     if head in facts.imports:
@@ -1077,6 +1086,9 @@ class _Extractor:
                     tag = self.return_tag(item)
                     if tag:
                         facts.returns_through.setdefault("" if position is None else str(position), tag)
+        classes = {self.instance_class(value) for value in self.returns[-1]}
+        if classes and "" not in classes:
+            facts.returns_classes = tuple(sorted(classes))
         facts.returns_detached = self.detached_positions(self.returns[-1])
         facts.returns_ranks = self.returned_ranks(self.returns[-1])
 
@@ -1539,6 +1551,9 @@ class _Extractor:
             if isinstance(func.value, ast.Name) and func.value.id in ("self", "cls") and self.self_class \
                     and func.attr not in self.attributes.get(self.self_class, {}):
                 return f"{self.self_class}.{func.attr}"
+            factory = self.factory_of(func.value)
+            if factory:
+                return f"{factory}{FACTORY_CALL}{func.attr}"
         holder = self.instance_class(func) if called else ""
         return f"{holder}.__call__" if holder else ""
 
@@ -1552,6 +1567,21 @@ class _Extractor:
             refs = {self.instance_class(value, depth + 1) for value in self.values_of(expr.id)}
             return refs.pop() if len(refs) == 1 else ""
         return ""
+
+    def factory_of(self, expr: ast.AST) -> str:
+        """``build_trainer`` when ``expr`` holds what a call of a possible project
+        function returns (``trainer = build_trainer(args)``, ``make()``): the join
+        reads that function's ``returns_classes``. "" otherwise."""
+        values = [expr] if isinstance(expr, ast.Call) else \
+            self.values_of(expr.id) if isinstance(expr, ast.Name) and expr.id not in ("self", "cls") else []
+        callees = {_dotted(value.func) if isinstance(value, ast.Call) else None for value in values}
+        if len(callees) != 1:
+            return ""
+        callee = callees.pop()
+        if callee is None or callee.split(".")[-1][:1].isupper() or not self.may_be_project_callee(callee) \
+                or (self.qualified(values[0].func) or "").startswith(_LIBRARY_PREFIXES):
+            return ""
+        return callee
 
     def class_ref(self, func: ast.AST) -> str:
         """``Trainer`` / ``engine.Trainer`` when ``func`` may name a project class

@@ -15,7 +15,8 @@ import os
 from typing import Callable, Iterable, Optional
 
 from ddplint import names
-from ddplint.screen.facts import (ARGV_LOCAL_RANK, DDP_MODEL, FLAG_PREFIX, FSDP_MODEL, LOCAL_RANK_ATTRIBUTE, PARAM_PREFIX,
+from ddplint.screen.facts import (ARGV_LOCAL_RANK, DDP_MODEL, FACTORY_CALL, FLAG_PREFIX, FSDP_MODEL, LOCAL_RANK_ATTRIBUTE,
+                                  PARAM_PREFIX,
                                   RETURN_PREFIX, SELF_ATTRIBUTE_PREFIX, TRUE,
                                   UNKNOWN, CallFact, FunctionFacts, ModuleFacts)
 
@@ -108,6 +109,9 @@ class Project:
         module = self.modules.get(path)
         if module is None:
             return None
+        if FACTORY_CALL in callee:
+            made = self.factory_methods(path, callee, imports)
+            return made[0] if len(made) == 1 else None
         imports = module.imports if imports is None else imports
         head, _, method = callee.partition(".")
         if head in ("self", "cls") and "." not in method:
@@ -122,6 +126,37 @@ class Project:
         if owner is not None and owner[1] in self.modules[owner[0]].classes:
             return self._method(owner, method)
         return None
+
+    def resolve_functions(self, path: str, callee: str,
+                          imports: Optional[dict[str, str]] = None) -> list[FunctionKey]:
+        """Every project function a call of ``callee`` may run: the one that
+        ``resolve_function`` finds, or, for a method of what a factory returns
+        ("build_trainer().train"), that method of each class the factory may build."""
+        if FACTORY_CALL in callee:
+            return self.factory_methods(path, callee, imports)
+        key = self.resolve_function(path, callee, imports)
+        return [key] if key is not None else []
+
+    def factory_methods(self, path: str, callee: str,
+                        imports: Optional[dict[str, str]] = None) -> list[FunctionKey]:
+        """``trainer.train(model)`` with ``trainer = build_trainer(args)`` (callee
+        "build_trainer().train"): method ``train`` of each class that every return
+        of the project function ``build_trainer`` constructs (FunctionFacts.returns_classes)."""
+        factory, _, method = callee.partition(FACTORY_CALL)
+        key = self.resolve_function(path, factory, imports)
+        function = self.function(key) if key is not None else None
+        if function is None or not function.returns_classes:
+            return []
+        found = []
+        for cls in function.returns_classes:
+            owner = self._definition(key[0], cls)
+            if owner is None or owner[1] not in self.modules[owner[0]].classes:
+                return []  # a class the project does not hold: the call may run anything
+            target = self._method(owner, method)
+            if target is None:
+                return []
+            found.append(target)
+        return sorted(set(found))
 
     def _definition(self, path: str, name: str, imports: Optional[dict[str, str]] = None,
                     depth: int = 0) -> Optional[tuple[str, str]]:
@@ -217,9 +252,10 @@ class Project:
                 if call.maybe_guards and not call.guarded and any(
                         self.is_rank_predicate(path, module.imports, g) for g in call.maybe_guards):
                     call.guarded = call.guarded_lenient = True
-                key = self.resolve_function(path, call.callee)
-                if key is not None:
+                keys = self.resolve_functions(path, call.callee)
+                for key in keys:
                     self.callers.setdefault(key, []).append((path, call))
+                if keys:
                     resolved.append(call)
                 else:
                     if path not in self._wraps_through and self._wrap_through(path, module, call):
@@ -682,10 +718,13 @@ class Project:
                      wrapped_slots: dict[str, str]) -> Optional[str]:
         """What a call of ``callee`` from module ``path`` reaches: "collective",
         "forward" (a forward of a wrapped model passed in ``wrapped_slots``),
-        "load" (a load_state_dict into it), or None."""
-        key = self.resolve_function(path, callee, imports)
-        if key is None:
-            return None
+        "load" (a load_state_dict into it), or None. A method of what a factory
+        returns answers when every class it may build answers alike."""
+        keys = self.resolve_functions(path, callee, imports)
+        found = {self._key_reaches(key, callee, wrapped_slots) for key in keys}
+        return found.pop() if len(found) == 1 else None
+
+    def _key_reaches(self, key: FunctionKey, callee: str, wrapped_slots: dict[str, str]) -> Optional[str]:
         if self.reaches_collective(key):
             return "collective"
         function, module = self.function(key), self.modules[key[0]]
@@ -1069,7 +1108,7 @@ def _judge_call(callee: str) -> CallFact:
     "Cls.method" stands for a call through an instance (bound), except
     ``Base.__init__(self, ...)``, which passes ``self`` itself."""
     holder, _, method = callee.rpartition(".")
-    bound = holder.split(".")[-1][:1].isupper() and method != "__init__"
+    bound = FACTORY_CALL in callee or holder.split(".")[-1][:1].isupper() and method != "__init__"
     return CallFact(callee, "", False, False, instance=bound)
 
 
