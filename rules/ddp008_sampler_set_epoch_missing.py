@@ -8,7 +8,8 @@ again and again). A one-file project is complete; independent scripts of one
 folder (an examples repository) never satisfy each other.
 
 Also flagged: `DistributedSampler(ds, shuffle=shuffle)` in a builder whose
-callers all pass `shuffle=True`.
+callers all pass `shuffle=True`, or leave out a parameter whose default is
+`True` (`def mk_loaders(ds, bs, shuffle=True)` called as `mk_loaders(ds, 32)`).
 
 Not flagged: `shuffle=False` (or a value ddplint cannot read); single-pass scripts without an epoch loop;
 validation/test samplers; a helper that calls `set_epoch`. The module need not
@@ -91,6 +92,13 @@ class SamplerSetEpochMissing(Rule):
         Valid(IMPORTS + "def build_loader(ds):\n    return DataLoader(ds, sampler=DistributedSampler(ds))\n"),
         Valid(IMPORTS + "sampler = DistributedSampler(ds, num_replicas=ws, rank=rank, shuffle=False)\n"
                         "for epoch in range(10):\n    train(DataLoader(ds, sampler=sampler))\n"),
+        # The default True, but the one call passes False (by position, by keyword).
+        Valid(IMPORTS + "def mk_loaders(ds, bs, shuffle=True):\n"
+                        "    return DataLoader(ds, batch_size=bs, sampler=DistributedSampler(ds, shuffle=shuffle))\n"
+                        "loader = mk_loaders(ds, 32, False)\nfor epoch in range(3):\n    train(loader)\n"),
+        Valid(IMPORTS + "def mk_loaders(ds, bs, *, shuffle=True):\n"
+                        "    return DataLoader(ds, batch_size=bs, sampler=DistributedSampler(ds, shuffle=shuffle))\n"
+                        "loader = mk_loaders(ds, 32, shuffle=cfg.shuffle)\nfor epoch in range(3):\n    train(loader)\n"),
         # ... and when a caller passes False (or something unknown), silent.
         Valid(IMPORTS + "def make_sampler(ds, shuffle):\n    return DistributedSampler(ds, shuffle=shuffle)\n"
                         "train_s = make_sampler(ds, shuffle=True)\nval_s = make_sampler(val, shuffle=False)\n"
@@ -160,6 +168,17 @@ class SamplerSetEpochMissing(Rule):
                           "while keep_going:\n    for i, batch in enumerate(train_loader):\n"
                           "        steps = step(batch)\n        if steps > 1000:\n            keep_going = False\n",
                 line=4, column=11),
+        # ... or leaves it out, its default True (a positional parameter, a keyword-only one).
+        Invalid(IMPORTS + "def mk_loaders(ds, bs, shuffle=True):\n"
+                          "    sampler = DistributedSampler(ds, shuffle=shuffle)\n"
+                          "    return DataLoader(ds, batch_size=bs, sampler=sampler)\n"
+                          "loader = mk_loaders(ds, 32)\nfor epoch in range(3):\n    train(loader)\n",
+                line=5, column=15),
+        Invalid(IMPORTS + "class Data:\n    def loader(self, ds, *, shuffle: bool = True):\n"
+                          "        return DataLoader(ds, sampler=DistributedSampler(ds, shuffle=shuffle))\n"
+                          "    def fit(self, ds):\n        dl = self.loader(ds)\n"
+                          "        for epoch in range(9):\n            step(dl)\n",
+                line=6, column=39),
         # The builder's shuffle parameter: its one caller passes True.
         Invalid(IMPORTS + "def make_sampler(ds, shuffle, distributed):\n    if distributed:\n"
                           "        return DistributedSampler(ds, shuffle=shuffle)\n    return None\n"

@@ -98,6 +98,27 @@ class RankConditionalCollective(Rule):
     uses_project = True
 
     valid = [
+        # An instance attribute that is FSDP only under ``self.<flag>``, used where that flag says
+        # otherwise (its other store keeps the plain model): an ordinary state_dict().
+        Valid(FSDP_IMPORT + "class Trainer:\n    def __init__(self, net, cfg):\n        self.use_fsdp = cfg.fsdp\n"
+                            "        if self.use_fsdp:\n            self.model = FSDP(net)\n        else:\n"
+                            "            self.model = net.cuda()\n    def save(self, path):\n"
+                            "        if dist.get_rank() != 0:\n            return\n        if not self.use_fsdp:\n"
+                            "            torch.save(self.model.state_dict(), path)\n"),
+        Valid(FSDP_IMPORT + "def shard(module):\n    return FSDP(module)\nclass Runner:\n"
+                            "    def __init__(self, net, sharded):\n        self.sharded = sharded\n"
+                            "        self.raw = net\n        if self.sharded:\n            self.net = shard(net)\n"
+                            "        else:\n            self.net = self.raw.to('cuda')\n    def export(self, path):\n"
+                            "        if self.sharded:\n            return\n        if dist.get_rank() == 0:\n"
+                            "            torch.save(self.net.state_dict(), path)\n"),
+        # A helper that runs a module-level model which is not wrapped (the EMA copy), called under a
+        # rank guard from a function: no collective.
+        Valid(DDP_IMPORT + "model = DDP(net)\nema = Net().cuda()\ndef evaluate(loader):\n    for x, y in loader:\n"
+                           "        out = ema(x)\ndef main(loader):\n    if dist.get_rank() == 0:\n"
+                           "        evaluate(loader)\n"),
+        Valid(DDP_IMPORT + "model = build()\nraw = model\nif ddp:\n    model = DDP(model)\n"
+                           "def estimate_loss():\n    return raw(x).mean()\ndef train():\n"
+                           "    if master_process:\n        estimate_loss()\n"),
         # A rank inside a group (``grp.rank()``, ``mp.dp_rank()``): which ranks of the job pass is
         # not known here.
         Valid(DIST + "def sync_stats(t):\n    dist.all_reduce(t)\ndef checkpoint(t):\n"
@@ -334,6 +355,28 @@ if __name__ == "__main__":
                              "model = DDP(net)\nmaster_process = ddp_rank == 0\n"
                              "for it in range(100):\n    if it % 10 == 0 and master_process:\n"
                              "        losses = estimate_loss()\n", line=11, column=18),
+        # The same, called from inside a function (the training loop of ``train()``), the model
+        # wrapped under ``if ddp:`` at module level; and a helper evaluating a global wrapped net.
+        Invalid(DDP_IMPORT + "model = build()\nif ddp:\n    model = DDP(model)\n"
+                             "master_process = ddp_rank == 0\n@torch.no_grad()\ndef estimate_loss():\n"
+                             "    return model(x).mean()\ndef train():\n    for it in range(100):\n"
+                             "        if it % 10 == 0 and master_process:\n            losses = estimate_loss()\n"
+                             "train()\n", line=14, column=22),
+        Invalid(DDP_IMPORT + "net = DDP(Net().cuda())\ndef evaluate(loader):\n    for x, y in loader:\n"
+                             "        out = net(x)\ndef main(loader):\n    for ep in range(9):\n"
+                             "        if dist.get_rank() == 0:\n            evaluate(loader)\n", line=11, column=13),
+        # ... but used under the flag that wraps it, or with another, unconditional wrap of it.
+        Invalid(FSDP_IMPORT + "class Trainer:\n    def __init__(self, net, cfg):\n        self.use_fsdp = cfg.fsdp\n"
+                              "        if self.use_fsdp:\n            self.model = FSDP(net)\n        else:\n"
+                              "            self.model = net.cuda()\n    def save(self, path):\n"
+                              "        if dist.get_rank() == 0:\n            if self.use_fsdp:\n"
+                              "                torch.save(self.model.state_dict(), path)\n", line=14, column=28),
+        Invalid(FSDP_IMPORT + "class Trainer:\n    def __init__(self, net, cfg):\n        self.use_fsdp = cfg.fsdp\n"
+                              "        if self.use_fsdp:\n            self.model = FSDP(net)\n        else:\n"
+                              "            self.model = net.cuda()\n    def reshard(self):\n"
+                              "        self.model = FSDP(self.model)\n    def save(self, path):\n"
+                              "        if dist.get_rank() == 0 and not self.use_fsdp:\n"
+                              "            torch.save(self.model.state_dict(), path)\n", line=15, column=24),
         Invalid(DIST + "def log_metrics(distributed, rank):\n    if distributed and rank != 0:\n        return\n"
                        "    dist.barrier()\n", line=6, column=5),
         # An evaluation function whose body is not visible, handed the DDP model.

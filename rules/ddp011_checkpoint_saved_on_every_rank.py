@@ -13,7 +13,10 @@ checkpoint, not `save_on_master`-like) and given the `state_dict()` of a DDP
 model with no per-rank argument (`write_ckpt({"net": model.state_dict()}, out)`).
 A save inside a loop of its own function (the epoch loop of
 `main(cfg, gpu, save_dir)`) is that function's save and is reported at the
-`torch.save`, whatever its parameters choose. When the
+`torch.save`, whatever its parameters choose. A rank guard joined by `or` to a
+step or epoch counter test (`if master and it % k == 0 or it in [1000, 5000]:`,
+which Python groups as `(master and ...) or it in [...]`) does not guard: at those
+steps every rank saves. When the
 file name is a literal the message names it ("every rank writes 'last.pt'").
 A worker that no call runs directly but that is handed by name to a function of its
 module which spawns that parameter (`run_demo(train, world_size)` with
@@ -121,6 +124,16 @@ class CheckpointSavedOnEveryRank(Rule):
         Valid(DIST + "import io\nbuffer = io.BytesIO()\ntorch.save(model.state_dict(), buffer)\n"),
         Valid(DIST + "import torch.distributed.checkpoint as dcp\ndcp.save({'model': model.state_dict()}, "
                      "checkpoint_id='ckpt')\n"),
+        # The schedule test inside the rank guard (parenthesised), or a disjunct that is a mode
+        # switch rather than a step counter (a string): the save stays guarded.
+        Valid(DIST + "def fit(cfg, model):\n    dist.init_process_group('nccl')\n"
+                     "    for step in range(cfg.steps):\n        train_step(model)\n"
+                     "        if dist.get_rank() == 0 and (step % 500 == 0 or step == cfg.steps - 1):\n"
+                     "            torch.save(model.state_dict(), 'last.pt')\nfit(cfg, net)\n"),
+        Valid(DIST + "def fit(cfg, model):\n    dist.init_process_group('nccl')\n"
+                     "    for ep in range(cfg.epochs):\n        train_step(model)\n"
+                     "        if dist.get_rank() == 0 or cfg.save_mode == 'per_rank':\n"
+                     "            torch.save(model.state_dict(), 'm.pt')\nfit(cfg, net)\n"),
         # The guard is in the only caller.
         Valid(DIST + "def save_on_master(state, path):\n    torch.save(state, path)\n"
                      "def main():\n    if dist.get_rank() == 0:\n        save_on_master(model.state_dict(), 'm.pt')\n"
@@ -414,6 +427,19 @@ if __name__ == "__main__":
                        "def work(rank, world):\n    dist.init_process_group('nccl', rank=rank, world_size=world)\n"
                        "    runner = Runner(build())\n    runner.checkpoint(100)\n"
                        "def launch(world):\n    mp.spawn(work, args=(world,), nprocs=world)\n", line=12, column=5),
+        # ``rank test and A or B`` groups as ``(rank test and A) or B``: at the steps B names every
+        # rank saves (a save directly in the loop; a save helper called there).
+        Invalid(DIST + "def fit(cfg, model):\n    dist.init_process_group('nccl')\n"
+                       "    master = dist.get_rank() == 0\n    for it in range(cfg.iters):\n        step(model)\n"
+                       "        if master and it % 500 == 0 or it in [round(cfg.iters * 0.5), cfg.iters - 1]:\n"
+                       "            torch.save({'model': model.state_dict()}, 'ckpt.pt')\nfit(cfg, net)\n",
+                line=9, column=13),
+        Invalid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
+                       "def fit(cfg, model):\n    dist.init_process_group('nccl')\n"
+                       "    for ep in range(cfg.epochs):\n        step(model)\n"
+                       "        if dist.get_rank() == 0 and ep % 5 == 0 or ep == cfg.epochs - 1:\n"
+                       "            write_ckpt(model.state_dict(), 'last.pt')\nfit(cfg, net)\n",
+                line=10, column=13),
         Invalid(DIST + "torch.save(model.state_dict(), 'm.pt')\n", line=3, column=1),
         Invalid(DIST + "def main():\n    for epoch in range(3):\n        train(model)\n"
                        "        torch.save({'model': model.module.state_dict()}, 'ckpt.pt')\n"

@@ -3,7 +3,9 @@ Flags, in a DDP training loop, control flow that can differ across ranks and
 changes whether a rank reaches `backward()` (or a collective): a `continue`
 before the backward, or a `break` / `return` / `raise` anywhere in the loop,
 under a per-rank, data-dependent condition (`if torch.isnan(loss): continue`,
-`if batch is None: continue`, a batch pulled with `next(it, None)`, a value
+`if batch is None: continue`, a batch pulled with `next(it, None)`, a flag that
+a helper of the module returns from a non-finite test of its loss (`loss, ok =
+self._forward(batch)` with `if torch.isnan(loss): return None, False`), a value
 read from the batch, the loss or the model's outputs, also a selection or comparison
 of the batch: `labels = labels[valid]` then `if labels.size(0) == 0: continue`,
 `mask = (gt > 0) & (gt < m)` then `if not mask.any(): continue`), and a `break` /
@@ -67,7 +69,10 @@ which is rank-guarded: there are no peers to leave); a
 `continue` after the last backward and collective of the iteration; exits of
 inner loops that do not skip the backward; tests that read only the graph's
 set-up (`if not loss.requires_grad: raise ...`, `if out.grad_fn is None:`),
-which is the same on every rank.
+which is the same on every rank; the short last batch of a loader whose sampler
+is a `DistributedSampler` (`if x.size(0) != args.batch_size: continue` with
+`DataLoader(ds, sampler=sampler, batch_size=args.batch_size)`): every rank gets
+as many samples, so every rank skips the same step (not after `x = x[mask]`).
 
 ## References
 - https://pytorch.org/docs/stable/notes/ddp.html#internal-design
@@ -83,7 +88,7 @@ import libcst as cst
 
 from ddplint.analysis import flow
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.analysis.semantic import SemanticIndex
+from ddplint.analysis.semantic import SemanticIndex, unpack_position
 
 try:  # the shared rank-condition definition (RULES.md), when present
     from ddplint.analysis.ranks import is_rank_condition as _shared_rank_condition
@@ -110,6 +115,87 @@ class RankDivergentSkipBeforeBackward(Rule):
     needs_ddp_context = True
 
     valid = [
+        # ... also with the items unpacked from a slice of the batch tuple.
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+def train(args, ds, net, opt):
+    model = DDP(net)
+    sampler = RandomSampler(ds) if args.local_rank == -1 else DistributedSampler(ds)
+    loader = DataLoader(ds, sampler=sampler, batch_size=args.train_batch_size)
+    for step, batch in enumerate(loader):
+        input_ids, labels = batch[:2]
+        if input_ids.size()[0] != args.train_batch_size:
+            continue
+        loss = model(input_ids, labels).mean()
+        loss.backward()
+        opt.step()
+"""),
+        # The short last batch of a DistributedSampler loader (its own batch_size): every rank has
+        # as many samples, so every rank skips the same step.
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+def train(args, ds, net, opt):
+    model = DDP(net)
+    sampler = RandomSampler(ds) if args.local_rank == -1 else DistributedSampler(ds)
+    loader = DataLoader(ds, sampler=sampler, batch_size=args.train_batch_size)
+    for step, batch in enumerate(loader):
+        input_ids, labels = batch
+        if input_ids.size()[0] != args.train_batch_size:
+            continue
+        loss = model(input_ids, labels).mean()
+        loss.backward()
+        opt.step()
+"""),
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler
+from tqdm import tqdm
+def fit(cfg, ds, net, opt):
+    model = DDP(net)
+    loader = DataLoader(ds, batch_size=cfg.bs, sampler=DistributedSampler(ds, shuffle=True))
+    for epoch in range(cfg.epochs):
+        loader.sampler.set_epoch(epoch)
+        for i, (x, y) in tqdm(enumerate(loader)):
+            if len(x) < cfg.bs:
+                continue
+            model(x).sum().backward()
+            opt.step()
+"""),
+        # A returned flag decided by a counter, or by a non-finite test the helper all-reduced first.
+        Valid(DIST + """\
+class Trainer:
+    def _forward(self, batch, step):
+        loss = self.model(batch["x"]).mean()
+        if step < self.warmup:
+            return loss, False
+        return loss, True
+    def fit(self, loader):
+        for step, batch in enumerate(loader):
+            loss, ready = self._forward(batch, step)
+            if not ready:
+                continue
+            loss.backward()
+            self.opt.step()
+"""),
+        Valid(DIST + """\
+class Trainer:
+    def _forward(self, batch):
+        loss = self.model(batch["x"]).mean()
+        bad = (~torch.isfinite(loss)).float()
+        dist.all_reduce(bad, op=dist.ReduceOp.MAX)
+        if bad.item() > 0:
+            return loss, False
+        return loss, True
+    def fit(self, loader):
+        for batch in loader:
+            loss, ok = self._forward(batch)
+            if not ok:
+                continue
+            loss.backward()
+            self.opt.step()
+"""),
         # The decision is all-reduced first.
         Valid(DIST + """\
 for batch in loader:
@@ -530,6 +616,70 @@ def fit(model, loader, opt, limit):
 """),
     ]
     invalid = [
+        # A short batch of a loader without a DistributedSampler (each rank its own shard), or of
+        # a batch this rank filtered first: per rank.
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader
+def fit(cfg, shard, net, opt):
+    model = DDP(net)
+    loader = DataLoader(shard, batch_size=cfg.bs, shuffle=True)
+    for epoch in range(cfg.epochs):
+        for x, y in loader:
+            if x.size(0) != cfg.bs:
+                continue
+            model(x).sum().backward()
+            opt.step()
+""", line=13, column=17, severity="error"),
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler
+def fit(cfg, ds, net, opt):
+    model = DDP(net)
+    loader = DataLoader(ds, batch_size=cfg.bs, sampler=DistributedSampler(ds))
+    for epoch in range(cfg.epochs):
+        for x, y in loader:
+            x = x[y >= 0]
+            if x.shape[0] != cfg.bs:
+                continue
+            model(x).sum().backward()
+            opt.step()
+""", line=14, column=17, severity="error"),
+        # A flag returned by a method of the class that a non-finite test of this rank's loss
+        # decides (``return None, False`` under ``if torch.isnan(loss)``), at its place in the tuple.
+        Invalid(DIST + """\
+class Trainer:
+    def _forward(self, batch):
+        loss = self.model(batch["x"]).mean()
+        if torch.isnan(loss) or torch.isinf(loss):
+            return None, False
+        return loss, True
+    def fit(self, loader):
+        for batch in loader:
+            loss, ok = self._forward(batch)
+            if not ok:
+                continue
+            loss.backward()
+            self.opt.step()
+""", line=15, column=17, severity="error"),
+        Invalid(DIST + """\
+class Runner:
+    def _step_loss(self, batch):
+        loss = self.net(batch).mean()
+        if loss.item() > 1e4:
+            return loss, False, {}
+        elif not torch.isfinite(loss):
+            return loss, False, {}
+        return loss, True, {"loss": loss.item()}
+    def run(self):
+        it = iter(self.loader)
+        for _ in range(self.steps):
+            loss, good, logs = self._step_loss(next(it))
+            if not good:
+                continue
+            loss.backward()
+            self.opt.step()
+""", line=18, column=17, severity="error"),
         # A structural check joined with a per-rank value check is per rank.
         # The loader half of a zip with a range yields data: a None batch is per rank.
         Invalid(DIST + """\
@@ -1155,6 +1305,8 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
     order = flow.order_near(index, test)
     if _reads_only_structure(test):
         return False  # ``if not loss.requires_grad: raise``: the same graph set-up on every rank
+    if any(flow.short_batch_test(index, test, loop) for loop in loops):
+        return False  # the short last batch of a DistributedSampler loader: the same step on every rank
     if any(flow.is_agreed_value(index, name, test) for name in read if "." not in name):
         return False
     if any(isinstance(node, cst.Call) and flow.returns_agreed_call(index, node) for node in _calls_in(test)):
@@ -1179,6 +1331,10 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
                 value = binding.value if binding.kind != "unpack" else getattr(binding.node, "value", None)
                 if value is not None and (_reads_data(value, data) or _filters_data(index, value, data, binding)):
                     return True
+                if isinstance(value, cst.Call) and flow.returns_non_finite_flag(
+                        index, value, unpack_position(binding.node, name)
+                        if binding.kind == "unpack" and isinstance(binding.node, cst.Assign) else None):
+                    return True  # ``loss, ok = self.step(batch)`` with ``if torch.isnan(loss): return None, False``
                 if _binding_in_loop(binding, loops, index) and (
                         flow.binding_carries_graph(index, binding, 0)
                         or (value is not None and flow.forward_sites(index, value, binding.order))):

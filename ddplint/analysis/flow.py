@@ -1972,6 +1972,236 @@ def returns_agreed_call(index: SemanticIndex, call: cst.Call) -> bool:
         return False
 
 
+_NON_FINITE_CHECKS = ("isnan", "isinf", "isfinite")
+_AGREEING_CALLS = ("all_reduce", "all_gather", "broadcast", "reduce", "all_gather_object", "broadcast_object_list",
+                   "barrier")
+
+
+def returns_non_finite_flag(index: SemanticIndex, call: cst.Call, position: Optional[int]) -> bool:
+    """Does the same-module helper this call runs (``helper(...)`` or
+    ``self.helper(...)``) return, at ``position`` of its returned tuple (None:
+    the whole value), a flag that a non-finite test of its own values decides?
+    ``if torch.isnan(loss) or torch.isinf(loss): return None, {}, False`` ...
+    ``return loss, metrics, True``, or ``return torch.isfinite(loss).all()``.
+    Such a flag is this rank's. Not when the helper issues a collective (its
+    test may read an agreed value); one level deep, memoised per helper."""
+    site = index.call_site(call)
+    if site is None:
+        return False
+    helpers = helper_functions(index, site)
+    if not helpers:
+        return False
+    cache = index.cache.setdefault("flow.non_finite_flag", {})
+    return all(_helper_returns_non_finite_flag(index, helper, position, cache) for helper in helpers)
+
+
+def _helper_returns_non_finite_flag(index: SemanticIndex, helper: cst.FunctionDef, position: Optional[int],
+                                    cache: dict) -> bool:
+    key = (id(helper), position)
+    if key in cache:
+        return cache[key]
+    cache[key] = False
+    found = False
+    if not any((site.method or dotted_name(site.node.func) or "").rsplit(".", 1)[-1] in _AGREEING_CALLS
+               for site in calls_in_function(index, helper)):
+        for node in _returns_of(helper):
+            value = _returned_at(node.value, position)
+            if value is None:
+                continue
+            if _calls_non_finite_check(value):
+                found = True
+                break
+            if _is_bool_literal(value) and any(isinstance(a, cst.If) and _calls_non_finite_check(a.test)
+                                               for a in _ancestors_within(index, node, helper)):
+                found = True
+                break
+    cache[key] = found
+    return found
+
+
+def _returns_of(function: cst.FunctionDef) -> Iterator[cst.Return]:
+    pending: list[cst.CSTNode] = [function.body]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, cst.Return):
+            yield node
+        elif not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            pending.extend(node.children)
+
+
+def _returned_at(value: Optional[cst.BaseExpression], position: Optional[int]) -> Optional[cst.BaseExpression]:
+    if value is None or position is None:
+        return value
+    if isinstance(value, cst.Tuple) and position < len(value.elements) \
+            and not any(isinstance(e, cst.StarredElement) for e in value.elements):
+        return value.elements[position].value
+    return None
+
+
+def _is_bool_literal(value: cst.BaseExpression) -> bool:
+    return isinstance(value, cst.Name) and value.value in ("True", "False")
+
+
+def _calls_non_finite_check(expr: cst.CSTNode) -> bool:
+    pending = [expr]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, cst.Call):
+            func = node.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else (
+                func.value if isinstance(func, cst.Name) else "")
+            if name in _NON_FINITE_CHECKS:
+                return True
+        pending.extend(node.children)
+    return False
+
+
+def _ancestors_within(index: SemanticIndex, node: cst.CSTNode, stop: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    for ancestor in index.ancestors(node):
+        if ancestor is stop:
+            return
+        yield ancestor
+
+
+_PLAIN_SAMPLERS = ("torch.utils.data.RandomSampler", "torch.utils.data.SequentialSampler",
+                   "torch.utils.data.sampler.RandomSampler", "torch.utils.data.sampler.SequentialSampler")
+
+
+def short_batch_test(index: SemanticIndex, test: cst.BaseExpression, loop: Loop) -> bool:
+    """``if input_ids.size(0) != args.batch_size: continue`` in a loop over a
+    ``DataLoader(ds, sampler=DistributedSampler(ds), batch_size=args.batch_size)``:
+    the test compares a batch's leading size (``x.size(0)``, ``x.size()[0]``,
+    ``x.shape[0]``, ``len(x)``) with that loader's own ``batch_size``. The
+    sampler gives every rank the same number of samples, so the short last
+    batch comes at the same step on every rank: the same decision everywhere.
+    (A sampler that is a ``DistributedSampler`` or, in the single-process arm,
+    a plain Random/SequentialSampler.)"""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1 or not isinstance(loop, cst.For):
+        return False
+    left, right = test.left, test.comparisons[0].comparator
+    if _leading_size(right) and not _leading_size(left):
+        left, right = right, left
+    if not _leading_size(left) or not isinstance(right, (cst.Name, cst.Attribute)):
+        return False
+    sized = _sized_name(left)
+    if sized is None or not _unfiltered_batch(index, sized, loop, 0):
+        return False  # ``x = x[mask]`` first: the size is this rank's
+    loader = _iterated_name(loop.iter)
+    if loader is None:
+        return False
+    values = index.reaching_values(loader) or []
+    return bool(values) and all(_distributed_loader_of_size(index, value, right) for value in values)
+
+
+def _leading_size(expr: cst.BaseExpression) -> bool:
+    if isinstance(expr, cst.Call):
+        func = expr.func
+        if isinstance(func, cst.Name) and func.value == "len" and len(expr.args) == 1:
+            return True
+        return isinstance(func, cst.Attribute) and func.attr.value == "size" and len(expr.args) == 1 \
+            and isinstance(expr.args[0].value, cst.Integer) and expr.args[0].value.value == "0"
+    if isinstance(expr, cst.Subscript) and len(expr.slice) == 1 \
+            and isinstance(expr.slice[0].slice, cst.Index) and isinstance(expr.slice[0].slice.value, cst.Integer) \
+            and expr.slice[0].slice.value.value == "0":
+        holder = expr.value
+        if isinstance(holder, cst.Attribute) and holder.attr.value == "shape":
+            return True
+        return isinstance(holder, cst.Call) and isinstance(holder.func, cst.Attribute) \
+            and holder.func.attr.value == "size" and not holder.args
+    return False
+
+
+def _sized_name(expr: cst.BaseExpression) -> Optional[cst.Name]:
+    """``x`` of ``len(x)``, ``x.size(0)``, ``x.size()[0]``, ``x.shape[0]``."""
+    if isinstance(expr, cst.Call):
+        inner = expr.args[0].value if isinstance(expr.func, cst.Name) else expr.func.value
+    else:
+        holder = expr.value
+        inner = holder.value if isinstance(holder, cst.Attribute) else holder.func.value
+    return inner if isinstance(inner, cst.Name) else None
+
+
+def _unfiltered_batch(index: SemanticIndex, name: cst.Name, loop: cst.For, depth: int) -> bool:
+    """Is ``name`` the loop's batch as the loader yields it: its target, an
+    item unpacked from it, or a copy moved to the device (``x.to(dev)``,
+    ``tuple(t.to(dev) for t in batch)``), never a selection of it?"""
+    memo = index.cache.setdefault("flow.unfiltered_batch", {})
+    key = (id(name), id(loop))
+    if key not in memo:
+        memo[key] = False  # a name bound from itself (a loop-carried rebinding) is not known to be plain
+        memo[key] = _unfiltered_bindings(index, name, loop, depth)
+    return memo[key]
+
+
+def _unfiltered_bindings(index: SemanticIndex, name: cst.Name, loop: cst.For, depth: int) -> bool:
+    bindings = index.reaching(name.value, name)
+    if not bindings or depth > 3:
+        return False
+    for binding in bindings:
+        if binding.kind == "loop":
+            if binding.node is not loop:
+                return False
+            continue
+        value = binding.value if binding.kind != "unpack" else getattr(binding.node, "value", None)
+        if binding.kind not in ("assign", "unpack") or value is None:
+            return False
+        if binding.kind == "unpack" and isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name) \
+                and len(value.slice) == 1 and isinstance(value.slice[0].slice, cst.Slice):
+            value = value.value  # ``input_ids, mask = batch[:2]``: items of the batch tuple
+        source = _moved_source(value)
+        if source is None or not _unfiltered_batch(index, source, loop, depth + 1):
+            return False
+    return True
+
+
+def _moved_source(value: cst.BaseExpression) -> Optional[cst.Name]:
+    if isinstance(value, cst.Name):
+        return value
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+            and value.func.attr.value in ("to", "cuda") and isinstance(value.func.value, cst.Name):
+        return value.func.value
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in ("tuple", "list") \
+            and len(value.args) == 1:
+        value = value.args[0].value
+    if isinstance(value, (cst.GeneratorExp, cst.ListComp)) \
+            and value.for_in.inner_for_in is None and isinstance(value.for_in.iter, cst.Name) \
+            and isinstance(value.for_in.target, cst.Name) and _moved_source(value.elt) is not None \
+            and _moved_source(value.elt).value == value.for_in.target.value:
+        return value.for_in.iter
+    return None
+
+
+def _iterated_name(iterable: cst.BaseExpression) -> Optional[cst.Name]:
+    """The loader a loop iterates through ``enumerate(...)`` / ``tqdm(...)``
+    wrappers (their first argument)."""
+    for _ in range(4):
+        if isinstance(iterable, cst.Name):
+            return iterable
+        if isinstance(iterable, cst.Call) and iterable.args and iterable.args[0].keyword is None \
+                and isinstance(iterable.func, (cst.Name, cst.Attribute)):
+            iterable = iterable.args[0].value
+            continue
+        return None
+    return None
+
+
+def _distributed_loader_of_size(index: SemanticIndex, value: cst.BaseExpression, size: cst.BaseExpression) -> bool:
+    if not isinstance(value, cst.Call) or index.qualified_name(value.func) != names.DATALOADER:
+        return False
+    keywords = {arg.keyword.value: arg.value for arg in value.args if arg.keyword is not None}
+    if not same_text(keywords.get("batch_size"), size) or "batch_sampler" in keywords \
+            or any(arg.star for arg in value.args):
+        return False
+    sampler = keywords.get("sampler")
+    if sampler is None:
+        return False
+    samplers = [sampler] if isinstance(sampler, (cst.Call, cst.IfExp)) else (index.reaching_values(sampler) or [])
+    samplers = [arm for v in samplers for arm in ((v.body, v.orelse) if isinstance(v, cst.IfExp) else (v,))]
+    kinds = [index.qualified_name(v.func) if isinstance(v, cst.Call) else None for v in samplers]
+    return names.DISTRIBUTED_SAMPLER in kinds and all(k == names.DISTRIBUTED_SAMPLER or k in _PLAIN_SAMPLERS
+                                                      for k in kinds)
+
+
 # ---------------------------------------------------------------------- step sequences
 
 

@@ -58,6 +58,8 @@ def wrapped_kind(index, expr, at_order: int) -> str:
         return ""  # ``if isinstance(model, DDP): model = model.module`` before the use
     if kind and isinstance(expr, cst.Name):
         kind = _kind_of_live_bindings(index, expr, at_order, kind)
+    elif kind and _self_attribute(expr) and _plain_where_used(index, expr):
+        return ""  # ``if self.use_fsdp: self.model = wrap(m) else: self.model = m`` ... ``else: self.model(x)``
     if kind and {"ddp": names.DDP, "fsdp": names.FSDP}[kind] in not_instance_of(index, expr):
         # ``FSDP(m) if cfg.fsdp else m`` used where ``isinstance(m, FSDP)`` is false.
         if kind == "ddp" or not is_ddp_model(index, expr, at_order, (names.DDP,)):
@@ -85,6 +87,62 @@ def _kind_of_live_bindings(index, expr, at_order: int, kind: str) -> str:
                and is_ddp_model(index, b.value, at_order, (wrapper,)) for b in live):
             return found
     return ""
+
+
+def _self_attribute(expr) -> bool:
+    import libcst as cst
+
+    return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+
+
+def _plain_where_used(index, expr) -> bool:
+    """Is the instance attribute ``self.<attr>`` certainly the plain model where it
+    is used? The use sits under ``self.<flag>`` tests (``else:`` of ``if
+    self.use_fsdp:``) that contradict the conditions of some stores of the
+    attribute in this module (``if self.use_fsdp: self.model = wrap(m)``), and
+    every other store there keeps a plain, unwrapped value (``self.model =
+    self.raw_model.to(dev)``). Only ``self.`` flags count: they are the same in
+    every method of the instance."""
+    from ddplint.analysis.semantic import dotted_name
+
+    use = {key: value for key, value in condition_facts(index, expr).items() if key.startswith("self.")}
+    name = dotted_name(expr)
+    if not use or name is None:
+        return False
+    bindings = index.reaching(name, expr)
+    dead = [b for b in bindings if _contradicts(condition_facts(index, b.node), use)]
+    if not dead:
+        return False
+    return all(b.kind in ("assign", "annassign") and b.value is not None and _plain_value(index, b.value)
+               for b in bindings if b not in dead)
+
+
+def _plain_value(index, value, depth: int = 0) -> bool:
+    """A value known not to hold a wrapped model: a parameter or attribute
+    nothing wraps, or such a value moved (``m.to(dev)``, ``m.cuda()``)."""
+    import libcst as cst
+
+    from ddplint.analysis.values import SELF_RETURNING_METHODS, is_ddp_model
+
+    if depth > 3:
+        return False
+    if isinstance(value, cst.Call):
+        func = value.func
+        return isinstance(func, cst.Attribute) and func.attr.value in SELF_RETURNING_METHODS \
+            and _plain_value(index, func.value, depth + 1)
+    if not isinstance(value, (cst.Name, cst.Attribute)):
+        return False
+    if is_ddp_model(index, value, 0, (names.DDP, names.FSDP)) or wrapped_out_of_calls(index, value):
+        return False
+    if isinstance(value, cst.Name):
+        bindings = index.reaching(value.value, value)
+        return bool(bindings) and all(
+            (b.kind == "param" and isinstance(b.scope, cst.FunctionDef)
+             and not project_of(index).wrapped_param(index.path, function_key(index, b.scope), value.value)
+             and not wrapped_by_local_callers(index, b))
+            or (b.kind in ("assign", "annassign") and b.value is not None and _plain_value(index, b.value, depth + 1))
+            for b in bindings)
+    return True
 
 
 def _contradicts(a: dict, b: dict) -> bool:

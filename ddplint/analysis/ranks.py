@@ -423,6 +423,55 @@ def _restricts(index: SemanticIndex, test: cst.BaseExpression, negated: bool) ->
     return is_rank_condition(index, test)
 
 
+def _schedule_escapes(index: SemanticIndex, guard: Guard) -> bool:
+    """Does every rank pass ``guard`` when some rank-independent step or epoch
+    test holds: its body branch under a disjunction one of whose operands is a
+    plain comparison of counters (no rank value, no string or ``None``, not a
+    "distributed or not" test)?"""
+    test = getattr(guard.node, "test", None)
+    if guard.branch != "body" or not isinstance(test, cst.BooleanOperation) \
+            or not isinstance(test.operator, cst.Or):
+        return False
+    return any(_is_schedule_test(index, operand) for operand in _disjuncts(test))
+
+
+def _disjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _disjuncts(test.left) + _disjuncts(test.right)
+    return [test]
+
+
+def _is_schedule_test(index: SemanticIndex, test: cst.BaseExpression) -> bool:
+    """``it in [100, 200]``, ``epoch == cfg.epochs - 1``, ``step % 500 == 0``:
+    a comparison that reads no rank, no string, no ``None`` and no flag."""
+    if not isinstance(test, cst.Comparison) or _is_distributed_flag_test(test):
+        return False
+    if is_rank_condition(index, test, lenient=True):
+        return False
+    reads = False
+    for sub in _walk(test):
+        if isinstance(sub, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString,
+                            cst.BooleanOperation, cst.Lambda, cst.Await)):
+            return False
+        if isinstance(sub, cst.Call) and not (isinstance(sub.func, cst.Name)
+                                              and sub.func.value in _ARITHMETIC_BUILTINS):
+            return False
+        if isinstance(sub, cst.Name) and sub.value in ("None", "True", "False"):
+            return False
+        if isinstance(sub, cst.Attribute) or (isinstance(sub, cst.Name) and sub.value not in _ARITHMETIC_BUILTINS):
+            reads = True  # a counter, not only literals
+    return reads
+
+
+_ARITHMETIC_BUILTINS = ("round", "int", "len", "min", "max", "abs")
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
 def has_rank_zero_decorator(function: cst.FunctionDef) -> bool:
     """``@rank_zero_only`` / ``@master_only`` and friends."""
     for decorator in function.decorators:
@@ -442,8 +491,11 @@ def enclosing_function(index: SemanticIndex, node: cst.CSTNode) -> Optional[cst.
 
 def runs_on_rank_subset(index: SemanticIndex, node: cst.CSTNode, lenient: bool = False) -> bool:
     """Guarded in its own function: a rank ``if``, an early rank exit, or a
-    rank-zero-only decorator on the enclosing function."""
-    if is_rank_guarded(index, node, lenient):
+    rank-zero-only decorator on the enclosing function. An ``if`` whose test is
+    ``<rank test> or <schedule test>`` (``if master and it % k == 0 or it in
+    [100, 200]:``, which groups as ``(a and b) or c``) does not guard its body:
+    at those steps every rank runs it."""
+    if any(not _schedule_escapes(index, guard) for guard in rank_guards(index, node, lenient)):
         return True
     function = enclosing_function(index, node)
     return function is not None and has_rank_zero_decorator(function)

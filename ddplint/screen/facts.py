@@ -95,7 +95,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "46"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "48"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -127,6 +127,16 @@ def _none_default_params(args: ast.arguments) -> set[str]:
              if isinstance(d, ast.Constant) and d.value is None}
     found |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults)
               if isinstance(d, ast.Constant) and d.value is None}
+    return found
+
+
+def _true_default_params(args: ast.arguments) -> set[str]:
+    """The parameters whose default is the constant ``True``."""
+    positional = [*args.posonlyargs, *args.args]
+    found = {a.arg for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults)
+             if isinstance(d, ast.Constant) and d.value is True}
+    found |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults)
+              if isinstance(d, ast.Constant) and d.value is True}
     return found
 
 
@@ -180,6 +190,9 @@ class FunctionFacts:
     forwards_attributes: set[str] = field(default_factory=set)
     loads: set[str] = field(default_factory=set)  # params whose load_state_dict is called
     rank_predicate: bool = False  # every return value is a rank test
+    # Params whose default is the constant True: a call that leaves them out passes True
+    # (``mk_loaders(ds, shuffle: bool = True)`` called without it; Project.param_values).
+    true_defaults: set[str] = field(default_factory=set)
     rank_zero_only: bool = False  # decorated with @rank_zero_only / @master_only
     calls_set_epoch: bool = False
     device_params: set[str] = field(default_factory=set)  # params used as a CUDA device / device index
@@ -371,7 +384,7 @@ class _EmptyMap(dict):
 
 EMPTY_SET = _EmptySet()
 EMPTY_MAP = _EmptyMap()
-_FUNCTION_SETS = ("forwards", "forwards_globals", "forwards_attributes", "loads", "device_params", "keeps", "saves", "saves_unguarded",
+_FUNCTION_SETS = ("forwards", "true_defaults", "forwards_globals", "forwards_attributes", "loads", "device_params", "keeps", "saves", "saves_unguarded",
                   "returns_detached", "hands_on")
 _MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes", "attribute_params",
                 "attribute_flags")
@@ -957,6 +970,9 @@ class _Extractor:
                     dotted = _dotted(target)
                     if dotted is not None:
                         self.assigned[-1].setdefault(dotted, []).append(node.value)
+                        wrapped = self.wrapper_of(node.value) if self.function is None else ""
+                        if wrapped and "." not in dotted:  # ``model = DDP(model)`` in a script
+                            self.facts.wrapped_globals[dotted] = wrapped
                     if isinstance(target, ast.Attribute):
                         flags = self.facts.attribute_flags
                         flags[target.attr] = flags.get(target.attr, True) and self.rank_flag_value(node.value)
@@ -968,9 +984,6 @@ class _Extractor:
                             name = _dotted(element)
                             if name is not None:
                                 self.assigned[-1].setdefault(name, []).append(value)
-                        wrapped = self.wrapper_of(node.value) if self.function is None else ""
-                        if wrapped and "." not in dotted:  # ``model = DDP(model)`` in a script
-                            self.facts.wrapped_globals[dotted] = wrapped
         elif isinstance(node, (ast.With, ast.AsyncWith)) and any(
                 _disables_grad(item.context_expr) for item in node.items):
             self.expressions([item.context_expr for item in node.items])
@@ -1181,6 +1194,7 @@ class _Extractor:
         outer_given = (self.given, self.none_defaults, self.unguarded_saves)
         self.given, self.unguarded_saves = [], []
         self.none_defaults = _none_default_params(args)
+        facts.true_defaults = _true_default_params(args)
         outer_node, self.function_node = self.function_node, node
         self.assigned.append({})
         self.unpacked.append({})

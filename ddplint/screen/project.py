@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Optional
 from ddplint import names
 from ddplint.screen.facts import (ARGV_LOCAL_RANK, DDP_MODEL, FACTORY_CALL, FLAG_PREFIX, FSDP_MODEL, LOCAL_RANK_ATTRIBUTE,
                                   PARAM_PREFIX,
-                                  RETURN_PREFIX, SELF_ATTRIBUTE_PREFIX,
+                                  RETURN_PREFIX, SELF_ATTRIBUTE_PREFIX, TRUE,
                                   UNKNOWN, CallFact, FunctionFacts, ModuleFacts)
 
 # ---------------------------------------------------------------------- the join
@@ -568,6 +568,9 @@ class Project:
             return call.args[param]
         function = self.function(key)
         params = _argument_params(function, call) if function is not None else ()
+        if function is not None and param in function.true_defaults and _a_real_call(call) \
+                and not self.fills(key, param, call.positional, call.keywords, call.instance):
+            return TRUE  # left out: its default, the constant True
         if param not in params:
             return ""
         return call.args.get(str(params.index(param)), "")
@@ -1090,6 +1093,14 @@ def _argument_params(function: FunctionFacts, call: CallFact) -> tuple[str, ...]
     holder = call.callee.rpartition(".")[0]
     unbound = not call.instance and params[0] == "self" and holder.split(".")[-1][:1].isupper()
     return params if unbound else params[1:]
+
+
+def _a_real_call(call: CallFact) -> bool:
+    """Not a reference handed to ``mp.spawn`` / ``Process(target=...)`` (its
+    arguments come from ``args=``, not from the call's own slots): no slot past
+    the positional arguments the call counts."""
+    return call.positional is not None and not any(
+        slot.isdigit() and int(slot) >= call.positional for slot in call.args)
 
 
 def _judge_call(callee: str) -> CallFact:
