@@ -5,12 +5,16 @@ guard (`if rank == 0:`, `if is_main_process():`, `if is_first_worker():`,
 function nor in all of the project's calls of that function (`main()` run by
 every process). A save helper (a function of the project, here or imported, that
 `torch.save`s what it is given: `write_ckpt({"net": model.state_dict()}, d)`) is
-reported at the call that runs on every rank, not inside the helper; so is a
-method that saves the instance's state (`self._dump()`) when another call of it
-in the module is rank-guarded, and a helper imported from a module the project
-does not hold (its body is not visible) that is named like a save (save / ckpt /
-checkpoint, not `save_on_master`-like) and given the `state_dict()` of a DDP
-model with no per-rank argument (`write_ckpt({"net": model.state_dict()}, out)`).
+judged at its calls: when one runs on every rank, a helper of the same module is
+reported once, at its own `torch.save` ("write_ckpt() is called on every rank
+(line 40)"), and a helper of another module at that call. So is a method that
+saves the instance's state (`self._dump()`) when another call of it in the module
+is rank-guarded (reported at its `torch.save`, naming the unguarded call). A
+helper imported from a module the project does not hold (its body is not
+visible) that is named like a save (save / ckpt / checkpoint, not
+`save_on_master`-like) and given the `state_dict()` of a DDP model with no
+per-rank argument (`write_ckpt({"net": model.state_dict()}, out)`) is reported
+at that call.
 A save inside a loop of its own function (the epoch loop of
 `main(cfg, gpu, save_dir)`) is that function's save and is reported at the
 `torch.save`, whatever its parameters choose. A rank guard joined by `or` to a
@@ -76,6 +80,7 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.flow import callers, calls_in_function, helper_functions, names_in
+from ddplint.analysis.positions import locate
 from ddplint.analysis.models import (checkpoint_file_name, function_key, project_callee, project_of,
                                      wrapped_kind, wraps_through_a_project_module)
 from ddplint.analysis.ranks import enclosing_function, is_rank_value, runs_on_rank_subset
@@ -359,7 +364,7 @@ def train(cfg, model, loader):
 if __name__ == "__main__":
     dist.init_process_group("nccl")
     train(parse(), build(), load())
-""", line=18, column=13),
+""", line=8, column=9),
         Invalid("""\
 import torch
 import torch.distributed as dist
@@ -384,7 +389,7 @@ def train(cfg, model, loader):
 if __name__ == "__main__":
     dist.init_process_group("nccl")
     train(parse(), build(), load())
-""", line=18, column=13),
+""", line=8, column=9),
         # A save helper whose body is not visible (imported from outside the project), given
         # the state of the DDP model on every rank (REAL-CODE-SHAPES, DDP011).
         Invalid(DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
@@ -419,7 +424,7 @@ if __name__ == "__main__":
                        "    torch.save(model.state_dict(), os.path.join(cfg.out, 'weights.pth'))\n"
                        "for epoch in range(cfg.epochs):\n    fit(net)\n    if dist.get_rank() == 0:\n"
                        "        save_weights(net, cfg)\nsave_weights(net, cfg, best=True)\n",
-                line=12, column=1),
+                line=7, column=5),
         # The spawn target runs on every process, even when the spawner's own caller is unknown (a CLI).
         Invalid(DIST + "import torch.multiprocessing as mp\nclass Runner:\n    def __init__(self, net):\n"
                        "        self.net = net\n    def checkpoint(self, step):\n"
@@ -439,7 +444,7 @@ if __name__ == "__main__":
                        "    for ep in range(cfg.epochs):\n        step(model)\n"
                        "        if dist.get_rank() == 0 and ep % 5 == 0 or ep == cfg.epochs - 1:\n"
                        "            write_ckpt(model.state_dict(), 'last.pt')\nfit(cfg, net)\n",
-                line=10, column=13),
+                line=4, column=5),
         Invalid(DIST + "torch.save(model.state_dict(), 'm.pt')\n", line=3, column=1),
         Invalid(DIST + "def main():\n    for epoch in range(3):\n        train(model)\n"
                        "        torch.save({'model': model.module.state_dict()}, 'ckpt.pt')\n"
@@ -447,7 +452,7 @@ if __name__ == "__main__":
         # A save helper is reported where it is called on every rank (REAL-CODE-SHAPES, DDP011).
         Invalid(DIST + "def save_on_master(state, path):\n    torch.save(state, path)\n"
                        "def main():\n    save_on_master(model.state_dict(), 'm.pt')\nmain()\n",
-                line=6, column=5),
+                line=4, column=5),
         Invalid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, args):\n"
                        "    dist.init_process_group('nccl')\n    torch.save(model, 'model.pt')\n"
                        "mp.spawn(worker, nprocs=4, args=(args,))\n", line=6, column=5),
@@ -468,7 +473,7 @@ if __name__ == "__main__":
                 line=4, column=1),
         # A save helper of this module, called on every rank: reported at the call.
         Invalid(DIST + "import os\ndef write_ckpt(blob, d):\n    torch.save(blob, os.path.join(d, 'last.pt'))\n"
-                       "write_ckpt({'net': model.state_dict()}, out)\n", line=6, column=1),
+                       "write_ckpt({'net': model.state_dict()}, out)\n", line=5, column=5),
         Invalid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
                        "def save(state):\n    write_ckpt(state, 'm.pt')\nsave(model.state_dict())\n",
                 line=7, column=1),
@@ -483,7 +488,7 @@ if __name__ == "__main__":
         # The helper builds the state itself; the caller chooses the file: reported at the call.
         Invalid(DIST + "def save(args, model, path):\n"
                        "    torch.save({'args': args, 'model': model.state_dict()}, path)\n"
-                       "save(args, net, 'm.pt')\n", line=5, column=1),
+                       "save(args, net, 'm.pt')\n", line=4, column=5),
         # A flag argument (is_best) computed from per-rank values says nothing about the file.
         Invalid(DIST + "import shutil\ndef save_checkpoint(state, is_best, filename='checkpoint.pth.tar'):\n"
                        "    torch.save(state, filename)\n    if is_best:\n"
@@ -492,13 +497,13 @@ if __name__ == "__main__":
                        "        acc = validate(model, gpu)\n        is_best = acc > best\n"
                        "        save_checkpoint({'state_dict': model.module.state_dict()}, is_best)\n"
                        "import torch.multiprocessing as mp\nmp.spawn(worker, nprocs=2, args=(args,))\n",
-                line=13, column=9),
+                line=5, column=5),
         # ... in a local name first; the file is named from the epoch it is given.
         Invalid(DIST + "def store(ep, m, opt):\n"
                        "    blob = {'ep': ep, 'model': m.state_dict(), 'opt': opt.state_dict()}\n"
                        "    torch.save(blob, f'ck_{ep}.pt')\n"
                        "def main():\n    for ep in range(3):\n        store(ep, net, opt)\nmain()\n",
-                line=8, column=9),
+                line=5, column=5),
         Invalid(DIST + "import os\nclass Trainer:\n    def save_checkpoint(self, checkpoint_path):\n"
                        "        state = {'model': self.model.module.state_dict(), 'steps': self.steps}\n"
                        "        torch.save(state, checkpoint_path)\n    def run(self):\n        pass\n"
@@ -518,7 +523,7 @@ if __name__ == "__main__":
                        "        if self.cfg.export_only:\n            self._dump()\n            return\n"
                        "        for ep in range(self.cfg.epochs):\n            self.step_epoch()\n"
                        "            if dist.get_rank() == 0:\n                self._dump()\n"
-                       "Fitter().fit()\n", line=9, column=13),
+                       "Fitter().fit()\n", line=6, column=9),
         # ``torch`` reached only through a star import.
         Invalid("from common import *\ndist.init_process_group('nccl')\n"
                 "torch.save(model.state_dict(), 'last.pt')\n", line=3, column=1),
@@ -566,6 +571,22 @@ if __name__ == "__main__":
                      "run_demo(train, 4)\n"),
         Valid(DIST + "def export(rank):\n    torch.save(model.state_dict(), 'final.pt')\n"
                      "def timed(fn):\n    return fn(0)\ntimed(export)\n"),
+        # The helper returns early on the other ranks of a distributed run; a run that is not
+        # distributed has one process (a48-a55 SevenNet), nested or at module level.
+        Valid(DIST + "def fit(trainer, cfg, rank, is_distributed):\n    def write_checkpoint(epoch):\n"
+                     "        if is_distributed and rank != 0:\n            return\n"
+                     "        torch.save(trainer.model.state_dict(), f'{cfg.out}/checkpoint_{epoch}.pth')\n"
+                     "    for epoch in range(cfg.epochs):\n        trainer.run_epoch()\n        write_checkpoint(epoch)\n"
+                     "fit(trainer, cfg, dist.get_rank(), True)\n"),
+        Valid(DIST + "def dump(args, net):\n    if args.distributed and dist.get_rank() > 0:\n        return\n"
+                     "    torch.save({'net': net.state_dict()}, 'last.pth')\n"
+                     "for ep in range(3):\n    dump(args, net)\n"),
+    ]
+    invalid += [
+        # ... but an early return that the rank does not decide guards nothing.
+        Invalid(DIST + "def dump(args, net, ep):\n    if args.distributed and ep % 5 != 0:\n        return\n"
+                       "    torch.save({'net': net.state_dict()}, 'last.pth')\n"
+                       "for ep in range(30):\n    dump(args, net, ep)\n", line=6, column=5),
     ]
 
     def screen(self, sketch):
@@ -584,6 +605,8 @@ if __name__ == "__main__":
         project = project_of(index)
         if index.calls_to(names.DATA_PARALLEL) and not project.in_scope(index.path, lambda m: m.own_ddp_context):
             return  # a DataParallel program: one process (``import torch.distributed`` alone starts none)
+        reported: set[int] = set()  # torch.save nodes already reported
+        moved: dict[int, tuple] = {}  # id(helper) -> (helper, its saves, the calls run on every rank)
         for site in index.calls_to(names.TORCH_SAVE):
             obj, target = site.argument("obj"), site.argument("f")
             if obj is None or target is None or not _is_model_state(index, obj.value):
@@ -604,6 +627,7 @@ if __name__ == "__main__":
                 continue  # a helper called guarded here and unguarded there: reported at the unguarded call
 
             name = checkpoint_file_name(index, target.value)
+            reported.add(id(site.node))
             yield self.report(site.node, _message(name))
         for site in index.calls:
             callee = project_callee(index, site.node)
@@ -614,8 +638,9 @@ if __name__ == "__main__":
                 if (_local_helper_saves_an_argument(index, site) or _local_helper_saves_state(index, site)
                         or _unseen_save_helper_of_ddp_state(index, project, site)) \
                         and _runs_on_every_rank(index, site):
-                    yield self.report(site.node, f"save helper {dotted_name(site.node.func)}() called on every rank: "
-                                                 "N processes write the same file")
+                    if not _moved_into_helper(index, site, moved):
+                        yield self.report(site.node, f"save helper {dotted_name(site.node.func)}() called on every rank: "
+                                                     "N processes write the same file")
                 continue
             if not _call_makes_it_save(project, key, site.node):
                 continue  # ``lm_checkpoint(cfg, weight=w)``: saves only when given a model, loads here
@@ -623,9 +648,39 @@ if __name__ == "__main__":
             if not saved or any(_per_rank_or_in_memory(index, arg.value)
                                 for arg in _path_arguments(project, key, callee, site)):
                 continue  # a per-rank file or a buffer
-            if _runs_on_every_rank(index, site):
+            if _runs_on_every_rank(index, site) and not _moved_into_helper(index, site, moved):
                 yield self.report(site.node, f"save helper {dotted_name(site.node.func) or callee}() called on every rank: "
                                              "N processes write the same file")
+        # A save helper of this module is reported at its own ``torch.save`` (once, where the
+        # labellers of real code put it), naming the calls that run it on every rank.
+        for helper, saves, calls in moved.values():
+            where = locate(index, [call.node for call in calls])
+            lines = ", ".join(sorted({str(where[c.node].start.line) for c in calls if c.node in where}, key=int))
+            for save in saves:
+                if id(save.node) not in reported:
+                    reported.add(id(save.node))
+                    yield self.report(save.node, f"checkpoint saved on every rank: {helper.name.value}() is called "
+                                                 f"on every rank (line {lines}): N processes write the same file")
+
+
+def _moved_into_helper(index: SemanticIndex, site, moved: dict) -> bool:
+    """A call, run on every rank, of a save helper of this module whose body
+    ``torch.save``s itself, unguarded, to a file that is not per rank: the
+    report moves to that ``torch.save`` (recorded in ``moved``). False for
+    helpers in other modules or whose save sits deeper (reported at the call)."""
+    helpers = helper_functions(index, site)
+    if len(helpers) != 1:
+        return False
+    helper = helpers[0]
+    saves = [s for s in calls_in_function(index, helper) if s.qualified_name == names.TORCH_SAVE
+             and s.argument("obj") is not None and s.argument("f") is not None
+             and not _per_rank_or_in_memory(index, s.argument("f").value)
+             and not runs_on_rank_subset(index, s.node, lenient=True)
+             and enclosing_function(index, s.node) is helper]
+    if not saves:
+        return False
+    moved.setdefault(id(helper), (helper, saves, []))[2].append(site)
+    return True
 
 
 def _unseen_save_helper_of_ddp_state(index: SemanticIndex, project, site) -> bool:

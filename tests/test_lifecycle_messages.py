@@ -28,8 +28,18 @@ def test_a_name_with_holes_is_not_named():
     assert found == ["checkpoint saved on every rank: N processes write the same file"]
 
 
-def test_a_save_helper_call_names_the_helper():
+def test_a_save_helper_of_the_module_names_the_helper_and_its_unguarded_calls():
+    # reported once, at the helper's torch.save
     found = _messages("DDP011", DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
+                                       "write_ckpt({'m': model.state_dict()}, 'm.pt')\n"
+                                       "for ep in range(3):\n    write_ckpt({'m': model.state_dict()}, 'last.pt')\n")
+    assert found == ["checkpoint saved on every rank: write_ckpt() is called on every rank (line 5, 7): "
+                     "N processes write the same file"]
+
+
+def test_a_save_helper_whose_body_is_not_visible_is_named_at_its_call():
+    found = _messages("DDP011", DIST + "from ckpt_tools import write_ckpt\n"
+                                       "model = torch.nn.parallel.DistributedDataParallel(net)\n"
                                        "write_ckpt({'m': model.state_dict()}, 'm.pt')\n")
     assert found == ["save helper write_ckpt() called on every rank: N processes write the same file"]
 
