@@ -95,7 +95,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "48"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "49"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1980,6 +1980,10 @@ def _main_only(test: ast.AST, truth: bool) -> bool:
         excludes_main = isinstance(operator, (ast.NotEq, ast.Gt, ast.NotIn)) or (
             isinstance(operator, ast.GtE) and _int(value) == 1)
         return truth != excludes_main
+    if isinstance(test, (ast.Name, ast.Attribute, ast.Call)) and _is_distribution_test(test):
+        # ``is_distributed`` false: one process, rank 0 (``if is_distributed and rank != 0: return``);
+        # a bare ``args.local_rank`` true: a rank other than 0.
+        return not truth
     return truth
 
 
