@@ -88,7 +88,7 @@ import libcst as cst
 
 from ddplint.analysis import flow
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.analysis.semantic import SemanticIndex, unpack_position
+from ddplint.analysis.semantic import SemanticIndex, dotted_name, unpack_position
 
 try:  # the shared rank-condition definition (RULES.md), when present
     from ddplint.analysis.ranks import is_rank_condition as _shared_rank_condition
@@ -162,6 +162,42 @@ def fit(cfg, ds, net, opt):
                 continue
             model(x).sum().backward()
             opt.step()
+"""),
+        # The step counter of ``enumerate``, the progress bar only on rank 0 (a56 nia23soc).
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from tqdm import tqdm
+def train(config, net, train_loader, opt):
+    model = DDP(net.cuda())
+    if config.rank in [-1, 0]:
+        pbar = tqdm(enumerate(train_loader), total=len(train_loader))
+    else:
+        pbar = enumerate(train_loader)
+    for step, (images, labels) in pbar:
+        model(images.cuda()).mean().backward()
+        opt.step()
+        if config.debug and step > 16:
+            break
+"""),
+        # A ``raise`` that the ``try`` around it catches: the step goes on with a fresh batch (a58 BiSeNet).
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+def train(net, dl, sampler, opt, max_iter, n_img_per_gpu):
+    model = DDP(net.cuda())
+    diter, epoch = iter(dl), 0
+    for it in range(max_iter):
+        try:
+            im, lb = next(diter)
+            if not im.size()[0] == n_img_per_gpu:
+                raise StopIteration
+        except StopIteration:
+            epoch += 1
+            sampler.set_epoch(epoch)
+            diter = iter(dl)
+            im, lb = next(diter)
+        loss = model(im.cuda()).mean()
+        loss.backward()
+        opt.step()
 """),
         # A returned flag decided by a counter, or by a non-finite test the helper all-reduced first.
         Valid(DIST + """\
@@ -616,6 +652,21 @@ def fit(model, loader, opt, limit):
 """),
     ]
     invalid = [
+        # ... but one that no handler around it catches leaves the loop on this rank alone.
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+def train(net, loader, opt):
+    model = DDP(net.cuda())
+    for step, (x, y) in enumerate(loader):
+        try:
+            loss = model(x.cuda()).mean()
+            if not torch.isfinite(loss):
+                raise FloatingPointError(step)
+        except StopIteration:
+            continue
+        loss.backward()
+        opt.step()
+""", line=12, column=17, severity="warning"),
         # A short batch of a loader without a DistributedSampler (each rank its own shard), or of
         # a batch this rank filtered first: per rank.
         Invalid(DIST + """\
@@ -1021,9 +1072,37 @@ def train_one_epoch(model, loader, optimizer, update: ScaledUpdate):
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for exit_node in index.exits:
+            if isinstance(exit_node, cst.Raise) and _caught_right_there(index, exit_node):
+                continue  # ``raise StopIteration`` that the ``except StopIteration:`` around it handles
             severity = _skip_severity(index, exit_node)
             if severity is not None:
                 yield self.report(exit_node, _message(index, exit_node), severity=severity)
+
+
+def _caught_right_there(index: SemanticIndex, raise_node: cst.Raise) -> bool:
+    """Does a ``try`` around the ``raise``, in the same function and inside the
+    same loop, catch what it raises (``raise StopIteration`` under ``except
+    StopIteration:`` that fetches a fresh batch)? Then the step goes on."""
+    exc = raise_node.exc
+    raised = dotted_name(exc.func if isinstance(exc, cst.Call) else exc) if exc is not None else None
+    if raised is None:
+        return False  # a bare ``raise`` re-raises what the handler caught
+    below: cst.CSTNode = raise_node
+    for ancestor in index.ancestors(raise_node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.For, cst.While, cst.ExceptHandler)):
+            return False
+        if isinstance(ancestor, cst.Try):
+            if below is not ancestor.body:
+                return False  # raised in ``else:`` / ``finally:``: the handlers do not see it
+            for handler in ancestor.handlers:
+                caught = handler.type
+                kinds = [e.value for e in caught.elements] if isinstance(caught, cst.Tuple) else [caught]
+                if any(dotted_name(kind) is not None and dotted_name(kind).split(".")[-1]
+                       == raised.split(".")[-1] for kind in kinds if kind is not None):
+                    return True
+            return False
+        below = ancestor
+    return False
 
 
 def _message(index: SemanticIndex, exit_node: cst.CSTNode) -> str:

@@ -1539,6 +1539,10 @@ def loop_counter_names(index: SemanticIndex, loop: Loop) -> set[str]:
             # ``epoch_iter = tqdm(range(n)) if bar else range(n)`` (on two branches); also
             # ``steps = range(n)`` then ``if rank == 0: steps = tqdm(steps, initial=start)``
             return names_in(loop.target)
+        if len(values) > 1 and all(isinstance(v, cst.Call) and _unwrapped_callee(v) == "enumerate" for v in values) \
+                and isinstance(loop.target, cst.Tuple) and loop.target.elements:
+            # ``pbar = tqdm(enumerate(loader)) if rank == 0 else enumerate(loader)`` (on two branches)
+            return names_in(loop.target.elements[0].value)
         if len(values) == 1 and isinstance(values[0], cst.Call):
             iterable = values[0]
     callee = dotted_name(iterable.func) if isinstance(iterable, cst.Call) else None
@@ -1567,6 +1571,18 @@ def loop_counter_names(index: SemanticIndex, loop: Loop) -> set[str]:
     if callee == "enumerate" and isinstance(loop.target, cst.Tuple) and loop.target.elements:
         return names_in(loop.target.elements[0].value)
     return set()
+
+
+def _unwrapped_callee(call: cst.Call) -> Optional[str]:
+    """The callee under progress-bar-like wrappers that take the iterable first
+    (``tqdm(enumerate(loader), total=n)`` -> "enumerate")."""
+    callee = dotted_name(call.func)
+    while callee != "enumerate" and call.args and call.args[0].keyword is None \
+            and (callee or "").split(".")[-1] not in ("zip", "chain", "product", "map", "filter") \
+            and isinstance(call.args[0].value, cst.Call):
+        call = call.args[0].value
+        callee = dotted_name(call.func)
+    return callee
 
 
 def _wraps_range_name(index: SemanticIndex, call: cst.Call) -> bool:
