@@ -581,6 +581,12 @@ if __name__ == "__main__":
         Valid(DIST + "def dump(args, net):\n    if args.distributed and dist.get_rank() > 0:\n        return\n"
                      "    torch.save({'net': net.state_dict()}, 'last.pth')\n"
                      "for ep in range(3):\n    dump(args, net)\n"),
+        # A rank predicate of a module named for distribution is still a rank test (a50 YOWOv2).
+        Valid(DIST + "from utils import distributed_utils\ndef eval_one_epoch(args, net, epoch):\n"
+                     "    if distributed_utils.is_main_process():\n"
+                     "        torch.save({'model': net.state_dict(), 'epoch': epoch}, f'{args.out}/ep{epoch}.pth')\n"
+                     "    if args.distributed:\n        dist.barrier()\n"
+                     "for ep in range(3):\n    eval_one_epoch(args, net, ep)\n"),
     ]
     invalid += [
         # ... but an early return that the rank does not decide guards nothing.

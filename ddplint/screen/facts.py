@@ -95,7 +95,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "49"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "50"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1980,9 +1980,11 @@ def _main_only(test: ast.AST, truth: bool) -> bool:
         excludes_main = isinstance(operator, (ast.NotEq, ast.Gt, ast.NotIn)) or (
             isinstance(operator, ast.GtE) and _int(value) == 1)
         return truth != excludes_main
-    if isinstance(test, (ast.Name, ast.Attribute, ast.Call)) and _is_distribution_test(test):
+    last = (_dotted(test.func if isinstance(test, ast.Call) else test) or "").split(".")[-1].lower()
+    if last and any(word in last for word in _DISTRIBUTION_WORDS) and not names.is_rank_predicate_name(last):
         # ``is_distributed`` false: one process, rank 0 (``if is_distributed and rank != 0: return``);
-        # a bare ``args.local_rank`` true: a rank other than 0.
+        # a bare ``args.local_rank`` true: a rank other than 0. By its own name, not its module's
+        # (``distributed_utils.is_main_process()`` is a rank test).
         return not truth
     return truth
 
