@@ -104,7 +104,6 @@ import torch.distributed as dist
 
 COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "barrier",
                "all_gather_into_tensor", "all_to_all")
-NON_FINITE_CHECKS = ("isnan", "isinf", "isfinite")
 
 
 class RankDivergentSkipBeforeBackward(Rule):
@@ -1396,7 +1395,7 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
         return False
     if _reads_agreed_container(index, test):
         return False  # ``np.mean(history["loss"])`` of values all-reduced before each append
-    if _has_non_finite_check(test):
+    if flow.calls_non_finite_check(test):
         return True
     data = set(extra_data).union(*(flow.loop_data_names(index, loop) for loop in loops
                                    if not flow.iterates_config(index, loop)))
@@ -1581,15 +1580,3 @@ def _binding_in_loop(binding, loops: list[flow.Loop], index: SemanticIndex) -> b
     return any(flow.is_inside(index, binding.node, loop) for loop in loops)
 
 
-def _has_non_finite_check(test: cst.BaseExpression) -> bool:
-    stack: list[cst.CSTNode] = [test]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Call):
-            func = node.func
-            name = func.attr.value if isinstance(func, cst.Attribute) else (
-                func.value if isinstance(func, cst.Name) else "")
-            if name in NON_FINITE_CHECKS:
-                return True
-        stack.extend(node.children)
-    return False

@@ -1988,7 +1988,7 @@ def returns_agreed_call(index: SemanticIndex, call: cst.Call) -> bool:
         return False
 
 
-_NON_FINITE_CHECKS = ("isnan", "isinf", "isfinite")
+NON_FINITE_CHECKS = ("isnan", "isinf", "isfinite")
 _AGREEING_CALLS = ("all_reduce", "all_gather", "broadcast", "reduce", "all_gather_object", "broadcast_object_list",
                    "barrier")
 
@@ -2024,10 +2024,10 @@ def _helper_returns_non_finite_flag(index: SemanticIndex, helper: cst.FunctionDe
             value = _returned_at(node.value, position)
             if value is None:
                 continue
-            if _calls_non_finite_check(value):
+            if calls_non_finite_check(value):
                 found = True
                 break
-            if _is_bool_literal(value) and any(isinstance(a, cst.If) and _calls_non_finite_check(a.test)
+            if _is_bool_literal(value) and any(isinstance(a, cst.If) and calls_non_finite_check(a.test)
                                                for a in _ancestors_within(index, node, helper)):
                 found = True
                 break
@@ -2058,7 +2058,8 @@ def _is_bool_literal(value: cst.BaseExpression) -> bool:
     return isinstance(value, cst.Name) and value.value in ("True", "False")
 
 
-def _calls_non_finite_check(expr: cst.CSTNode) -> bool:
+def calls_non_finite_check(expr: cst.CSTNode) -> bool:
+    """Does ``expr`` call ``isnan`` / ``isinf`` / ``isfinite`` (torch's, math's, numpy's) anywhere?"""
     pending = [expr]
     while pending:
         node = pending.pop()
@@ -2066,7 +2067,7 @@ def _calls_non_finite_check(expr: cst.CSTNode) -> bool:
             func = node.func
             name = func.attr.value if isinstance(func, cst.Attribute) else (
                 func.value if isinstance(func, cst.Name) else "")
-            if name in _NON_FINITE_CHECKS:
+            if name in NON_FINITE_CHECKS:
                 return True
         pending.extend(node.children)
     return False

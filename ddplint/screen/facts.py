@@ -120,23 +120,13 @@ def _has_training_loop(function: ast.AST) -> bool:
     return False
 
 
-def _none_default_params(args: ast.arguments) -> set[str]:
-    """The parameters whose default is ``None``."""
+def _params_defaulting_to(args: ast.arguments, constant: object) -> set[str]:
+    """The parameters whose default is the constant ``None`` / ``True`` (compared by identity)."""
     positional = [*args.posonlyargs, *args.args]
     found = {a.arg for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults)
-             if isinstance(d, ast.Constant) and d.value is None}
+             if isinstance(d, ast.Constant) and d.value is constant}
     found |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults)
-              if isinstance(d, ast.Constant) and d.value is None}
-    return found
-
-
-def _true_default_params(args: ast.arguments) -> set[str]:
-    """The parameters whose default is the constant ``True``."""
-    positional = [*args.posonlyargs, *args.args]
-    found = {a.arg for a, d in zip(positional[len(positional) - len(args.defaults):], args.defaults)
-             if isinstance(d, ast.Constant) and d.value is True}
-    found |= {a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults)
-              if isinstance(d, ast.Constant) and d.value is True}
+              if isinstance(d, ast.Constant) and d.value is constant}
     return found
 
 
@@ -1193,8 +1183,8 @@ class _Extractor:
         self.loops = 0
         outer_given = (self.given, self.none_defaults, self.unguarded_saves)
         self.given, self.unguarded_saves = [], []
-        self.none_defaults = _none_default_params(args)
-        facts.true_defaults = _true_default_params(args)
+        self.none_defaults = _params_defaulting_to(args, None)
+        facts.true_defaults = _params_defaulting_to(args, True)
         outer_node, self.function_node = self.function_node, node
         self.assigned.append({})
         self.unpacked.append({})
