@@ -477,6 +477,12 @@ if __name__ == "__main__":
         Invalid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
                        "def save(state):\n    write_ckpt(state, 'm.pt')\nsave(model.state_dict())\n",
                 line=7, column=1),
+        # Reported at the helper's checkpoint, not at the run arguments it also writes.
+        Invalid(DIST + "import os\ndef write_all(args, blob, out):\n"
+                       "    torch.save(args, os.path.join(out, 'args.pt'))\n"
+                       "    torch.save(blob, os.path.join(out, 'last.pt'))\n"
+                       "for ep in range(3):\n    write_all(args, {'net': model.state_dict()}, out)\n",
+                line=6, column=5),
         # A dict key that is not a rank says nothing about the file: every rank writes it.
         Invalid(DIST + "import os\nclass Saver:\n    def dump(self):\n"
                        "        state = {'model': self.net.state_dict()}\n"
@@ -683,6 +689,12 @@ def _moved_into_helper(index: SemanticIndex, site, moved: dict) -> bool:
              and not _per_rank_or_in_memory(index, s.argument("f").value)
              and not runs_on_rank_subset(index, s.node, lenient=True)
              and enclosing_function(index, s.node) is helper]
+    # Only the checkpoints: model state, or a parameter this call fills with model state;
+    # ``torch.save(args, 'args.pt')`` beside them is not this rule's finding.
+    saves = [s for s in saves if _is_model_state(index, s.argument("obj").value) or any(
+        _saved_parameters(index, s.argument("obj").value, helper, only=param)
+        and arg is not None and _is_model_state(index, arg.value)
+        for param, arg in _arguments_by_parameter(helper, site))]
     if not saves:
         return False
     moved.setdefault(id(helper), (helper, saves, []))[2].append(site)
@@ -749,17 +761,10 @@ def _local_helper_saves_an_argument(index: SemanticIndex, site) -> bool:
     for helper in helper_functions(index, site):
         if not _some_call_guarded(index, helper):
             continue  # every call unguarded: the save inside the helper is reported
-        params = [p.name.value for p in (*helper.params.posonly_params, *helper.params.params)]
-        if params and params[0] in ("self", "cls"):
-            params = params[1:]
         saves = [s for s in calls_in_function(index, helper) if s.qualified_name == names.TORCH_SAVE
                  and s.argument("f") is not None and not _per_rank_or_in_memory(index, s.argument("f").value)
                  and not runs_on_rank_subset(index, s.node, lenient=True)]
-        for position, param in enumerate(params):
-            arg = site.keyword(param)
-            if arg is None:
-                positional = [a for a in site.node.args if a.keyword is None and not a.star]
-                arg = positional[position] if position < len(positional) else None
+        for param, arg in _arguments_by_parameter(helper, site):
             if arg is None:
                 continue
             for save in saves:
@@ -770,6 +775,17 @@ def _local_helper_saves_an_argument(index: SemanticIndex, site) -> bool:
                         and _saved_parameters(index, obj.value, helper, only=param):
                     return True
     return False
+
+
+def _arguments_by_parameter(helper: cst.FunctionDef, site) -> list:
+    """(parameter name, the argument this call passes for it or None), ``self``
+    and ``cls`` left out."""
+    params = [p.name.value for p in (*helper.params.posonly_params, *helper.params.params)]
+    if params and params[0] in ("self", "cls"):
+        params = params[1:]
+    positional = [a for a in site.node.args if a.keyword is None and not a.star]
+    return [(param, site.keyword(param) or (positional[i] if i < len(positional) else None))
+            for i, param in enumerate(params)]
 
 
 def _local_helper_saves_state(index: SemanticIndex, site) -> bool:
