@@ -30,7 +30,10 @@ on a private copy of the model (`copy.deepcopy(module)`) or on the unwrapped
 `ddp.module` arms no reducer and does not count.
 
 A `raise` is reported as a warning: it fails fast on the rank that raises, but
-its peers wait in the all-reduce until the collective timeout.
+its peers wait in the all-reduce until the collective timeout. So is an `assert`
+on a non-finite check of this rank's values (`assert not torch.isnan(loss)`), a
+raise in all but name; other asserts (shapes, set-up) hold on every rank or are
+bugs of their own, and are not reported.
 
 ## Why is this bad?
 DDP's backward is a collective: every rank must run it the same number of times.
@@ -82,7 +85,7 @@ as many samples, so every rank skips the same step (not after `x = x[mask]`).
 from __future__ import annotations
 
 import re
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Union
 
 import libcst as cst
 
@@ -110,7 +113,7 @@ class RankDivergentSkipBeforeBackward(Rule):
     code, name, severity = "DDP014", "rank-divergent-skip-before-backward", "error"
     message = ("this rank may skip backward() while its peers run it: DDP's all-reduce then "
                "hangs; agree on the decision across ranks first (all_reduce the flag)")
-    triggers = ("continue", "break", "return", "raise")
+    triggers = ("continue", "break", "return", "raise", "assert")
     needs_ddp_context = True
 
     valid = [
@@ -649,8 +652,49 @@ def fit(model, loader, opt, limit):
         model(batch).sum().backward()
         opt.step()
 """),
+        # An assert that is not a non-finite check (shapes: the same on every rank or a bug of its own),
+        # and one on a value every rank agrees on.
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+def train(net, loader, opt):
+    model = DDP(net.cuda())
+    for x, y in loader:
+        assert x.shape[0] == y.shape[0], "batch mismatch"
+        loss = model(x, y)
+        total = loss.detach().clone()
+        dist.all_reduce(total)
+        assert torch.isfinite(total), "diverged"
+        loss.backward()
+        opt.step()
+"""),
+        # A non-finite assert that the ``try`` around it catches: the step goes on.
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+def train(net, loader, opt):
+    model = DDP(net.cuda())
+    for x, y in loader:
+        loss = model(x, y)
+        try:
+            assert torch.isfinite(loss)
+        except AssertionError:
+            loss = loss.nan_to_num()
+        loss.backward()
+        opt.step()
+"""),
     ]
     invalid = [
+        # A failed assert on this rank's non-finite loss is a raise in all but name: a warning.
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+def train(net, loader, opt):
+    model = DDP(net.cuda())
+    for x, y in loader:
+        preds = model(x)
+        loss = torch.nn.functional.cross_entropy(preds, y)
+        assert not torch.isnan(loss).item(), f"NAN IN LOSS ON GPU {torch.cuda.current_device()}"
+        loss.backward()
+        opt.step()
+""", line=11, column=9, severity="warning"),
         # ... but one that no handler around it catches leaves the loop on this rank alone.
         Invalid(DIST + """\
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -1070,20 +1114,26 @@ def train_one_epoch(model, loader, optimizer, update: ScaledUpdate):
         return sketch.exits_in_loop or "backward" in sketch.calls
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
-        for exit_node in index.exits:
-            if isinstance(exit_node, cst.Raise) and _caught_right_there(index, exit_node):
+        # A failed ``assert`` raises too; only one on a non-finite check is a per-rank decision
+        # (``assert x.shape[0] == y.shape[0]`` holds on every rank or is a bug of its own).
+        asserts = [a for a in index.asserts if flow.calls_non_finite_check(a.test)]
+        for exit_node in [*index.exits, *asserts]:
+            if isinstance(exit_node, (cst.Raise, cst.Assert)) and _caught_right_there(index, exit_node):
                 continue  # ``raise StopIteration`` that the ``except StopIteration:`` around it handles
             severity = _skip_severity(index, exit_node)
             if severity is not None:
                 yield self.report(exit_node, _message(index, exit_node), severity=severity)
 
 
-def _caught_right_there(index: SemanticIndex, raise_node: cst.Raise) -> bool:
-    """Does a ``try`` around the ``raise``, in the same function and inside the
-    same loop, catch what it raises (``raise StopIteration`` under ``except
-    StopIteration:`` that fetches a fresh batch)? Then the step goes on."""
-    exc = raise_node.exc
-    raised = dotted_name(exc.func if isinstance(exc, cst.Call) else exc) if exc is not None else None
+def _caught_right_there(index: SemanticIndex, raise_node: Union[cst.Raise, cst.Assert]) -> bool:
+    """Does a ``try`` around the ``raise`` (or ``assert``), in the same function and
+    inside the same loop, catch what it raises (``raise StopIteration`` under
+    ``except StopIteration:`` that fetches a fresh batch)? Then the step goes on."""
+    if isinstance(raise_node, cst.Assert):
+        raised = "AssertionError"
+    else:
+        exc = raise_node.exc
+        raised = dotted_name(exc.func if isinstance(exc, cst.Call) else exc) if exc is not None else None
     if raised is None:
         return False  # a bare ``raise`` re-raises what the handler caught
     below: cst.CSTNode = raise_node
@@ -1116,6 +1166,9 @@ def _message(index: SemanticIndex, exit_node: cst.CSTNode) -> str:
     if isinstance(exit_node, cst.Raise):
         return ("this rank may raise while its peers run backward(): they wait in the all-reduce until "
                 "the collective timeout; agree on the decision across ranks first (all_reduce the flag)")
+    if isinstance(exit_node, cst.Assert):
+        return ("this rank's assert may fail while its peers run backward(): they wait in the all-reduce "
+                "until the collective timeout; agree on the check across ranks first (all_reduce the flag)")
     return ("this rank may leave the training loop while its peers go on: they wait in the next "
             "backward's all-reduce and the job hangs until the collective timeout; agree on the "
             "decision across ranks first (all_reduce the flag)")
@@ -1134,18 +1187,20 @@ def _skip_severity(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str
             continue
         syncs = _sync_points(index, loop)
         tests = [branch.test for branch, _ in flow.if_ancestors(index, exit_node, stop=loop)]
+        if isinstance(exit_node, cst.Assert):
+            tests.append(exit_node.test)
         if not tests:
             continue
         leaves = not isinstance(exit_node, cst.Continue)
         if leaves and any(_rank_condition(index, t) for t in tests):
             # only some ranks leave; the others wait in the next backward
-            return "warning" if isinstance(exit_node, cst.Raise) else "error"
+            return "warning" if isinstance(exit_node, (cst.Raise, cst.Assert)) else "error"
         # ``continue`` skips what follows in this iteration; leaving the loop
         # also skips every later iteration's backward.
         if not leaves and not any(flow.precedes(index, exit_node, s) for s in syncs):
             continue
         if any(_per_rank_data_condition(index, t, loops) for t in tests):
-            return "warning" if isinstance(exit_node, cst.Raise) else "error"
+            return "warning" if isinstance(exit_node, (cst.Raise, cst.Assert)) else "error"
     return None
 
 
@@ -1156,7 +1211,7 @@ def _step_function_exit(index: SemanticIndex, exit_node: cst.CSTNode) -> Optiona
     non-finite loss, or on a batch that its same-module callers take from
     their loop (``if batch is None: return``), skips the all-reduce its
     peers run in that backward."""
-    if not isinstance(exit_node, (cst.Return, cst.Raise)):
+    if not isinstance(exit_node, (cst.Return, cst.Raise, cst.Assert)):
         return None
     function = flow.enclosing_function(index, exit_node)
     if function is None:
@@ -1173,7 +1228,8 @@ def _step_function_exit(index: SemanticIndex, exit_node: cst.CSTNode) -> Optiona
     if not any(flow.precedes(index, exit_node, s) and not flow.is_inside(index, s, exit_node) for s in syncs):
         return None
     branches = list(flow.if_ancestors(index, exit_node, stop=function))
-    tests = [branch.test for branch, _ in branches]
+    tests = [branch.test for branch, _ in branches] + (
+        [exit_node.test] if isinstance(exit_node, cst.Assert) else [])
     if not tests:
         return None
     if any(_switched_off(index, function, branch, in_body) for branch, in_body in branches):
@@ -1182,7 +1238,7 @@ def _step_function_exit(index: SemanticIndex, exit_node: cst.CSTNode) -> Optiona
         return None  # a rank-0-only step function: DDP010's question, not this rule's
     batch = _per_batch_params(index, function)
     if any(_per_rank_data_condition(index, t, [], batch) for t in tests):
-        return "warning" if isinstance(exit_node, cst.Raise) else "error"
+        return "warning" if isinstance(exit_node, (cst.Raise, cst.Assert)) else "error"
     return None
 
 

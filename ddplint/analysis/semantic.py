@@ -158,6 +158,7 @@ class SemanticIndex:
         self.withs: list[cst.With] = []
         self.ifs: list[cst.If] = []
         self.exits: list[Union[cst.Continue, cst.Break, cst.Return, cst.Raise]] = []
+        self.asserts: list[cst.Assert] = []  # a failed ``assert`` raises: a conditional exit
         self.classes: list[cst.ClassDef] = []
         self.cache: dict = {}  # derived facts computed lazily by ddplint.analysis.values / flow modules
         self._parents: dict[cst.CSTNode, cst.CSTNode] = {}
@@ -592,6 +593,9 @@ class _IndexBuilder:
     def visit_exit(self, node: cst.CSTNode) -> None:
         self.index.exits.append(node)
 
+    def visit_Assert(self, node: cst.Assert) -> None:
+        self.index.asserts.append(node)
+
     def visit_CompFor(self, node: cst.CompFor) -> None:
         self.bind_target(node.target, "loop", None, node)
 
@@ -669,6 +673,7 @@ _VISIT = {
     cst.Break: _IndexBuilder.visit_exit,
     cst.Return: _IndexBuilder.visit_exit,
     cst.Raise: _IndexBuilder.visit_exit,
+    cst.Assert: _IndexBuilder.visit_Assert,
     cst.CompFor: _IndexBuilder.visit_CompFor,
     cst.WithItem: _IndexBuilder.visit_WithItem,
     cst.ExceptHandler: _IndexBuilder.visit_ExceptHandler,
