@@ -649,6 +649,34 @@ def train(model, loader, optimizer, log):
 """),
     ]
     invalid = [
+        # A method of the criterion object (``self.criterion.mse_loss``) on the model's output (a56 TriND41).
+        Invalid(TRAIN + """\
+
+class Trainer:
+    def fit(self, loader):
+        train_loss = 0.0
+        for inputs, noise in loader:
+            outputs = self.model(inputs, noise)
+            loss = self.criterion.mse_loss(outputs, noise)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            train_loss += loss
+        return train_loss / len(loader)
+""", line=14, column=13, severity="warning", fixed=TRAIN + """\
+
+class Trainer:
+    def fit(self, loader):
+        train_loss = 0.0
+        for inputs, noise in loader:
+            outputs = self.model(inputs, noise)
+            loss = self.criterion.mse_loss(outputs, noise)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            train_loss += loss.detach()
+        return train_loss / len(loader)
+"""),
         # The project's forward hands back an item with history (``scores``): kept, it holds every graph.
         # The else of isinstance(float) is where the tensor goes: still kept with its graph.
         Invalid(TRAIN + """\

@@ -881,8 +881,8 @@ def _call_carries_graph(index: SemanticIndex, call: cst.Call, at_order: int, dep
                       "add_", "sub_", "bfloat16", "chunk", "split", "unbind", "__getitem__",
                       "values", "get", "pop"):
             return follow(func.value)  # type: ignore[union-attr]
-        if is_criterion(index, func):
-            return any(follow(a.value) for a in call.args)
+        if is_criterion(index, func) or is_criterion(index, func.value):  # type: ignore[union-attr]
+            return any(follow(a.value) for a in call.args)  # also ``self.criterion.mse_loss(out, y)``
         return False
     if _is_model_call(index, call, at_order):
         return True
