@@ -6,7 +6,10 @@ scaled by a `GradScaler` (`scaler.scale(loss).backward()`) with no
 clip call; when the step calls a clip helper of this module (a local
 `grad_clip_func(params, max_norm)`, `self._clip_gradients(...)`) after the
 scaled backward, at that helper call: the `unscale_` belongs before it. When
-the scaled backward and the clip share one helper, at the clip inside it.
+the scaled backward and the clip share one helper, at the clip inside it. A
+scaler that one branch builds as torch's `GradScaler` and another as a stand-in
+(`DummyGradScalar()` when AMP is off) scales whenever AMP is on: flagged, with
+no fix (the stand-in may have no `unscale_`).
 
 ## Why is this bad?
 After `scaler.scale(loss).backward()` the gradients are multiplied by the loss
@@ -378,6 +381,31 @@ for x in loader:
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     scaler.step(optimizer)
 """, line=10, column=5),
+        # A stand-in scaler on one branch, a real GradScaler on the other: the clip is wrong
+        # whenever AMP is on (a52 LION); no fix, the stand-in may have no unscale_.
+        Invalid("""\
+import torch
+from torch.cuda.amp import GradScaler, autocast
+from utils import DummyScaler
+
+
+class Trainer:
+    def __init__(self, cfg, model, optimizer):
+        self.model, self.optimizer = model, optimizer
+        if cfg.use_grad_scaler:
+            self.grad_scaler = GradScaler(2**10, enabled=True)
+        else:
+            self.grad_scaler = DummyScaler()
+
+    def train_step(self, x, grad_clip):
+        with autocast():
+            loss = self.model(x).mean()
+        self.grad_scaler.scale(loss).backward()
+        if grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm=grad_clip)
+        self.grad_scaler.step(self.optimizer)
+        self.grad_scaler.update()
+""", line=19, column=13),
         # A local clip helper called after the scaled backward on the GradScaler
         # path (and after apex's own scaling on the other): reported at that call.
         Invalid("""\
@@ -506,6 +534,13 @@ def _is_clip(index: SemanticIndex, site: CallSite) -> bool:
     return True
 
 
+def _may_be_a_stand_in(index: SemanticIndex, scaler: cst.BaseExpression) -> bool:
+    """Some binding of the scaler builds another class (``DummyGradScalar()`` when
+    AMP is off): it may have no ``unscale_``, so no fix is offered."""
+    return any(isinstance(b.value, cst.Call) and index.qualified_name(b.value.func) not in flow.GRAD_SCALERS
+               for b in index.visible_bindings(dotted_name(scaler), scaler) or [])
+
+
 def _fix(index: SemanticIndex, region: cst.CSTNode, scaled: flow.Event, clip: flow.Event) -> Optional[NodeFix]:
     """Insert ``scaler.unscale_(optimizer)`` before the statement that clips (the
     clip itself, or the helper call that runs it), moving a later ``unscale_``.
@@ -514,7 +549,7 @@ def _fix(index: SemanticIndex, region: cst.CSTNode, scaled: flow.Event, clip: fl
     the clip share one helper, the edit goes inside it; otherwise before the
     loop's statement that runs the clip."""
     scaler = flow.scaled_backward_scaler(index, scaled.site)
-    if scaler is None or dotted_name(scaler) is None:
+    if scaler is None or dotted_name(scaler) is None or _may_be_a_stand_in(index, scaler):
         return None
     in_helper = clip.inlined and scaled.anchor is clip.anchor
 

@@ -1728,15 +1728,15 @@ def scaler_disabled(index: SemanticIndex, scaler: Optional[cst.BaseExpression]) 
 
 def is_helper_scaler(index: SemanticIndex, scaler: Optional[cst.BaseExpression]) -> bool:
     """A scaler-like object built from a class that is not torch's GradScaler
-    (a helper that does step and update itself)."""
+    (a helper that does step and update itself). A name that one branch binds to a
+    stand-in (``DummyGradScalar()``) and another to a real ``GradScaler(...)`` scales
+    whenever the real one is chosen: not a helper (a52 LION)."""
     name = dotted_name(scaler) if scaler is not None else None
     if name is None:
         return False
-    for binding in index.visible_bindings(name, scaler) or []:
-        value = binding.value
-        if isinstance(value, cst.Call) and index.qualified_name(value.func) not in GRAD_SCALERS:
-            return True
-    return False
+    built = [index.qualified_name(b.value.func) for b in index.visible_bindings(name, scaler) or []
+             if isinstance(b.value, cst.Call)]
+    return bool(built) and not any(qualified in GRAD_SCALERS for qualified in built)
 
 
 def same_text(a: Optional[cst.CSTNode], b: Optional[cst.CSTNode]) -> bool:
