@@ -74,7 +74,7 @@ _ALIASES = {
 # there most likely come from the star import (``from utils import *`` where
 # utils does ``import torch.distributed as dist``).
 STAR_IMPORT_CONVENTIONS = {
-    "torch": "torch", "dist": "torch.distributed", "nn": "torch.nn", "F": "torch.nn.functional",
+    "torch": "torch", "os": "os", "dist": "torch.distributed", "nn": "torch.nn", "F": "torch.nn.functional",
     "mp": "torch.multiprocessing", "DDP": DDP, "DistributedDataParallel": DDP, "FSDP": FSDP,
     "DataLoader": DATALOADER, "DistributedSampler": DISTRIBUTED_SAMPLER,
 }

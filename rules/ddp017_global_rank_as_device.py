@@ -13,8 +13,9 @@ The value is followed through every binding that may reach the use (a name
 rebound from `SLURM_PROCID` on one branch), copies of the environment
 (`env = {k: os.environ[k] for k in keys}`), the arguments of the project's
 calls (`fit(int(os.environ["RANK"]))` then `set_device(proc)` inside `fit`,
-also in another module) and the tuples a setup helper returns
-(`rank, world = setup_ddp()`).
+also in another module), the attributes of objects passed in (`CFG.rank =
+int(os.environ["RANK"]); train(CFG)` then `device_ids=[config.rank]` inside
+`train(config)`) and the tuples a setup helper returns (`rank, world = setup_ddp()`).
 
 ## Why is this bad?
 The global rank counts processes across all nodes; the device index counts GPUs
@@ -76,6 +77,12 @@ class GlobalRankAsDevice(Rule):
     needs_ddp_context = True
 
     valid = [
+        # The object carries the local rank into the function.
+        Valid("from src import *\n\ndef train(config):\n"
+              "    model = DDP(build(config).cuda(), device_ids=[config.rank])\n\n"
+              "if __name__ == '__main__':\n    CFG = get_config()\n"
+              "    CFG.rank = int(os.environ['LOCAL_RANK'])\n"
+              "    dist.init_process_group('nccl')\n    train(CFG)\n"),
         # A leftover assignment whose value nothing reads chooses no device.
         Valid(DIST + "def restore(path):\n    rank = dist.get_rank()\n"
                      "    state = torch.load(path, map_location='cpu')\n    target = 'cuda:%d' % rank\n"
@@ -134,6 +141,13 @@ class GlobalRankAsDevice(Rule):
               "    x = x.to(offset)\n"),
     ]
     invalid = [
+        # The rank an object carries into a function (``CFG.rank = RANK`` then ``train(CFG)``,
+        # a56 nia23soc), also with ``os`` from a star import.
+        Invalid("from src import *\n\ndef train(config):\n"
+                "    model = DDP(build(config).cuda(), device_ids=[config.rank])\n\n"
+                "if __name__ == '__main__':\n    CFG = get_config()\n"
+                "    CFG.rank = int(os.environ['RANK'])\n"
+                "    dist.init_process_group('nccl', rank=CFG.rank)\n    train(CFG)\n", line=4, column=51),
         # ... read later, it does.
         Invalid(DIST + "def restore(path):\n    rank = dist.get_rank()\n    target = 'cuda:%d' % rank\n"
                        "    return net.to(target)\n", line=6, column=14),

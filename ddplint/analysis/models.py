@@ -682,19 +682,21 @@ def _annotated_class(index, expr) -> str:
     return name
 
 
-def parameter_values(index, binding) -> Optional[frozenset[str]]:
+def parameter_values(index, binding, attribute: str = "") -> Optional[frozenset[str]]:
     """What the project's call sites pass for a parameter binding (tags of
-    ``ddplint.screen.facts``: global_rank, local_rank, spawn_index, ...); None
-    when no call of the function is known."""
+    ``ddplint.screen.facts``: global_rank, local_rank, spawn_index, ...), or with
+    ``attribute`` for that attribute of the object they pass (``config.rank``);
+    None when no call of the function is known."""
     import libcst as cst
 
     if binding.kind != "param" or not isinstance(binding.scope, cst.FunctionDef):
         return None
     project = project_of(index)
     key = function_key(index, binding.scope)
-    found = project.param_values(index.path, key, binding.name)
+    param = f"{binding.name}.{attribute}" if attribute else binding.name
+    found = project.param_values(index.path, key, param)
     if found is None and "." in key:  # summaries that key methods by their bare name
-        found = project.param_values(index.path, binding.scope.name.value, binding.name)
+        found = project.param_values(index.path, binding.scope.name.value, param)
     return found
 
 
@@ -702,12 +704,13 @@ _RANK_SOURCE_OF_TAG = {GLOBAL_RANK: "global", LOCAL_RANK: "local", ARGV_LOCAL_RA
                        SPAWN_INDEX: "local", LITERAL: "literal"}
 
 
-def parameter_rank_sources(index, binding) -> frozenset[str]:
+def parameter_rank_sources(index, binding, attribute: str = "") -> frozenset[str]:
     """The rank sources (see ``values.rank_sources``) that the project's call
-    sites pass for a parameter: a global rank passed as ``fit(rank)`` is a
-    global rank inside ``fit``; the index ``mp.spawn`` passes to its target is
-    a local one (single-node launch). {"unknown"} when no call is known."""
-    tags = parameter_values(index, binding)
+    sites pass for a parameter (or for ``attribute`` of it): a global rank passed
+    as ``fit(rank)`` is a global rank inside ``fit``; the index ``mp.spawn``
+    passes to its target is a local one (single-node launch). {"unknown"} when
+    no call is known."""
+    tags = parameter_values(index, binding, attribute)
     if not tags:
         return frozenset({"unknown"})
     return frozenset(_RANK_SOURCE_OF_TAG.get(tag, "unknown") for tag in tags)

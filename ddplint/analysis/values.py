@@ -142,6 +142,10 @@ def rank_sources(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0)
     reaching = index.reaching(name, expr)
     if not reaching and "." in name and name.rsplit(".", 1)[1] in FRAMEWORK_GLOBAL_RANKS:
         return frozenset({GLOBAL})  # ``accelerator.process_index``, ``fabric.global_rank``
+    if not reaching and "." in name:
+        carried = _parameter_attribute_sources(index, expr, name)
+        if carried is not None:
+            return carried
     for binding in reaching:
         if binding.kind in ("assign", "annassign") and binding.value is not None:
             sources |= rank_sources(index, binding.value, depth + 1)
@@ -273,6 +277,22 @@ def _call_rank_sources(index: SemanticIndex, call: cst.Call, depth: int) -> froz
     return frozenset({UNKNOWN})
 
 
+def _parameter_attribute_sources(index: SemanticIndex, expr: cst.BaseExpression,
+                                 name: str) -> Optional[frozenset[str]]:
+    """``config.rank`` inside ``train(config)`` with no binding of its own: the
+    rank the callers' objects carry in that attribute (``CFG.rank =
+    int(os.environ["RANK"]); train(CFG)``); None when ``config`` is no parameter."""
+    from ddplint.analysis.models import parameter_rank_sources
+
+    head, _, attribute = name.partition(".")
+    if "." in attribute:
+        return None
+    params = [b for b in index.reaching(head, expr) if b.kind == "param"]
+    if not params:
+        return None
+    return frozenset().union(*(parameter_rank_sources(index, b, attribute) for b in params))
+
+
 def _param_rank_sources(index: SemanticIndex, binding) -> frozenset[str]:
     """What the call sites of the project pass for a parameter (values across
     calls); UNKNOWN when no call is known or they pass something else."""
@@ -306,6 +326,9 @@ def global_rank_origin(index: SemanticIndex, expr: cst.BaseExpression, depth: in
     reaching = index.reaching(name, expr)
     if not reaching and "." in name and name.rsplit(".", 1)[1] in FRAMEWORK_GLOBAL_RANKS:
         return name
+    if not reaching and "." in name and GLOBAL in (_parameter_attribute_sources(index, expr, name) or ()):
+        head = next(b for b in index.reaching(name.split(".")[0], expr) if b.kind == "param")
+        return _passed_by(index, head)
     for binding in reaching:
         if binding.kind in ("assign", "annassign") and binding.value is not None:
             found = global_rank_origin(index, binding.value, depth + 1)

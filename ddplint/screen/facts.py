@@ -95,7 +95,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "50"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "51"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1627,12 +1627,30 @@ class _Extractor:
                 tag = self.arg_tag(keyword.value)
                 if tag:
                     slots[keyword.arg] = tag
+        self.attribute_rank_slots(node, slots)
         starred = any(isinstance(arg, ast.Starred) for arg in node.args) or any(k.arg is None for k in node.keywords)
         self.facts.calls.append(CallFact(dotted, self.caller(), strict, lenient, slots,
                                          tuple(self.maybe_guards) + tuple(FLAG_PREFIX + a for a in self.flag_guards),
                                          instance, self.no_grad > 0,
                                          None if starred else len(node.args),
                                          tuple(k.arg for k in node.keywords if k.arg is not None)))
+
+    def attribute_rank_slots(self, node: ast.Call, slots: dict[str, str]) -> None:
+        """``train(CFG)`` after ``CFG.rank = int(os.environ["RANK"])``: slot "0.rank"
+        (or "cfg.rank" for a keyword) holds the rank the object carries in that
+        attribute, so ``config.rank`` inside ``train(config)`` is known (DDP017)."""
+        arguments = [(str(i), a) for i, a in enumerate(node.args) if not isinstance(a, ast.Starred)]
+        arguments += [(k.arg, k.value) for k in node.keywords if k.arg is not None]
+        for slot, arg in arguments:
+            if not isinstance(arg, ast.Name) or arg.id in ("self", "cls"):
+                continue
+            prefix = arg.id + "."
+            attributes = {name[len(prefix):] for scope in self.assigned for name in scope
+                          if name.startswith(prefix) and "." not in name[len(prefix):]}
+            for attribute in attributes:
+                tag = _one_tag(self.value_tags(ast.Attribute(value=arg, attr=attribute)))
+                if tag in (GLOBAL_RANK, LOCAL_RANK):
+                    slots[f"{slot}.{attribute}"] = tag
 
     def wrapped_attribute(self, expr: ast.AST) -> str:
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":

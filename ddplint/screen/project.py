@@ -563,10 +563,17 @@ class Project:
 
     def _slot_tag(self, key: FunctionKey, call: CallFact, param: str) -> str:
         """The tag ``call`` passes for ``param`` ("" when it passes something
-        untagged or nothing)."""
+        untagged or nothing). ``param`` may name an attribute of a parameter
+        ("config.rank"): what the argument object carries there at the call."""
         if param in call.args:
             return call.args[param]
         function = self.function(key)
+        if "." in param:
+            base, attribute = param.split(".", 1)
+            params = _argument_params(function, call) if function is not None else ()
+            if base not in params:
+                return ""
+            return call.args.get(f"{params.index(base)}.{attribute}", "")
         params = _argument_params(function, call) if function is not None else ()
         if function is not None and param in function.true_defaults and _a_real_call(call) \
                 and not self.fills(key, param, call.positional, call.keywords, call.instance):
