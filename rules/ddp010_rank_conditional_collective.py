@@ -289,6 +289,11 @@ def train(conf, local_rank, loader):
 """),
     ]
     invalid = [
+        # ``convert_sync_batchnorm`` hands back the module it was given: still the DDP model (a56 sewformer).
+        Invalid(DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                       "model = DDP(net.cuda(), device_ids=[local_rank])\n"
+                       "model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"
+                       "if dist.get_rank() == 0:\n    preds = model(batch)\n", line=7, column=13),
         # ... the same copy built with the process's own rank is a DDP model.
         Invalid("""\
 import torch

@@ -403,6 +403,9 @@ def is_ddp_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int =
         func = expr.func
         if isinstance(func, cst.Attribute) and func.attr.value in SELF_RETURNING_METHODS:
             return is_ddp_model(index, func.value, at_order, wrappers, depth + 1)
+        if index.qualified_name(func) in (names.SYNC_BN_CONVERT, names.ME_SYNC_BN_CONVERT) and expr.args:
+            # converts the batch norms inside and hands back the module it was given (a56 sewformer)
+            return is_ddp_model(index, expr.args[0].value, at_order, wrappers, depth + 1)
         return False
     if isinstance(expr, cst.IfExp):
         # Only an arm that wraps right there: ``m.module if hasattr(m, "module") else m``
