@@ -3,8 +3,10 @@ Flags a shuffling `DistributedSampler` used for training when nothing calls
 `set_epoch` (on the sampler, on the loader's `.sampler`, or in a helper) in this
 module or anywhere its entry script reaches (its imports and calls, also the
 modules it loads at run time with `importlib.import_module(f"pkg.trainers.{name}")`),
-while an epoch loop runs (`for epoch in ...`, or a `while` loop that iterates a loader
-again and again). A one-file project is complete; independent scripts of one
+while an epoch loop runs (`for epoch in ...`, a `while` loop that iterates a loader
+again and again, or a loader restarted when it runs out: `except StopIteration:
+it = iter(loader)`). A `set_epoch` method that hands the epoch to an inner sampler
+is a relay, not a call. A one-file project is complete; independent scripts of one
 folder (an examples repository) never satisfy each other.
 
 Also flagged: `DistributedSampler(ds, shuffle=shuffle)` in a builder whose
@@ -112,6 +114,24 @@ class SamplerSetEpochMissing(Rule):
               "    train(s)\n"),
     ]
     invalid = [
+        # A step budget loop that goes over the loader (a "queue") again and again (a52 CLD-SGM).
+        Invalid(IMPORTS + "sampler = DistributedSampler(train_data)\n"
+                          "train_queue = DataLoader(train_data, batch_size=64, sampler=sampler)\n"
+                          "step = 0\nwhile step < num_total_iter:\n"
+                          "    for x, _ in train_queue:\n        step += 1\n", line=4, column=11),
+        # A loader restarted when it runs out: pass after pass, the same order.
+        Invalid(IMPORTS + "class Systems:\n    def __init__(self, sets):\n"
+                          "        self.loaders = [DataLoader(s, sampler=DistributedSampler(s)) for s in sets]\n"
+                          "        self.iters = [iter(l) for l in self.loaders]\n"
+                          "    def __getitem__(self, i):\n        try:\n            return next(self.iters[i])\n"
+                          "        except StopIteration:\n            self.iters[i] = iter(self.loaders[i])\n"
+                          "            return next(self.iters[i])\n", line=6, column=47),
+        # A wrapper's set_epoch that hands the epoch on is not a call: nothing calls it.
+        Invalid(IMPORTS + "class Relay:\n    def __init__(self, inner):\n        self._inner = inner\n"
+                          "    def set_epoch(self, epoch):\n        self._inner.set_epoch(epoch)\n"
+                          "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler)\n"
+                          "for epoch in range(10):\n    for batch in loader:\n        step(batch)\n",
+                line=9, column=11),
         # The shuffle flag is False for the test split only: the training sampler shuffles.
         Invalid(IMPORTS + "def make_loader(cfg, ds, split):\n    if split == 'test':\n        mix = False\n"
                           "    else:\n        mix = True\n    smp = DistributedSampler(ds, shuffle=mix)\n"
@@ -198,7 +218,7 @@ class SamplerSetEpochMissing(Rule):
         if any(project.modules[other].calls_set_epoch for other in project.scope(index.path)
                if other != index.path and other in project.modules):
             return
-        own = [site for site in index.method_calls("set_epoch")]
+        own = [site for site in index.method_calls("set_epoch") if not _relay(index, site)]
         # (a module judged without its own facts in the project: a one-module summary of its text)
         mine = project.modules.get(index.path) or summarize(index.source, index.path) or ModuleFacts(index.path)
         here = mine.has_epoch_loop or _epoch_loop_through_a_name(index)
@@ -216,6 +236,13 @@ class SamplerSetEpochMissing(Rule):
             yield self.report(site.node, None if not own else
                               "DistributedSampler shuffles but set_epoch is called only on the other samplers, "
                               "never on this one: the same order every epoch")
+
+
+def _relay(index: SemanticIndex, site: CallSite) -> bool:
+    """``def set_epoch(self, epoch): self._inner.set_epoch(epoch)``: a wrapper's
+    method handing the epoch on, not a call made for the epoch loop."""
+    function = next((a for a in index.ancestors(site.node) if isinstance(a, cst.FunctionDef)), None)
+    return function is not None and function.name.value == "set_epoch"
 
 
 def _others_only(index: SemanticIndex, sampler: CallSite, calls: list[CallSite]) -> bool:

@@ -95,7 +95,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "51"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "52"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -987,6 +987,10 @@ class _Extractor:
                     self.block(value)
                 elif isinstance(value, list) and value and isinstance(value[0], ast.excepthandler):
                     for handler in value:
+                        if _restarts_an_iterator(handler):
+                            # ``except StopIteration: it = iter(loader)``: the loader is iterated
+                            # again and again, pass after pass (an epoch loop in all but name)
+                            self.facts.has_epoch_loop = True
                         self.block(handler.body)
                 elif isinstance(value, list) and value and isinstance(value[0], ast.withitem):
                     children.extend(item.context_expr for item in value)
@@ -1370,7 +1374,8 @@ class _Extractor:
                 and any(
                 isinstance(a, ast.Constant) and a.value in ("--local_rank", "--local-rank") for a in node.args):
             facts.adds_local_rank_flag = True
-        if "set_epoch" in method:
+        if "set_epoch" in method and not (function is not None and function.name.split(".")[-1] == "set_epoch"):
+            # (a ``set_epoch`` method handing the epoch to its inner sampler is a relay, not a caller)
             facts.calls_set_epoch = True
             if function is not None:
                 function.calls_set_epoch = True
@@ -1997,15 +2002,26 @@ def _main_only(test: ast.AST, truth: bool) -> bool:
     return truth
 
 
+def _restarts_an_iterator(handler: ast.excepthandler) -> bool:
+    """``except StopIteration:`` whose body calls ``iter(...)`` again."""
+    caught = handler.type
+    kinds = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+    if not any(_dotted(kind) == "StopIteration" for kind in kinds if kind is not None):
+        return False
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "iter"
+               for statement in handler.body for node in ast.walk(statement))
+
+
 def _iterates_a_loader(body: list[ast.stmt]) -> bool:
     """A ``for`` loop over a data loader (``for b in train_loader``,
-    ``enumerate(loader)``) in ``body``, outside nested functions."""
+    ``enumerate(loader)``, ``train_queue``) in ``body``, outside nested functions."""
     stack = list(body)
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        if isinstance(node, (ast.For, ast.AsyncFor)) and "loader" in ast.dump(node.iter).lower():
+        if isinstance(node, (ast.For, ast.AsyncFor)) and any(
+                word in ast.dump(node.iter).lower() for word in ("loader", "queue")):
             return True
         stack.extend(ast.iter_child_nodes(node))
     return False
