@@ -664,9 +664,19 @@ def _refs_of(facts) -> tuple[str, ...]:
 
 def _facts_job(job: tuple[str, str, Optional[str], int]):
     """The facts pass of the component-sliced run: (facts key, served by the
-    cache, the module's references or None when it has no facts)."""
+    cache, the module's references or None when it has no facts, whether every
+    component needs the module: see ``_project_wide``)."""
     facts, key, hit = _summarize_job(job)
-    return key, hit, (_refs_of(facts) if facts is not None else None)
+    return key, hit, (_refs_of(facts) if facts is not None else None), _project_wide(facts)
+
+
+def _project_wide(facts) -> bool:
+    """A module whose facts answer questions of modules it is not linked to: a
+    loader that strips the 'module.' prefix of a checkpoint it loads (the
+    evaluation script next to the training script that saves it; DDP025 asks
+    every such loader of the project). It joins every component, so a parallel
+    run answers as a serial one does."""
+    return facts is not None and any(strip.source == "load" for strip in facts.prefix_strips)
 
 
 def _components(modules: list[str], refs: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
@@ -707,10 +717,11 @@ def _components(modules: list[str], refs: dict[str, tuple[str, ...]]) -> dict[st
 
 
 def _component_tasks(jobs_list: Sequence[_Job], keys: dict[str, str], groups: dict[str, list[str]],
-                     workers: int) -> list[list[tuple]]:
+                     workers: int, shared: Sequence[str] = ()) -> list[list[tuple]]:
     """Judge tasks: lists of (component modules with their facts keys, named
     jobs of that component). A large component is split over several tasks
-    (each rebuilds its project), small ones share a task."""
+    (each rebuilds its project), small ones share a task. The ``shared``
+    modules (``_project_wide``) join every component."""
     root_of = {module: root for root, members in groups.items() for module in members}
     named: dict[str, list[_Job]] = {}
     loose: list[_Job] = []
@@ -722,7 +733,9 @@ def _component_tasks(jobs_list: Sequence[_Job], keys: dict[str, str], groups: di
     current: list[tuple] = []
     count = 0
     for root in sorted(named, key=lambda r: -len(groups[r])):
-        members = tuple((module, keys[module]) for module in groups[root] if module in keys)
+        own = set(groups[root])
+        members = tuple((module, keys[module]) for module in [*groups[root], *(m for m in shared if m not in own)]
+                        if module in keys)
         jobs = named[root]
         for start in range(0, len(jobs), size):
             chunk = jobs[start:start + size]
@@ -783,17 +796,18 @@ def _lint_by_component(jobs_list: list[_Job], pairs: Sequence[tuple[str, str]], 
         started = time.perf_counter()
         summaries = _map(_facts_job, on_disk, jobs)
         _timed(stats, "facts pass (read, ast, facts, screens)", started)
-        keys = {module: key for (_, module, _, _), (key, _, _) in zip(on_disk, summaries)}
-        refs = {module: found for (_, module, _, _), (_, _, found) in zip(on_disk, summaries) if found is not None}
+        keys = {module: key for (_, module, _, _), (key, _, _, _) in zip(on_disk, summaries)}
+        refs = {module: found for (_, module, _, _), (_, _, found, _) in zip(on_disk, summaries) if found is not None}
+        shared = sorted(module for (_, module, _, _), (_, _, _, wide) in zip(on_disk, summaries) if wide)
         stats["read"] = stats.get("read", 0) + len(on_disk)
-        stats["facts cache hits"] = stats.get("facts cache hits", 0) + sum(1 for _, hit, _ in summaries if hit)
+        stats["facts cache hits"] = stats.get("facts cache hits", 0) + sum(1 for _, hit, _, _ in summaries if hit)
         stats["ast-screened"] = stats.get("ast-screened", 0) + sum(
-            1 for _, hit, found in summaries if found is not None and not hit)
+            1 for _, hit, found, _ in summaries if found is not None and not hit)
         started = time.perf_counter()
         digest = project_digest(sorted(keys.items()))
         groups = _components(sorted(refs), refs)
         del summaries, refs
-        tasks = _component_tasks(jobs_list, keys, groups, jobs)
+        tasks = _component_tasks(jobs_list, keys, groups, jobs, shared)
         _timed(stats, "components", started)
         started = time.perf_counter()
         results = [result for batch in _map(_judge_task, tasks, jobs, _init_component_worker,

@@ -41,7 +41,10 @@ script in the saving script's folder (`test_x.py` / `eval_x.py` next to
 teacher weights, of another file, of parameter names, or of a live model's
 `state_dict()` handed to a comparison helper (`sanity_check(model.state_dict(),
 path)`) does not count, except in a pretraining script (`pretrain_*.py`), whose
-checkpoint is what the "pretrained" loaders read. A loader that takes an entry
+checkpoint is what the "pretrained" loaders read, and except a strip of the wrapper's
+prefix and a submodule's (`k[len("module.encoder_q."):]`) from the entry the state dict
+is saved under (`checkpoint["state_dict"]`): weights saved from a DDP model with that
+submodule, i.e. this checkpoint (MoCo's linear evaluation). A loader that takes an entry
 on one branch (`if "model" in ckpt: ckpt = ckpt["model"]`) strips that entry too.
 
 ## Why is this bad?
@@ -136,6 +139,11 @@ class DDPWrapperStateDict(Rule):
     needs_ddp_context = True
 
     valid = [
+        # "Pretrained" weights read from the entry the wrapper's state is saved under and stripped of
+        # "module.encoder_q.": a loader of THIS checkpoint (MoCo's linear evaluation, a61).
+        Valid(DDP_SCRIPT + "sd = torch.load(args.pretrained, map_location='cpu')['state_dict']\n"
+                           "net.load_state_dict({k[len('module.encoder_q.'):]: v for k, v in sd.items()})\n"
+                           "torch.save({'state_dict': model.state_dict(), 'epoch': 1}, 'ckpt.pt')\n"),
         # A pretraining script: the "pretrained" weights other code loads (and strips) are its checkpoint.
         Valid(DDP_SCRIPT + "torch.save({'state_dict': model.state_dict()}, 'ckpt_last.pth')\n"
                            "def load_for_probe(net, cfg):\n"
@@ -530,8 +538,11 @@ def _loaders_strip(index: SemanticIndex, name: str, path_text: str, key: str) ->
             if strip.keys and key not in strip.keys:
                 continue  # another entry of the loaded dict
             hint = strip.path_text.lower()
-            if any(word in hint and word not in lowered for word in _OTHER_CHECKPOINT):
-                continue  # pretrained / teacher weights
+            if any(word in hint and word not in lowered for word in _OTHER_CHECKPOINT) \
+                    and not (strip.submodule and key and key in strip.keys):
+                # pretrained / teacher weights; but ``checkpoint["state_dict"]`` stripped of
+                # "module.encoder_q." is the DDP checkpoint saved under that key (MoCo's lincls)
+                continue
             if _evaluation_sibling(index.path, path) and path in linked_modules(index):
                 return True  # the evaluation script next to this one (its path is the user's to set)
             if name and strip.path:

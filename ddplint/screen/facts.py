@@ -19,6 +19,7 @@ import ast
 import builtins
 import re
 import sys
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
@@ -95,7 +96,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "52"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "53"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -2071,6 +2072,9 @@ class PrefixStrip:
     path: str = ""  # the file name the load reads, literal parts with '*' for holes ("" unknown)
     path_text: str = ""  # the load's path expression as written (``args.pretrained``)
     keys: tuple[str, ...] = ()  # subscripts read from the loaded dict ("" = the dict itself)
+    # strips the wrapper's prefix AND a submodule's ("module.encoder_q."): written for a DDP
+    # checkpoint of a model with that submodule, not for downloaded weights
+    submodule: bool = False
 
 
 # Text without which a module strips no 'module.' prefix (keeps the screen cheap).
@@ -2095,6 +2099,7 @@ def prefix_strips(tree: ast.AST, facts: ModuleFacts, subtrees: Optional[Subtrees
         assigned: dict[str, list[ast.AST]] = {}
         loops: list[tuple[ast.AST, ast.AST, ast.AST]] = []  # (target, iter, owner)
         sites: list[tuple[ast.AST, Optional[ast.AST]]] = []  # (strip node, dict when known)
+        deep: set[int] = set()  # strips of "module.<submodule>." (PrefixStrip.submodule)
         for node in _own_nodes(body):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
@@ -2111,10 +2116,15 @@ def prefix_strips(tree: ast.AST, facts: ModuleFacts, subtrees: Optional[Subtrees
                     sites.append((node, node.args[0]))
                 elif last in _STRIP_CALLS and any(_is_module_literal(a) for a in node.args):
                     sites.append((node, None))
+                elif last in ("replace", "removeprefix") and any(_is_submodule_literal(a) for a in node.args):
+                    sites.append((node, None))
+                    deep.add(id(node))
             elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) \
                     and (_int(node.slice.lower) == 7 or _module_prefix_length(node.slice.lower)) \
                     and node.slice.upper is None:
                 sites.append((node, None))
+                if _module_prefix_length(node.slice.lower):
+                    deep.add(id(node))
             elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _is_module_literal(node.left) \
                     and isinstance(node.right, ast.Name):
                 # ``{'module.' + k: v for k, v in ckpt.items()}``: the loader gives the keys the
@@ -2125,7 +2135,10 @@ def prefix_strips(tree: ast.AST, facts: ModuleFacts, subtrees: Optional[Subtrees
                 continue  # ``block_type[7:]``: a string cut, not the keys of a state dict
             if dictionary is None:
                 dictionary = _iterated_dict(node, loops, subtrees)
-            found.append(_strip_of(facts, dictionary, assigned, params))
+            strip = _strip_of(facts, dictionary, assigned, params)
+            if id(node) in deep:
+                strip = dataclasses.replace(strip, submodule=True)
+            found.append(strip)
     if not found and any(t.endswith("consume_prefix_in_state_dict_if_present") for t in facts.imports.values()):
         found.append(PrefixStrip("unknown"))  # imported, used in a way not seen here (an alias, a callback)
     return found
@@ -2144,6 +2157,15 @@ def _own_nodes(body: list[ast.stmt]):
 def _is_module_literal(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Constant) and isinstance(expr.value, str) and expr.value.strip("^\\") in (
         "module.", "module\\.", "module")
+
+
+def _is_submodule_literal(expr: ast.AST) -> bool:
+    """``"module.encoder_q."``: the wrapper's prefix and a submodule path after it."""
+    return isinstance(expr, ast.Constant) and isinstance(expr.value, str) \
+        and expr.value.startswith(_WRAPPER_PREFIX) and len(expr.value.rstrip(".")) > len(_WRAPPER_PREFIX)
+
+
+_WRAPPER_PREFIX = "module."  # a name, not a literal: this module must not look like a loader that strips
 
 
 def _module_prefix_length(expr: Optional[ast.AST]) -> bool:
