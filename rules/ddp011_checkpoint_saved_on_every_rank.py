@@ -587,6 +587,12 @@ if __name__ == "__main__":
         Valid(DIST + "def dump(args, net):\n    if args.distributed and dist.get_rank() > 0:\n        return\n"
                      "    torch.save({'net': net.state_dict()}, 'last.pth')\n"
                      "for ep in range(3):\n    dump(args, net)\n"),
+        # A rank flag handed to a constructor (``Dist(..., master=(rank == 0))``) guards the helper (a60).
+        Valid(DIST + "from dataclasses import dataclass\n@dataclass\nclass Dist:\n    rank: int\n    master: bool\n"
+                     "def init():\n    rank = dist.get_rank()\n    return Dist(rank=rank, master=(rank == 0))\n"
+                     "ddp = init()\ndef do_checkpoint(step):\n    if not ddp.master:\n        return\n"
+                     "    torch.save({'model': model.state_dict(), 'step': step}, 'ckpt.pt')\n"
+                     "for step in range(10):\n    do_checkpoint(step)\n"),
         # A rank predicate of a module named for distribution is still a rank test (a50 YOWOv2).
         Valid(DIST + "from utils import distributed_utils\ndef eval_one_epoch(args, net, epoch):\n"
                      "    if distributed_utils.is_main_process():\n"

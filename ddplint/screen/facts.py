@@ -96,7 +96,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "53"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "54"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1387,6 +1387,13 @@ class _Extractor:
                 facts.destroy_functions.append(function.name)
         if method:
             facts.call_names.add(method)
+        if self.class_ref(node.func):
+            # ``Dist(..., master=(rank == 0))``: a constructor keyword holding a rank test is a
+            # rank flag of the built object (``if not ddp.master: return``), as an assigned one is
+            flags = facts.attribute_flags
+            for keyword in node.keywords:
+                if keyword.arg is not None and (keyword.arg in flags or _is_rank_test_shape(keyword.value)):
+                    flags[keyword.arg] = flags.get(keyword.arg, True) and self.rank_flag_value(keyword.value)
         for arg in [*node.args, *(k.value for k in node.keywords)]:
             if isinstance(arg, (ast.Name, ast.Attribute)):
                 facts.call_names.add(arg.id if isinstance(arg, ast.Name) else arg.attr)
@@ -2157,6 +2164,12 @@ def _own_nodes(body: list[ast.stmt]):
 def _is_module_literal(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Constant) and isinstance(expr.value, str) and expr.value.strip("^\\") in (
         "module.", "module\\.", "module")
+
+
+def _is_rank_test_shape(expr: ast.AST) -> bool:
+    """A comparison or boolean expression (what a rank test looks like), not a
+    plain value: a keyword first seen with such a value may be a rank flag."""
+    return isinstance(expr, (ast.Compare, ast.BoolOp, ast.UnaryOp))
 
 
 def _is_submodule_literal(expr: ast.AST) -> bool:
