@@ -477,6 +477,17 @@ if __name__ == "__main__":
         Invalid(DIST + "def write_ckpt(state, path):\n    torch.save(state, path)\n"
                        "def save(state):\n    write_ckpt(state, 'm.pt')\nsave(model.state_dict())\n",
                 line=7, column=1),
+        # The training function calls the helper guarded in its epoch loop and unguarded after it:
+        # reported at the save that unguarded call runs (save_cur=True), not at ``main(opt)`` (a61).
+        Invalid(DIST + "import os\ndef save_checkpoint(args, epoch, model, save_cur=False):\n"
+                       "    state = {'model': model.state_dict(), 'epoch': epoch}\n"
+                       "    if save_cur:\n        torch.save(state, os.path.join(args.log_dir, f'ckpt_epoch_{epoch}.pth'))\n"
+                       "    elif epoch % args.save_freq == 0:\n"
+                       "        torch.save(state, os.path.join(args.log_dir, f'ckpt_epoch_{epoch}.pth'))\n"
+                       "def main(args):\n    for epoch in range(args.epochs):\n        train_one_epoch(model)\n"
+                       "        if dist.get_rank() == 0:\n            save_checkpoint(args, epoch, model)\n"
+                       "    save_checkpoint(args, 'last', model, save_cur=True)\n"
+                       "if __name__ == '__main__':\n    main(opt)\n", line=7, column=9),
         # Reported at the helper's checkpoint, not at the run arguments it also writes.
         Invalid(DIST + "import os\ndef write_all(args, blob, out):\n"
                        "    torch.save(args, os.path.join(out, 'args.pt'))\n"
@@ -662,6 +673,10 @@ if __name__ == "__main__":
                 continue
             if not _call_makes_it_save(project, key, site.node):
                 continue  # ``lm_checkpoint(cfg, weight=w)``: saves only when given a model, loads here
+            trainer = project.function(key)
+            if (trainer is not None and trainer.trains) or any(
+                    _runs_an_epoch_loop(index, helper) for helper in helper_functions(index, site)):
+                continue  # ``main(opt)`` runs the training loop: its own saves are judged inside it
             saved = _saved_arguments(index, project, key, callee, site)
             if not saved or any(_per_rank_or_in_memory(index, arg.value)
                                 for arg in _path_arguments(project, key, callee, site)):
@@ -674,7 +689,8 @@ if __name__ == "__main__":
         for helper, saves, calls in moved.values():
             where = locate(index, [call.node for call in calls])
             lines = ", ".join(sorted({str(where[c.node].start.line) for c in calls if c.node in where}, key=int))
-            for save in saves:
+            reached = [save for save in saves if _reached_by(index, helper, save, calls)]
+            for save in reached or saves:
                 if id(save.node) not in reported:
                     reported.add(id(save.node))
                     yield self.report(save.node, f"checkpoint saved on every rank: {helper.name.value}() is called "
@@ -704,6 +720,32 @@ def _moved_into_helper(index: SemanticIndex, site, moved: dict) -> bool:
     if not saves:
         return False
     moved.setdefault(id(helper), (helper, saves, []))[2].append(site)
+    return True
+
+
+def _reached_by(index: SemanticIndex, helper: cst.FunctionDef, save, calls) -> bool:
+    """Can these calls run this save of the helper? Not when it sits in an arm of
+    ``if <param>:`` that every call's literal (or the default) switches off
+    (``save_checkpoint(..., save_cur=True)`` never runs the ``elif`` branch)."""
+    from ddplint.analysis.flow import if_ancestors
+    from ddplint.analysis.values import literal_bool
+
+    params = {p.name.value: p for p in (*helper.params.params, *helper.params.kwonly_params)}
+    names = [p.name.value for p in helper.params.params]
+    offset = 1 if names and names[0] in ("self", "cls") else 0
+    for branch, in_body in if_ancestors(index, save.node, stop=helper):
+        test, negate = branch.test, False
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, negate = test.expression, True
+        if not isinstance(test, cst.Name) or test.value not in params:
+            continue
+        position = names.index(test.value) - offset if test.value in names else None
+        values = set()
+        for call in calls:
+            arg = call.argument(test.value, position)
+            values.add(literal_bool(arg.value if arg is not None else params[test.value].default))
+        if len(values) == 1 and None not in values and (values.pop() != negate) != in_body:
+            return False
     return True
 
 
@@ -864,6 +906,15 @@ def _in_a_loop_of(index: SemanticIndex, node: cst.CSTNode, function: cst.Functio
     return False
 
 
+def _runs_an_epoch_loop(index: SemanticIndex, function: cst.FunctionDef) -> bool:
+    """Does a function of this module run the epochs itself (``for epoch in
+    range(start, args.epochs):`` in its own body)? Then it is the training
+    function, not a save helper, however many saves it reaches."""
+    code = index.module.code_for_node
+    return any(isinstance(loop, cst.For) and enclosing_function(index, loop) is function
+               and "epoch" in (code(loop.target) + code(loop.iter)).lower() for loop in index.loops)
+
+
 def _trains(project, index: SemanticIndex, function: cst.FunctionDef) -> bool:
     """Does the function run a training loop itself (``FunctionFacts.trains``)?
     Its saves are its own, not a save helper's."""
@@ -884,7 +935,7 @@ def _saved_arguments(index: SemanticIndex, project, key, callee: str, site) -> l
     save helper too, reported where it is called)."""
     function = enclosing_function(index, site.node)
     own = project.saved_params(index.path, function_key(index, function), unguarded=True) \
-        if function is not None else set()
+        if function is not None and not _runs_an_epoch_loop(index, function) else set()
     saved, position = [], 0
     for arg in site.node.args:
         if arg.star:
