@@ -72,6 +72,14 @@ class MissingDistributedSampler(Rule):
         Valid(IMPORTS + "train_loader = DataLoader(ds, batch_sampler=bucket_sampler)\n"),
         Valid(IMPORTS + "from torch.utils.data import IterableDataset\nclass Stream(IterableDataset):\n"
                         "    pass\ntrain_ds = Stream()\ntrain_loader = DataLoader(train_ds, batch_size=8)\n"),
+        # What a factory builds through a chain of IterableDataset stages (a62 so-vits-svc's pipeline).
+        Valid(IMPORTS + "from torch.utils.data import IterableDataset\nclass DataList(IterableDataset):\n"
+                        "    pass\nclass Processor(IterableDataset):\n    def __init__(self, source, f):\n"
+                        "        self.source, self.f = source, f\n"
+                        "def Dataset(files, stages):\n    dataset = DataList(files)\n    for f in stages:\n"
+                        "        dataset = Processor(dataset, f)\n    return dataset\n"
+                        "train_dataset = Dataset(files, stages)\n"
+                        "train_loader = DataLoader(train_dataset, batch_size=None, num_workers=4)\n"),
         Valid(IMPORTS + "train_ds = Subset(ds, range(rank, len(ds), world_size))\n"
                         "train_loader = DataLoader(train_ds, shuffle=True)\n"),
         Valid(IMPORTS + "if rank == 0:\n    val_loader = DataLoader(val_ds, batch_size=8)\n"),
@@ -452,10 +460,15 @@ def _not_map_style(index: SemanticIndex, site: CallSite) -> bool:
     if dataset is None:
         return True
     texts = [index.module.code_for_node(dataset.value)]
-    for value in index.reaching_values(dataset.value) or []:
-        texts.append(index.module.code_for_node(value))
+    project = project_of(index)
+    for value in [dataset.value, *(index.reaching_values(dataset.value) or [])]:
+        if value is not dataset.value:
+            texts.append(index.module.code_for_node(value))
         if isinstance(value, cst.Call):
             texts.extend(_class_bases(index, value.func))
+            callee = dotted_name(value.func)
+            if callee and project.builds_instance_of(index.path, callee, index.imports, "Iterable"):
+                return True  # a project class (or what a project factory returns) that is an IterableDataset
     joined = " ".join(texts)
     if _SHARDED_BY_HAND.search(joined) or "Iterable" in joined or "Stream" in joined:
         return True

@@ -96,7 +96,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "54"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "55"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1112,7 +1112,7 @@ class _Extractor:
                     tag = self.return_tag(item)
                     if tag:
                         facts.returns_through.setdefault("" if position is None else str(position), tag)
-        classes = {self.instance_class(value) for value in self.returns[-1]}
+        classes = set().union(*(self.instance_classes(value) or {""} for value in self.returns[-1]))
         if classes and "" not in classes:
             facts.returns_classes = tuple(sorted(classes))
         facts.returns_detached = self.detached_positions(self.returns[-1])
@@ -1601,6 +1601,17 @@ class _Extractor:
             refs = {self.instance_class(value, depth + 1) for value in self.values_of(expr.id)}
             return refs.pop() if len(refs) == 1 else ""
         return ""
+
+    def instance_classes(self, expr: ast.AST) -> set[str]:
+        """The classes the instance ``expr`` may hold: ``instance_class``, or for a
+        name rebound through several classes (``dataset = DataList(files)`` then
+        ``dataset = Processor(dataset, f)``) each of them; empty when one binding
+        is no instance of a class named here."""
+        if isinstance(expr, ast.Name) and expr.id not in ("self", "cls"):
+            refs = {self.instance_class(value, 1) for value in self.values_of(expr.id)}
+            return set() if not refs or "" in refs else refs
+        found = self.instance_class(expr)
+        return {found} if found else set()
 
     def factory_of(self, expr: ast.AST) -> str:
         """``build_trainer`` when the name ``expr`` holds what a call of a possible

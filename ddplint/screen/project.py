@@ -158,6 +158,32 @@ class Project:
             found.append(target)
         return sorted(set(found))
 
+    def builds_instance_of(self, path: str, callee: str, imports: Optional[dict[str, str]], word: str) -> bool:
+        """Does a call of ``callee`` (as written in module ``path``) build an instance
+        of a project class one of whose bases, followed through the project, names
+        ``word`` ("IterableDataset")? The class itself, or every class a factory
+        function returns (``Dataset(...)`` handing back a ``Processor(IterableDataset)``)."""
+        found = self._definition(path, callee, imports)
+        if found is None:
+            return False
+        module = self.modules[found[0]]
+        if found[1] in module.functions:
+            owners = [self._definition(found[0], cls) for cls in module.functions[found[1]].returns_classes]
+        else:
+            owners = [found] if found[1] in module.classes else []
+        return bool(owners) and all(owner is not None and self._derives_from(owner, word) for owner in owners)
+
+    def _derives_from(self, owner: tuple[str, str], word: str, depth: int = 0) -> bool:
+        path, cls = owner
+        for base in self.modules[path].classes.get(cls, ()):
+            if word in base:
+                return True
+            parent = self._definition(path, base) if depth < 4 else None
+            if parent is not None and parent[1] in self.modules[parent[0]].classes \
+                    and self._derives_from(parent, word, depth + 1):
+                return True
+        return False
+
     def _definition(self, path: str, name: str, imports: Optional[dict[str, str]] = None,
                     depth: int = 0) -> Optional[tuple[str, str]]:
         """(module, key) of the function or class that ``name`` (dotted, as written
