@@ -139,6 +139,11 @@ class DDPWrapperStateDict(Rule):
     needs_ddp_context = True
 
     valid = [
+        # The wrapper is thrown away right after the wrap: the attribute holds the plain model (a62).
+        Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "class Trainer:\n    def __init__(self, model, gpu):\n"
+              "        self.model = DDP(model.to(gpu), device_ids=[gpu])\n        self.model = self.model.module\n"
+              "    def save(self, epoch):\n        torch.save({'model': self.model.state_dict(), 'epoch': epoch}, 'ckpt.pt')\n"),
         # "Pretrained" weights read from the entry the wrapper's state is saved under and stripped of
         # "module.encoder_q.": a loader of THIS checkpoint (MoCo's linear evaluation, a61).
         Valid(DDP_SCRIPT + "sd = torch.load(args.pretrained, map_location='cpu')['state_dict']\n"

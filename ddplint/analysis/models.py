@@ -58,7 +58,7 @@ def wrapped_kind(index, expr, at_order: int) -> str:
         return ""  # ``if isinstance(model, DDP): model = model.module`` before the use
     if kind and isinstance(expr, cst.Name):
         kind = _kind_of_live_bindings(index, expr, at_order, kind)
-    elif kind and _self_attribute(expr) and _plain_where_used(index, expr):
+    elif kind and _self_attribute(expr) and (_plain_where_used(index, expr) or _wrapper_thrown_away(index, expr)):
         return ""  # ``if self.use_fsdp: self.model = wrap(m) else: self.model = m`` ... ``else: self.model(x)``
     if kind and {"ddp": names.DDP, "fsdp": names.FSDP}[kind] in not_instance_of(index, expr):
         # ``FSDP(m) if cfg.fsdp else m`` used where ``isinstance(m, FSDP)`` is false.
@@ -93,6 +93,26 @@ def _self_attribute(expr) -> bool:
     import libcst as cst
 
     return isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"
+
+
+def _wrapper_thrown_away(index, expr) -> bool:
+    """``self.model = DDP(self.model, ...)`` followed, in the same method, by
+    ``self.model = self.model.module``, for every wrap of the attribute in this
+    module: the attribute holds the plain model afterwards (a62 DDPM-weather)."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+    from ddplint.analysis.values import is_ddp_model
+
+    name = dotted_name(expr)
+    bindings = [b for b in index.visible_bindings(name, expr) or [] if b.kind in ("assign", "annassign")]
+    wraps = [b for b in bindings if b.value is not None and isinstance(b.value, cst.Call)
+             and (is_ddp_model(index, b.value, 0, (names.DDP,)) or is_ddp_model(index, b.value, 0, (names.FSDP,)))]
+    if not wraps:
+        return False
+    unwraps = [b for b in bindings if isinstance(b.value, cst.Attribute) and b.value.attr.value == "module"
+               and dotted_name(b.value.value) == name]
+    return all(any(u.scope is w.scope and u.order > w.order for u in unwraps) for w in wraps)
 
 
 def _plain_where_used(index, expr) -> bool:

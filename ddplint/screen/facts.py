@@ -96,7 +96,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "55"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "56"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1064,6 +1064,8 @@ class _Extractor:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                         and target.value.id == "self":
                     found.setdefault(target.attr, kind)
+        for attribute in self.unwrapped_after_wrap(node):
+            found.pop(attribute, None)
         for method in node.body:
             if not isinstance(method, ast.FunctionDef) or not any(
                     (_dotted(d) or "").split(".")[-1] in ("property", "cached_property") for d in method.decorator_list):
@@ -1076,6 +1078,27 @@ class _Extractor:
                     kind = found.get(value.attr, "")
                 if kind:
                     found.setdefault(method.name, kind)
+        return found
+
+    def unwrapped_after_wrap(self, node: ast.ClassDef) -> set[str]:
+        """``self.model = DDP(self.model, ...)`` then ``self.model = self.model.module``
+        later in the same method: the wrapper is thrown away and the attribute holds
+        the plain model from then on (a62 DDPM-weather)."""
+        found = set()
+        for method in node.body:
+            if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            wraps: dict[str, int] = {}
+            for child in sorted(self.subtrees.of_kind(method, ast.Assign), key=lambda n: (n.lineno, n.col_offset)):
+                for target in child.targets:
+                    if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                            and target.value.id == "self"):
+                        continue
+                    if self.wrapper_of(child.value):
+                        wraps[target.attr] = child.lineno
+                    elif target.attr in wraps and isinstance(child.value, ast.Attribute) \
+                            and child.value.attr == "module" and _dotted(child.value.value) == f"self.{target.attr}":
+                        found.add(target.attr)
         return found
 
     def loop_facts(self, node: ast.AST, facts: "FunctionFacts") -> None:
