@@ -93,6 +93,21 @@ class GradScalerMisuse(Rule):
     }
 
     valid = [
+        # The unscaled backward is the other arm of an AMP switch written as a conditional expression (a60).
+        Valid(AMP + """\
+class Trainer:
+    def __init__(self, amp):
+        self.amp = amp
+        self.scaler = GradScaler(enabled=amp) if amp else None
+
+    def step(self, loss):
+        self.scaler.scale(loss).backward() if self.amp else loss.backward()
+        if self.amp:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+"""),
         Valid(AMP + """\
 scaler = GradScaler()
 for epoch in range(10):

@@ -1808,6 +1808,15 @@ def under_amp_switch(index: SemanticIndex, node: cst.CSTNode, stop: Optional[cst
         text = " ".join(names_in(branch.test)).lower()
         if any(word in text for word in AMP_WORDS):
             return True
+    child = node  # ``scaler.scale(loss).backward() if self.amp else loss.backward()``
+    for ancestor in index.ancestors(node):
+        if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef,
+                                                       cst.SimpleStatementLine)):
+            break
+        if isinstance(ancestor, cst.IfExp) and child is not ancestor.test \
+                and any(word in " ".join(names_in(ancestor.test)).lower() for word in AMP_WORDS):
+            return True
+        child = ancestor
     return False
 
 
