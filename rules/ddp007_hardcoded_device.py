@@ -2,7 +2,11 @@
 Flags a literal device index used as a DDP worker's device: `"cuda:0"`,
 `torch.device("cuda", 0)`, `.cuda(0)`, `.to(0)`, `torch.cuda.set_device(0)`,
 `device_ids=[0]`, `output_device=0`, `device=0`, `map_location="cuda:0"`, and
-`os.environ["CUDA_VISIBLE_DEVICES"] = "0"`.
+`os.environ["CUDA_VISIBLE_DEVICES"] = "0"`. Also the default of a command-line
+option that every rank keeps as its device (`parser.add_argument("--device",
+default="cuda:0")`, its value read where a device goes, `model.to(args.device)` or
+through a name only it binds, and never reassigned: `args.device =
+f"cuda:{args.gpu}"` replaces it).
 
 ## Why is this bad?
 Every rank runs the same script. A hard-coded index puts every rank's model,
@@ -61,8 +65,9 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.values import (CUDA_INDEX, binding_is_read, device_arguments, in_device_list,
-                                     is_test_module, literal_int, literal_str, module_masks_visible_devices)
+from ddplint.analysis.values import (CUDA_INDEX, attribute_names, binding_is_read, device_arguments,
+                                     in_device_list, is_test_module, literal_int, literal_str,
+                                     module_masks_visible_devices, name_reads)
 from ddplint.analysis.models import project_of
 from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
 from ddplint.rule import Invalid, Report, Rule, Valid
@@ -81,6 +86,19 @@ class HardcodedDevice(Rule):
     needs_ddp_context = True
 
     valid = [
+        # ... but not when the distributed path replaces it with the rank's device first.
+        Valid("import argparse\nimport torch\nimport torch.distributed as dist\n"
+              "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+              "def main(args):\n    device = args.device\n    if args.distributed:\n"
+              "        dist.init_process_group('nccl')\n        device = torch.device('cuda', args.local_rank)\n"
+              "    model = build().to(device)\n"
+              "if __name__ == '__main__':\n    parser = argparse.ArgumentParser()\n"
+              "    parser.add_argument('--device', default='cuda:0')\n    main(parser.parse_args())\n"),
+        Valid("import argparse\nimport torch\nimport torch.distributed as dist\n"
+              "def main(args):\n    dist.init_process_group('nccl')\n    args.device = f'cuda:{args.local_rank}'\n"
+              "    model = build().to(args.device)\n"
+              "if __name__ == '__main__':\n    parser = argparse.ArgumentParser()\n"
+              "    parser.add_argument('--device', default='cuda:0')\n    main(parser.parse_args())\n"),
         # The single-process default that the distributed path replaces with this rank's device.
         Valid(DIST + "def setup(args):\n    args.device = 'cuda:0'\n    if args.distributed:\n"
                      "        args.device = 'cuda:%d' % args.local_rank\n"
@@ -207,6 +225,14 @@ class Engine:
                      "        model(**batch).loss.backward()\n"),
     ]
     invalid = [
+        # An argparse default every rank keeps and puts its model on (a62 unlearn_multimodal).
+        Invalid("import argparse\nimport torch\nimport torch.distributed as dist\n"
+                "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                "def main(args):\n    dist.init_process_group('nccl')\n    device = args.device\n"
+                "    model = build().to(device)\n    model = DDP(model, device_ids=[args.gpu])\n"
+                "if __name__ == '__main__':\n    parser = argparse.ArgumentParser()\n"
+                "    parser.add_argument('--device', default='cuda:0')\n    main(parser.parse_args())\n",
+                line=12, column=45),
         # ... but beside a DDP wrap the other arm of an FSDP switch is the DDP run.
         Invalid(DIST + "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
                        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
@@ -472,7 +498,8 @@ def _hardcoded_device_literals(index: SemanticIndex) -> Iterator[cst.CSTNode]:
 
 def _used_as_device(index: SemanticIndex, node: cst.CSTNode) -> bool:
     """Is this "cuda:N" literal where a device goes (not a dict key of a remap,
-    a comparison, a log message, a parameter/argparse default, or a constant
+    a comparison, a log message, a parameter default, an option default that no
+    rank keeps as its device, or a constant
     that nothing reads)?"""
     child, parent = node, index.parent(node)
     while isinstance(parent, (cst.IfExp, cst.BooleanOperation)):  # 'cuda:0' if ok else 'cpu'
@@ -486,10 +513,60 @@ def _used_as_device(index: SemanticIndex, node: cst.CSTNode) -> bool:
     if site is None:
         return False
     if parent.keyword is not None:
+        if parent.keyword.value == "default" and site.method == "add_argument":
+            return _option_used_as_device(index, site)
         return parent.keyword.value in DEVICE_KEYWORDS
+    return _device_slot(site, parent)
+
+
+def _device_slot(site: CallSite, arg: cst.Arg) -> bool:
+    """Is ``arg`` where the call takes a device (``.to(x)``, ``torch.device(x)``,
+    ``device=x``, ``map_location=x``)?"""
+    if arg.keyword is not None:
+        return arg.keyword.value in DEVICE_KEYWORDS
     if site.method == "to" or site.qualified_name in (names.TORCH_DEVICE, names.SET_DEVICE):
         return True
-    return site.argument("map_location") is parent
+    return site.argument("map_location") is arg
+
+
+def _option_used_as_device(index: SemanticIndex, site: CallSite) -> bool:
+    """``parser.add_argument("--device", default="cuda:0")`` whose value
+    (``args.device``, or a name bound to it) every rank then puts its model or
+    batches on (``.to(device)``), and that nothing reassigns (``args.device =
+    f"cuda:{args.gpu}"``): the default is every rank's device (a62 review)."""
+    flags = [literal_str(a.value) for a in site.node.args if a.keyword is None]
+    dest = site.argument("dest")
+    name = literal_str(dest.value) if dest is not None else next(
+        (f.lstrip("-").replace("-", "_") for f in flags if f and f.startswith("--")), None)
+    if not name:
+        return False
+    used = False
+    for attr in attribute_names(index, name):
+        holder = index.parent(attr)
+        parent = index.parent(holder)
+        if isinstance(parent, cst.AssignTarget) or (isinstance(parent, (cst.AnnAssign, cst.AugAssign))
+                                                   and parent.target is holder):
+            return False  # ``args.device = ...``: replaced (per rank or not), judged where it is set
+        used = used or _lands_on_device(index, holder)
+    return used
+
+
+def _lands_on_device(index: SemanticIndex, expr: cst.CSTNode, depth: int = 0) -> bool:
+    """Does the value ``expr`` go where a device goes, itself or through a name
+    bound to it (``device = args.device`` then ``model.to(device)``)?"""
+    parent = index.parent(expr)
+    if isinstance(parent, cst.Arg):
+        call = index.parent(parent)
+        site = index.call_site(call) if isinstance(call, cst.Call) else None
+        return site is not None and _device_slot(site, parent)
+    if depth == 0 and isinstance(parent, cst.Assign) and parent.value is expr and len(parent.targets) == 1 \
+            and isinstance(parent.targets[0].target, cst.Name):
+        target = parent.targets[0].target.value
+        # a read that only this binding reaches (not ``if args.distributed: device = per-rank``)
+        return any(_lands_on_device(index, read, depth + 1) for read in name_reads(index, target)
+                   if index.enclosing_scope(read) is index.enclosing_scope(parent)
+                   and all(b.node is parent for b in index.reaching(target, read) or [None]))
+    return False
 
 
 def _assignment_is_read(index: SemanticIndex, statement: cst.CSTNode) -> bool:
