@@ -184,6 +184,20 @@ def get_network(cfg):
 """),
     ]
     invalid = [
+        # Only the arm where the model has a ``.module`` (the wrapper) is the DDP model (a59 nemo_test).
+        Invalid(IMPORTS + """\
+class Solver:
+    def __init__(self, net, rank):
+        self.model = DDP(net.cuda(rank), device_ids=[rank])
+
+    def freeze_evm_net(self):
+        if hasattr(self.model, 'module'):
+            for param in self.model.module.evm_net.parameters():
+                param.requires_grad = False
+        else:
+            for param in self.model.evm_net.parameters():
+                param.requires_grad = False
+""", line=11, column=17),
         # ... without the switch, the recursive call may hand back the DDP model.
         Invalid(IMPORTS + """\
 def get_network(cfg):

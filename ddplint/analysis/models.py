@@ -527,6 +527,11 @@ def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.
     wrap_calls = [site for site in index.calls_to(*wrappers) if site.order < at_order]
     for size in range(len(parts), 0, -1):
         prefix = ".".join(parts[:size])
+        held = expr
+        for _ in range(len(parts) - size):
+            held = held.value if isinstance(held, cst.Attribute) else held
+        if set(wrappers) <= not_instance_of(index, held):
+            continue  # the ``else:`` of ``if hasattr(self.model, "module"):`` (a59 nemo_test)
         # Bindings before the use, minus the statement the use sits in
         # (``net = convert(net)`` binds ``net`` before its value's calls).
         enclosing = {id(a) for a in index.ancestors(expr)}
