@@ -598,6 +598,14 @@ if __name__ == "__main__":
         Valid(DIST + "def dump(args, net):\n    if args.distributed and dist.get_rank() > 0:\n        return\n"
                      "    torch.save({'net': net.state_dict()}, 'last.pth')\n"
                      "for ep in range(3):\n    dump(args, net)\n"),
+        # The class's own decorator runs the save on rank 0 only (a63 SMDE's ``@_parallel_mask``).
+        Valid(DIST + "class ModelSaver:\n    def __init__(self, rank_id=0):\n        self.rank_id = rank_id\n"
+                     "    def _parallel_mask(func):\n        def inner(self, *args, **kwargs):\n"
+                     "            if self.rank_id == 0:\n                return func(self, *args, **kwargs)\n"
+                     "        return inner\n    @_parallel_mask\n    def save_model(self, model, epoch):\n"
+                     "        torch.save({'model': model.state_dict(), 'epoch': epoch}, 'last_model.pth')\n"
+                     "saver = ModelSaver(rank_id=args.local_rank)\nfor epoch in range(10):\n"
+                     "    saver.save_model(net, epoch)\n"),
         # A rank flag handed to a constructor (``Dist(..., master=(rank == 0))``) guards the helper (a60).
         Valid(DIST + "from dataclasses import dataclass\n@dataclass\nclass Dist:\n    rank: int\n    master: bool\n"
                      "def init():\n    rank = dist.get_rank()\n    return Dist(rank=rank, master=(rank == 0))\n"

@@ -1403,7 +1403,7 @@ def _entered_by_one_rank(index: SemanticIndex, loop: flow.Loop) -> bool:
     function = ranks.enclosing_function(index, loop)
     if function is None:
         return False
-    if ranks.has_rank_zero_decorator(function):
+    if ranks.has_rank_zero_decorator(function, index):
         return True
     return project_of(index).callers_guarded(index.path, function_key(index, function)) is True
 

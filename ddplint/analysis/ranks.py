@@ -472,16 +472,36 @@ def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield from _walk(child)
 
 
-def has_rank_zero_decorator(function: cst.FunctionDef) -> bool:
-    """``@rank_zero_only`` / ``@master_only`` and friends."""
+def has_rank_zero_decorator(function: cst.FunctionDef, index: Optional[SemanticIndex] = None) -> bool:
+    """``@rank_zero_only`` / ``@master_only`` and friends, and (given the
+    module's index) a decorator of the module that calls what it wraps under a
+    rank test only (``facts.rank_gate_decorators``)."""
+    gates = _rank_gates(index) if index is not None else ()
     for decorator in function.decorators:
         expr = decorator.decorator
         if isinstance(expr, cst.Call):
             expr = expr.func
         name = dotted_name(expr)
-        if name is not None and name.split(".")[-1] in RANK_ZERO_DECORATORS:
+        if name is not None and name.split(".")[-1] in RANK_ZERO_DECORATORS + gates:
             return True
     return False
+
+
+def _rank_gates(index: SemanticIndex) -> tuple[str, ...]:
+    cached = index.cache.get("ranks.rank_gates")
+    if cached is None:
+        import ast
+
+        from ddplint.screen.facts import rank_gate_decorators
+
+        cached = ()
+        if "rank" in index.source and "@" in index.source:
+            try:
+                cached = rank_gate_decorators(ast.parse(index.source))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                cached = ()
+        index.cache["ranks.rank_gates"] = cached
+    return cached
 
 
 def enclosing_function(index: SemanticIndex, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
@@ -498,7 +518,7 @@ def runs_on_rank_subset(index: SemanticIndex, node: cst.CSTNode, lenient: bool =
     if any(not _schedule_escapes(index, guard) for guard in rank_guards(index, node, lenient)):
         return True
     function = enclosing_function(index, node)
-    return function is not None and has_rank_zero_decorator(function)
+    return function is not None and has_rank_zero_decorator(function, index)
 
 
 def iter_guarded_calls(index: SemanticIndex, lenient: bool = False) -> Iterator[tuple[object, list[Guard]]]:

@@ -857,7 +857,7 @@ def runs_on_rank_zero_only(index: SemanticIndex, node: cst.CSTNode) -> bool:
     function = ranks.enclosing_function(index, node)
     if function is None:
         return False
-    if ranks.has_rank_zero_decorator(function):
+    if ranks.has_rank_zero_decorator(function, index):
         return True
     # Every call of the enclosing function (project-wide) runs under a rank guard:
     # ``if rank == 0: evaluate(...)`` with the literal inside ``evaluate``.

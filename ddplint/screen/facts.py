@@ -96,7 +96,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "56"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "57"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -325,6 +325,8 @@ def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFac
     try:
         subtrees = Subtrees(tree)
         extractor = _Extractor(facts, "local_rank" in source, subtrees)
+        if "rank" in source and "@" in source:
+            extractor.rank_gates = rank_gate_decorators(tree)
         extractor.module(tree)
         if facts.calls_set_device and not extractor.module_sets_device:
             facts.set_device_only_in = _plain_device_setters(tree, facts, subtrees)
@@ -665,6 +667,8 @@ class _Extractor:
         self.none_defaults: set[str] = set()  # the current function's parameters whose default is None
         self.unguarded_saves: list[set[str]] = []  # per unguarded save of the current function: its ``given``
         self.assigned: list[dict[str, list[ast.AST]]] = [{}]  # per scope: name -> values
+        # this module's own decorators that run the function they wrap on one rank only
+        self.rank_gates: tuple[str, ...] = ()
         # per scope: name -> (call, item) for ``a, b = f(...)`` (item "0", "1", ...)
         self.unpacked: list[dict[str, list[tuple[ast.Call, str]]]] = [{}]
         self.returns: list[list[ast.AST]] = [[]]  # per function: returned values
@@ -1200,7 +1204,7 @@ class _Extractor:
         self.owner = ""
         facts.rank_zero_only = any(
             (_dotted(d.func if isinstance(d, ast.Call) else d) or "").split(".")[-1]
-            in _rank_zero_decorators() for d in node.decorator_list)
+            in _rank_zero_decorators() + self.rank_gates for d in node.decorator_list)
         self.expressions(node.decorator_list)
         outer, outer_guards, outer_maybe, outer_opaque = self.function, self.guards, self.maybe_guards, self.opaque
         outer_main, outer_flags = self.main_guards, self.flag_guards
@@ -2426,6 +2430,46 @@ def _is_distributed_flag_test(test: ast.Compare) -> bool:
 
 def _rank_zero_decorators() -> tuple[str, ...]:
     return RANK_ZERO_DECORATORS
+
+
+def rank_gate_decorators(tree: ast.AST) -> tuple[str, ...]:
+    """The names of this module's decorators (functions or methods) that call
+    the function they wrap only under a rank test (``def _parallel_mask(func):
+    def inner(self, *a): if self.rank_id == 0: return func(self, *a)``):
+    what they decorate runs on that rank only, as with ``@rank_zero_only``."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or not node.args.args:
+            continue
+        wrapped = node.args.args[0].arg
+        inner = [d for d in node.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        returned = {r.value.id for r in node.body if isinstance(r, ast.Return) and isinstance(r.value, ast.Name)}
+        for candidate in inner:
+            if candidate.name not in returned:
+                continue
+            calls = [c for c in ast.walk(candidate) if isinstance(c, ast.Call)
+                     and isinstance(c.func, ast.Name) and c.func.id == wrapped]
+            gated = [branch for branch in ast.walk(candidate) if isinstance(branch, ast.If)
+                     and _tests_a_rank(branch.test) and any(c in ast.walk(branch) for c in calls)
+                     and not any(c in ast.walk(e) for e in branch.orelse for c in calls)]
+            if calls and gated and all(any(c in ast.walk(b) for b in gated) for c in calls):
+                found.append(node.name)
+    return tuple(found)
+
+
+def _tests_a_rank(test: ast.AST) -> bool:
+    """A comparison of something named like a rank with 0 (``self.rank_id == 0``,
+    ``dist.get_rank() == 0``)."""
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = [test.left, *test.comparators]
+    if not any(isinstance(side, ast.Constant) and side.value == 0 for side in sides):
+        return False
+    for side in sides:
+        text = _dotted(side.func if isinstance(side, ast.Call) else side) or ""
+        if text and (RANK_NAME.match(text.split(".")[-1]) or "rank" in text.split(".")[-1].lower()):
+            return True
+    return False
 
 
 def _always_exits(body: list[ast.stmt]) -> bool:
