@@ -488,6 +488,13 @@ if __name__ == "__main__":
                        "        if dist.get_rank() == 0:\n            save_checkpoint(args, epoch, model)\n"
                        "    save_checkpoint(args, 'last', model, save_cur=True)\n"
                        "if __name__ == '__main__':\n    main(opt)\n", line=7, column=9),
+        # The experiment class is chosen through an alias (``Exp = Exp_Long_Term_Forecast``), then
+        # built and trained on every rank (a66 HERO).
+        Invalid(DIST + "import os\nclass Exp_Long_Term_Forecast:\n    def train(self, setting):\n"
+                       "        for epoch in range(self.args.train_epochs):\n            self.run_epoch()\n"
+                       "        torch.save(self.model.state_dict(), os.path.join(setting, 'model_checkpoint.pth'))\n"
+                       "if args.task_name == 'long_term_forecast':\n    Exp = Exp_Long_Term_Forecast\n"
+                       "exp = Exp(args)\nexp.train(setting)\n", line=8, column=9),
         # Reported at the helper's checkpoint, not at the run arguments it also writes.
         Invalid(DIST + "import os\ndef write_all(args, blob, out):\n"
                        "    torch.save(args, os.path.join(out, 'args.pt'))\n"

@@ -96,7 +96,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "57"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "58"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1661,6 +1661,11 @@ class _Extractor:
         dotted = _dotted(func)
         if dotted is None or not dotted.split(".")[-1][:1].isupper():
             return ""
+        if isinstance(func, ast.Name):
+            # ``Exp = Exp_Long_Term_Forecast`` (a class chosen by a flag) then ``Exp(args)``
+            aliased = {_dotted(value) for value in self.values_of(func.id)}
+            if len(aliased) == 1 and None not in aliased and next(iter(aliased)).split(".")[-1][:1].isupper():
+                dotted = aliased.pop()
         return "" if (self.qualified(func) or "").startswith(_LIBRARY_PREFIXES) else dotted
 
     def record_call(self, node: ast.Call, dotted: str, instance: bool = False) -> None:
