@@ -45,8 +45,9 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.values import literal_bool, literal_str, name_reads
-from ddplint.analysis.models import function_key, project_of
-from ddplint.screen.facts import SHARDING_FRAMEWORKS
+from ddplint.analysis.flow import enclosing_function
+from ddplint.analysis.models import function_key, parameter_values, project_of
+from ddplint.screen.facts import SHARDING_FRAMEWORKS, TRUE
 from ddplint.analysis.ranks import is_rank_guarded, is_rank_value
 from ddplint.analysis.roles import is_worker_code, run_by_single_process_scripts_only
 from ddplint.rule import Invalid, Report, Rule, Valid
@@ -72,6 +73,12 @@ class MissingDistributedSampler(Rule):
         Valid(IMPORTS + "train_loader = DataLoader(ds, batch_sampler=bucket_sampler)\n"),
         Valid(IMPORTS + "from torch.utils.data import IterableDataset\nclass Stream(IterableDataset):\n"
                         "    pass\ntrain_ds = Stream()\ntrain_loader = DataLoader(train_ds, batch_size=8)\n"),
+        # Every call asks the builder for the datasets: its plain loaders are never built (a64 LLM4SNLI).
+        Valid(IMPORTS + "from torch.utils.data import DistributedSampler\n"
+                        "def build(data, bs, return_datasets=False):\n    if return_datasets:\n        return data\n"
+                        "    train_loader = DataLoader(data, shuffle=True, batch_size=bs)\n    return train_loader\n"
+                        "train_ds = build(raw, 32, return_datasets=True)\n"
+                        "train_loader = DataLoader(train_ds, batch_size=32, sampler=DistributedSampler(train_ds))\n"),
         # What a factory builds through a chain of IterableDataset stages (a62 so-vits-svc's pipeline).
         Valid(IMPORTS + "from torch.utils.data import IterableDataset\nclass DataList(IterableDataset):\n"
                         "    pass\nclass Processor(IterableDataset):\n    def __init__(self, source, f):\n"
@@ -147,6 +154,10 @@ class Runner:
                         "    for x in train_loader:\n        step(x)\n"),
     ]
     invalid = [
+        # ... but a call that leaves the switch off builds them.
+        Invalid(IMPORTS + "def build(data, bs, return_datasets=False):\n    if return_datasets:\n        return data\n"
+                          "    train_loader = DataLoader(data, shuffle=True, batch_size=bs)\n    return train_loader\n"
+                          "train_loader = build(raw, 32)\n", line=6, column=20),
         # The arm a distributed run takes still needs the sampler (its else is single-process).
         Invalid(IMPORTS + "def main(texts):\n    dist.init_process_group('nccl')\n    if is_dist():\n"
                           "        loader = DataLoader(texts, batch_size=8, shuffle=True, pin_memory=True)\n"
@@ -228,7 +239,7 @@ class Runner:
                 continue
             if _returned(index, site, target) and not _callers_known_plain(index, site):
                 continue
-            if run_by_single_process_scripts_only(index, site.node):
+            if run_by_single_process_scripts_only(index, site.node) or _behind_a_switched_return(index, site.node):
                 continue  # a plain loader of a data module that only single-process scripts call
             if target is not None and _read_on_rank_zero_only(index, site, target):
                 continue
@@ -452,6 +463,34 @@ def _assigned_name(index: SemanticIndex, node: cst.Call) -> Optional[str]:
         scope = index.enclosing_scope(node)
         return scope.name.value if isinstance(scope, cst.FunctionDef) else None  # the builder's name
     return None
+
+
+def _behind_a_switched_return(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """``if return_datasets: return train_ds, eval_ds`` before the loader, in a
+    builder every project call passes ``return_datasets=True`` (or leaves its
+    default True): the loaders below are never built (a64 LLM4SNLI)."""
+    from ddplint.analysis.ranks import always_exits
+
+    function = enclosing_function(index, node)
+    if function is None:
+        return False
+    params = {p.name.value for p in (*function.params.params, *function.params.kwonly_params)}
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.IndentedBlock):
+            for statement in ancestor.body:
+                if statement is child:
+                    break
+                if isinstance(statement, cst.If) and statement.orelse is None and always_exits(statement.body) \
+                        and isinstance(statement.test, cst.Name) and statement.test.value in params:
+                    binding = next((b for b in index.reaching(statement.test.value, statement.test)
+                                    if b.kind == "param"), None)
+                    if binding is not None and parameter_values(index, binding) == frozenset({TRUE}):
+                        return True
+        if ancestor is function:
+            return False
+        child = ancestor
+    return False
 
 
 def _not_map_style(index: SemanticIndex, site: CallSite) -> bool:
