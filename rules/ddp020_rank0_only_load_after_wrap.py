@@ -93,6 +93,13 @@ class Rank0OnlyLoadAfterWrap(Rule):
         Valid(IMPORTS + "class T:\n    def __init__(self):\n        self.model = DDP(net)\n"
                         "    def load(self, path):\n        self.model.load_state_dict(torch.load(path))\n"
                         "    def setup(self):\n        self.load(self.path)\n"),
+        # The helper loads weights only into a model of its own (``if model is None:``); the DDP model
+        # handed to it on rank 0 is only sampled from (a65 reflow).
+        Valid(IMPORTS + "def sample(model=None, model_path=None):\n    if model is None:\n"
+                        "        model = Net()\n        model.load_state_dict(torch.load(model_path, map_location='cpu'))\n"
+                        "    return model(torch.randn(8, 3))\n"
+                        "model = DDP(net)\nfor epoch in range(100):\n    train(model)\n"
+                        "    if epoch % 50 == 0 and rank == 0:\n        sample(model=model)\n"),
         # The final evaluation of the script: the best weights loaded on rank 0 and tested there,
         # nothing trained after (a56 sewformer).
         Valid(IMPORTS + "model = DDP(net)\ntrain(model, loader)\nif rank == 0:\n"

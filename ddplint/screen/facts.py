@@ -96,7 +96,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "58"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "59"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1458,7 +1458,10 @@ class _Extractor:
             if method == "load_state_dict" and isinstance(node.func, ast.Attribute):
                 root = _dotted(node.func.value) or ""
                 head = root.split(".")[0]
-                if head in function.params and root in (head, head + ".module"):
+                if head in function.params and root in (head, head + ".module") and all(
+                        _derived_from(value, head) for value in self.assigned[-1].get(head, ())):
+                    # (not ``if model is None: model = DiT(...)`` then ``model.load_state_dict(...)``:
+                    # a model of its own, not the caller's)
                     function.loads.add(head)
         if method in _SPAWNERS:
             self.spawned(node)
@@ -2207,6 +2210,20 @@ def _own_nodes(body: list[ast.stmt]):
 def _is_module_literal(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Constant) and isinstance(expr.value, str) and expr.value.strip("^\\") in (
         "module.", "module\\.", "module")
+
+
+def _derived_from(value: ast.AST, name: str) -> bool:
+    """Is ``value`` the object ``name`` holds, seen through ``.module``, a move
+    (``model.to(dev)``) or a conditional of such (``m.module if ddp else m``)?"""
+    if isinstance(value, ast.Name):
+        return value.id == name
+    if isinstance(value, ast.Attribute):
+        return _derived_from(value.value, name)
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        return _derived_from(value.func.value, name)
+    if isinstance(value, ast.IfExp):
+        return _derived_from(value.body, name) and _derived_from(value.orelse, name)
+    return False
 
 
 def _is_rank_test_shape(expr: ast.AST) -> bool:
