@@ -110,6 +110,19 @@ class TensorAccumulatedWithGraph(Rule):
     triggers = ("=", "append", "extend", "insert", ".add(")
 
     valid = [
+        # The fallback of ``.item()``: the value is no tensor when the handler runs (a63 UFDN-Reid).
+        Valid(TRAIN + """\
+
+def train(model, loader, optimizer, losses):
+    history = []
+    for x, y in loader:
+        loss = criterion(model(x), y) if use_reid else 0
+        optimizer.zero_grad()
+        try:
+            history.append(loss.item())
+        except AttributeError:
+            history.append(loss)
+"""),
         # A running mean of items the loss function hands back detached (``return loss, parts.detach()``).
         Valid(TRAIN + """\
 class DetectionLoss:
@@ -649,6 +662,36 @@ def train(model, loader, optimizer, log):
 """),
     ]
     invalid = [
+        # The handler of a ``try`` that stored ``.item()`` of another value still keeps this one.
+        Invalid(TRAIN + """\
+
+def train(model, loader, optimizer, meter):
+    history = []
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        aux = model.aux_loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        try:
+            meter.append(aux.item())
+        except AttributeError:
+            history.append(loss)
+""", line=16, column=13, severity="warning", fixed=TRAIN + """\
+
+def train(model, loader, optimizer, meter):
+    history = []
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        aux = model.aux_loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        try:
+            meter.append(aux.item())
+        except AttributeError:
+            history.append(loss.item())
+"""),
         # A method of the criterion object (``self.criterion.mse_loss``) on the model's output (a56 TriND41).
         Invalid(TRAIN + """\
 
@@ -1404,10 +1447,29 @@ def run(model, loader, opt):
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for node, accumulator, value, order in _accumulations(index):
+            if _fallback_of_item(index, node, value):
+                continue
             severity = _severity(index, node, accumulator, value, order)
             if severity is not None:
                 yield self.report(node, _message(index, value, severity), severity=severity,
                                   fix=_fix(index, node, value))
+
+
+def _fallback_of_item(index: SemanticIndex, node: cst.CSTNode, value: cst.BaseExpression) -> bool:
+    """``try: meter.update(loss.item()) except: meter.update(loss)``: the handler runs
+    only when ``loss`` has no ``.item()``, i.e. is no tensor (a plain 0 on a branch
+    that skipped the loss; a63 UFDN-Reid)."""
+    if not isinstance(value, cst.Name):
+        return False
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return False
+        if isinstance(ancestor, cst.Try) and isinstance(child, cst.ExceptHandler):
+            code = index.module.code_for_node(ancestor.body)
+            return f"{value.value}.item()" in code.replace(" ", "")
+        child = ancestor
+    return False
 
 
 def _message(index: SemanticIndex, value: cst.BaseExpression, severity: str) -> str:
