@@ -1484,18 +1484,10 @@ def _accumulation_test(index: SemanticIndex, node: cst.CSTNode, loop: flow.Loop)
 def _accumulation_gate(index: SemanticIndex, node: cst.CSTNode, loop: flow.Loop) -> Optional[cst.If]:
     """An earlier ``if (i + 1) % k != 0: continue`` in the loop body that
     ``node`` sits after: the step runs only on the iterations it lets through."""
-    child = node
-    for ancestor in index.ancestors(node):
-        if isinstance(ancestor, cst.IndentedBlock):
-            for statement in ancestor.body:
-                if statement is child:
-                    break
-                if isinstance(statement, cst.If) and statement.orelse is None \
-                        and _ends_with_continue(statement.body) and _is_accumulation_test(statement.test):
-                    return statement
-        if ancestor is loop:
-            return None
-        child = ancestor
+    for statement in flow.earlier_statements(index, node, loop):
+        if isinstance(statement, cst.If) and statement.orelse is None \
+                and _ends_with_continue(statement.body) and _is_accumulation_test(statement.test):
+            return statement
     return None
 
 

@@ -45,7 +45,7 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.values import literal_bool, literal_str, name_reads
-from ddplint.analysis.flow import enclosing_function
+from ddplint.analysis.flow import earlier_statements, enclosing_function
 from ddplint.analysis.models import function_key, parameter_values, project_of
 from ddplint.screen.facts import SHARDING_FRAMEWORKS, TRUE
 from ddplint.analysis.ranks import is_rank_guarded, is_rank_value
@@ -475,21 +475,13 @@ def _behind_a_switched_return(index: SemanticIndex, node: cst.CSTNode) -> bool:
     if function is None:
         return False
     params = {p.name.value for p in (*function.params.params, *function.params.kwonly_params)}
-    child = node
-    for ancestor in index.ancestors(node):
-        if isinstance(ancestor, cst.IndentedBlock):
-            for statement in ancestor.body:
-                if statement is child:
-                    break
-                if isinstance(statement, cst.If) and statement.orelse is None and always_exits(statement.body) \
-                        and isinstance(statement.test, cst.Name) and statement.test.value in params:
-                    binding = next((b for b in index.reaching(statement.test.value, statement.test)
-                                    if b.kind == "param"), None)
-                    if binding is not None and parameter_values(index, binding) == frozenset({TRUE}):
-                        return True
-        if ancestor is function:
-            return False
-        child = ancestor
+    for statement in earlier_statements(index, node, function):
+        if isinstance(statement, cst.If) and statement.orelse is None and always_exits(statement.body) \
+                and isinstance(statement.test, cst.Name) and statement.test.value in params:
+            binding = next((b for b in index.reaching(statement.test.value, statement.test)
+                            if b.kind == "param"), None)
+            if binding is not None and parameter_values(index, binding) == frozenset({TRUE}):
+                return True
     return False
 
 

@@ -2082,6 +2082,21 @@ def calls_non_finite_check(expr: cst.CSTNode) -> bool:
     return False
 
 
+def earlier_statements(index: SemanticIndex, node: cst.CSTNode, stop: cst.CSTNode) -> Iterator[cst.BaseStatement]:
+    """The statements that run before ``node`` in each indented block around it,
+    innermost block first, up to ``stop`` (a loop or a function)."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.IndentedBlock):
+            for statement in ancestor.body:
+                if statement is child:
+                    break
+                yield statement
+        if ancestor is stop:
+            return
+        child = ancestor
+
+
 def _ancestors_within(index: SemanticIndex, node: cst.CSTNode, stop: cst.CSTNode) -> Iterator[cst.CSTNode]:
     for ancestor in index.ancestors(node):
         if ancestor is stop:
