@@ -742,26 +742,10 @@ def _reached_by(index: SemanticIndex, helper: cst.FunctionDef, save, calls) -> b
     """Can these calls run this save of the helper? Not when it sits in an arm of
     ``if <param>:`` that every call's literal (or the default) switches off
     (``save_checkpoint(..., save_cur=True)`` never runs the ``elif`` branch)."""
-    from ddplint.analysis.flow import if_ancestors
-    from ddplint.analysis.values import literal_bool
+    from ddplint.analysis.flow import arm_switched_off, if_ancestors
 
-    params = {p.name.value: p for p in (*helper.params.params, *helper.params.kwonly_params)}
-    names = [p.name.value for p in helper.params.params]
-    offset = 1 if names and names[0] in ("self", "cls") else 0
-    for branch, in_body in if_ancestors(index, save.node, stop=helper):
-        test, negate = branch.test, False
-        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            test, negate = test.expression, True
-        if not isinstance(test, cst.Name) or test.value not in params:
-            continue
-        position = names.index(test.value) - offset if test.value in names else None
-        values = set()
-        for call in calls:
-            arg = call.argument(test.value, position)
-            values.add(literal_bool(arg.value if arg is not None else params[test.value].default))
-        if len(values) == 1 and None not in values and (values.pop() != negate) != in_body:
-            return False
-    return True
+    return not any(arm_switched_off(index, helper, branch, in_body, calls)
+                   for branch, in_body in if_ancestors(index, save.node, stop=helper))
 
 
 def _unseen_save_helper_of_ddp_state(index: SemanticIndex, project, site) -> bool:

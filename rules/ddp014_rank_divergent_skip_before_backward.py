@@ -1243,37 +1243,8 @@ def _step_function_exit(index: SemanticIndex, exit_node: cst.CSTNode) -> Optiona
 
 
 def _switched_off(index: SemanticIndex, function: cst.FunctionDef, branch: cst.If, in_body: bool) -> bool:
-    """The arm of ``if <param>:`` (or ``if not <param>:``) that no call takes:
-    every same-module call passes the same literal for the parameter, or
-    leaves its literal default."""
-    from ddplint.analysis.values import literal_bool
-
-    test, negate = branch.test, False
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        test, negate = test.expression, True
-    if not isinstance(test, cst.Name):
-        return False
-    params = [*function.params.params, *function.params.kwonly_params]
-    param = next((p for p in params if p.name.value == test.value), None)
-    sites = flow.callers(index, function)
-    if param is None or not sites:
-        return False
-    names = [p.name.value for p in function.params.params]
-    offset = 1 if names and names[0] in ("self", "cls") else 0
-    position = names.index(test.value) - offset if test.value in names else None
-    values = set()
-    for site in sites:
-        arg = site.argument(test.value, position)
-        if arg is None and (site.has_star_args or site.has_star_kwargs):
-            return False
-        value = literal_bool(arg.value if arg is not None else param.default)
-        if value is None:
-            return False
-        values.add(value)
-    if len(values) != 1:
-        return False
-    taken = values.pop() != negate  # the test's value on every call
-    return taken != in_body
+    """The arm of ``if <param>:`` that no same-module call of the function takes."""
+    return flow.arm_switched_off(index, function, branch, in_body, flow.callers(index, function))
 
 
 def _per_batch_params(index: SemanticIndex, function: cst.FunctionDef) -> set[str]:

@@ -2082,6 +2082,41 @@ def calls_non_finite_check(expr: cst.CSTNode) -> bool:
     return False
 
 
+def arm_switched_off(index: SemanticIndex, function: cst.FunctionDef, branch: cst.If, in_body: bool,
+                     calls: list[CallSite]) -> bool:
+    """The arm of ``if <param>:`` (or ``if not <param>:``) in ``function`` that none
+    of ``calls`` takes: each passes the same literal for the parameter, or leaves
+    its literal default (``save_checkpoint(..., save_cur=True)`` never runs the
+    ``elif``; ``if raise_on_error: raise ... else: return`` with the default kept)."""
+    from ddplint.analysis.values import literal_bool
+
+    test, negate = branch.test, False
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, negate = test.expression, True
+    if not isinstance(test, cst.Name) or not calls:
+        return False
+    params = [*function.params.params, *function.params.kwonly_params]
+    param = next((p for p in params if p.name.value == test.value), None)
+    if param is None:
+        return False
+    names = [p.name.value for p in function.params.params]
+    offset = 1 if names and names[0] in ("self", "cls") else 0
+    position = names.index(test.value) - offset if test.value in names else None
+    values = set()
+    for site in calls:
+        arg = site.argument(test.value, position)
+        if arg is None and (site.has_star_args or site.has_star_kwargs):
+            return False
+        value = literal_bool(arg.value if arg is not None else param.default)
+        if value is None:
+            return False
+        values.add(value)
+    if len(values) != 1:
+        return False
+    taken = values.pop() != negate  # the test's value on every call
+    return taken != in_body
+
+
 def earlier_statements(index: SemanticIndex, node: cst.CSTNode, stop: cst.CSTNode) -> Iterator[cst.BaseStatement]:
     """The statements that run before ``node`` in each indented block around it,
     innermost block first, up to ``stop`` (a loop or a function)."""
