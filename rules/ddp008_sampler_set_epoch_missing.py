@@ -112,6 +112,15 @@ class SamplerSetEpochMissing(Rule):
                         "steps = range(max_steps)\nfor i, batch in zip(steps, loader):\n    step(batch)\n"),
         Valid("from mylib import DistributedSampler\ns = DistributedSampler(ds)\nfor epoch in range(3):\n"
               "    train(s)\n"),
+        # A generic wrapper that repeats whatever loader it is given: the epochs are its user's to count
+        # (DeepSpeed's RepeatingLoader next to its loader class).
+        Valid(IMPORTS + "class RepeatingLoader:\n    def __init__(self, loader):\n        self.loader = loader\n"
+                        "        self.data_iter = iter(loader)\n    def __next__(self):\n        try:\n"
+                        "            return next(self.data_iter)\n        except StopIteration:\n"
+                        "            self.data_iter = iter(self.loader)\n            return next(self.data_iter)\n"
+                        "class EngineLoader:\n    def __init__(self, ds, rank, world):\n"
+                        "        self.sampler = DistributedSampler(ds, num_replicas=world, rank=rank)\n"
+                        "        self.loader = DataLoader(ds, sampler=self.sampler)\n"),
     ]
     invalid = [
         # A step budget loop that goes over the loader (a "queue") again and again (a52 CLD-SGM).

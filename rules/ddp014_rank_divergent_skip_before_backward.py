@@ -90,6 +90,7 @@ from typing import Iterator, Optional, Union
 import libcst as cst
 
 from ddplint.analysis import flow
+from ddplint.names import is_test_module
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex, dotted_name, unpack_position
 
@@ -667,6 +668,17 @@ def train(net, loader, opt):
         loss.backward()
         opt.step()
 """),
+        # A unit test's asserts are what it checks (Megatron's tests/unit_tests).
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+def test_training_steps(net, loader, opt):
+    model = DDP(net.cuda())
+    for x, y in loader:
+        loss = model(x, y)
+        assert torch.isfinite(loss)
+        loss.backward()
+        opt.step()
+""", filename="tests/unit_tests/test_ddp_steps.py"),
         # A non-finite assert that the ``try`` around it catches: the step goes on.
         Valid(DIST + """\
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -1116,7 +1128,8 @@ def train_one_epoch(model, loader, optimizer, update: ScaledUpdate):
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         # A failed ``assert`` raises too; only one on a non-finite check is a per-rank decision
         # (``assert x.shape[0] == y.shape[0]`` holds on every rank or is a bug of its own).
-        asserts = [a for a in index.asserts if flow.calls_non_finite_check(a.test)]
+        asserts = [a for a in index.asserts if flow.calls_non_finite_check(a.test)] \
+            if not is_test_module(index.path) else []  # a unit test's asserts are what it checks
         for exit_node in [*index.exits, *asserts]:
             if isinstance(exit_node, (cst.Raise, cst.Assert)) and _caught_right_there(index, exit_node):
                 continue  # ``raise StopIteration`` that the ``except StopIteration:`` around it handles

@@ -96,7 +96,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "59"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "60"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -992,7 +992,10 @@ class _Extractor:
                     self.block(value)
                 elif isinstance(value, list) and value and isinstance(value[0], ast.excepthandler):
                     for handler in value:
-                        if _restarts_an_iterator(handler):
+                        if _restarts_an_iterator(handler) and not (
+                                self.function is not None and self.function.name.split(".")[-1] == "__next__"):
+                            # (not the ``__next__`` of a generic wrapper that repeats whatever loader it is
+                            # given, DeepSpeed's ``RepeatingLoader``: the epochs are its user's to count)
                             # ``except StopIteration: it = iter(loader)``: the loader is iterated
                             # again and again, pass after pass (an epoch loop in all but name)
                             self.facts.has_epoch_loop = True
