@@ -63,6 +63,8 @@ from ddplint.analysis.values import is_test_module, literal_int, literal_str
 from ddplint.screen.facts import SPAWN_INDEX
 
 LAUNCHER, WORKER, SINGLE_PROCESS = "launcher", "worker", "single-process"
+# Code that no process of the project runs (``in_function_nothing_runs``).
+NOT_RUN = "not-run"
 
 _SPAWN_MODULES = ("torch.multiprocessing", "multiprocessing", "torch.distributed.elastic.multiprocessing")
 
@@ -71,8 +73,10 @@ def process_role(index: SemanticIndex, node: cst.CSTNode) -> str:
     """LAUNCHER, SINGLE_PROCESS or WORKER for the code at ``node``."""
     if in_single_process_branch(index, node) or in_standalone_main_block(index, node) \
             or holds_single_process_trainer(index, node) or overridden_for_ddp_importers(index, node) \
-            or in_unbuilt_single_process_class(index, node):
+            or in_unbuilt_single_process_class(index, node) or run_by_single_process_scripts_only(index, node):
         return SINGLE_PROCESS
+    if in_function_nothing_runs(index, node):
+        return NOT_RUN
     in_test = test_function_role(index, node)
     if in_test is not None:
         return in_test
@@ -724,6 +728,88 @@ def _unbuilt_single_process_class(index: SemanticIndex, owner: cst.ClassDef) -> 
     return True
 
 
+# ---------------------------------------------------------------------- functions nothing runs
+def in_function_nothing_runs(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """``node`` is in a top-level function (or a method of a top-level class)
+    of a library module of a (complete) project (no ``__main__`` block, no
+    module-level call of it), that nothing in the project runs: no module calls
+    it, hands it on or names it as a callee (``Project.may_run``), and it is not
+    decorated (a registry, a route, an entry point). An offline utility beside
+    the training helpers (``def mix_model(paths): torch.load(...)`` in a
+    ``utils.py`` nobody calls it from) is no DDP worker's code. A module that
+    defines the function and runs on its own (a single-file script, a snippet)
+    is not judged so: its entry may be the function."""
+    function = _outermost_function(index, node)
+    if function is None:
+        return False
+    key = ("roles.nothing_runs", id(function))
+    if key not in index.cache:
+        index.cache[key] = _nothing_runs(index, function)
+    return index.cache[key]
+
+
+def _outermost_function(index: SemanticIndex, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    functions = [a for a in index.ancestors(node) if isinstance(a, cst.FunctionDef)]
+    return functions[-1] if functions else None
+
+
+def _nothing_runs(index: SemanticIndex, function: cst.FunctionDef) -> bool:
+    from ddplint.analysis.models import function_key, project_of
+
+    parent = index.parent(function)
+    owner = parent if parent is index.module else index.parent(parent)
+    if function.decorators or function.name.value.startswith("__") or is_test_module(index.path):
+        return False
+    if owner is not index.module and not (isinstance(owner, cst.ClassDef) and index.parent(owner) is index.module
+                                          and not owner.bases and not owner.decorators):
+        return False  # nested in a class that may be a framework's (its hooks run by name)
+    project = project_of(index)
+    if not project.complete or index.path not in project.modules or len(project.modules) < 2:
+        return False
+    if _has_main_block(index) or _may_be_imported_by_name(project, index.path):
+        return False
+    if owner is index.module:
+        return not _function_referenced(index, project, function.name.value)
+    return not project.may_run(index.path, function_key(index, function))
+
+
+def _function_referenced(index: SemanticIndex, project, name: str) -> bool:
+    """Does anything in the project call or name the top-level function
+    ``name`` of this module: a project call linked to it (``utils.load(...)``
+    through a module import, ``load(...)`` through a name import), a read of
+    the name in this module, an import of it by name, or its name among the
+    calls and call arguments of a module that imports this module with ``*``?
+    A library's ``torch.load`` elsewhere is no use of ``load``."""
+    from ddplint.analysis.values import name_reads
+
+    if project.callers.get((index.path, name)) or project.weak_callers.get((index.path, name)) \
+            or name_reads(index, name):
+        return True
+    for path, module in project.modules.items():
+        if path == index.path:
+            continue
+        if name in module.call_names and any(project.resolve_module(path, target) == index.path
+                                             for target in module.star_imports):
+            return True
+        for target in module.imports.values():
+            holder, _, last = target.rpartition(".")
+            if last == name and holder and project.resolve_module(path, holder) == index.path:
+                return True
+    return False
+
+
+def _may_be_imported_by_name(project, path: str) -> bool:
+    """May a computed import (``import_module(f"trainers.{name}")``) load module
+    ``path``, whose functions are then looked up by name?"""
+    dotted = path[:-3].replace(os.sep, ".").replace("/", ".").removesuffix(".__init__")
+    return any(fnmatch.fnmatchcase(dotted, pattern.lstrip(".")) or fnmatch.fnmatchcase(dotted, "*." + pattern.lstrip("."))
+               for module in project.modules.values() for pattern in module.dynamic_imports)
+
+
+def _has_main_block(index: SemanticIndex) -> bool:
+    return any(isinstance(statement, cst.If) and _is_main_test(statement.test) for statement in index.module.body)
+
+
 # ---------------------------------------------------------------------- self-test blocks
 def in_standalone_main_block(index: SemanticIndex, node: cst.CSTNode) -> bool:
     """Code under ``if __name__ == "__main__":`` of a module that is in DDP
@@ -970,7 +1056,8 @@ def _single_process_calls(project, key, seen: set, depth: int) -> bool:
     for caller_path, call in calls:
         # A call from the function's own (DDP) module counts against; deeper, the
         # module was already found outside the DDP context (``run()`` in its main block).
-        if (depth == 0 and caller_path == key[0]) or project.module_in_ddp_context(caller_path):
+        if (depth == 0 and caller_path == key[0]) or project.module_in_ddp_context(caller_path) \
+                or _drives_distributed_code(project, caller_path):
             return False
         if call.args.get("0") == SPAWN_INDEX:
             return False  # ``mp.spawn(loader.worker, ...)``: it runs in every worker process
@@ -978,6 +1065,15 @@ def _single_process_calls(project, key, seen: set, depth: int) -> bool:
                                                      seen, depth + 1):
             return False
     return True
+
+
+def _drives_distributed_code(project, path: str) -> bool:
+    """Does module ``path`` import torch.distributed (RULES.md's DDP context,
+    which the project's facts leave to calls)? An entry script that imports
+    it and calls ``setup()`` and ``fit()`` of an engine module runs as a worker."""
+    module = project.modules.get(path)
+    return module is None or any(target == "torch.distributed" or target.startswith("torch.distributed.")
+                                 for target in module.imports.values())
 
 
 def spawned_through_a_parameter(index: SemanticIndex, function: cst.FunctionDef) -> bool:
