@@ -86,6 +86,10 @@ class HardcodedDevice(Rule):
     needs_ddp_context = True
 
     valid = [
+        # compared with, not used: which process sits on GPU 0 (a process-index test)
+        Valid(DIST + "dist.init_process_group('nccl')\nclass Trainer:\n    def __init__(self, gpu):\n"
+                     "        self.device = gpu\n        torch.cuda.set_device(gpu)\n"
+                     "    def on_main(self):\n        return torch.device(self.device) == torch.device('cuda:0')\n"),
         # ... but not when the distributed path replaces it with the rank's device first.
         Valid("import argparse\nimport torch\nimport torch.distributed as dist\n"
               "from torch.nn.parallel import DistributedDataParallel as DDP\n"
@@ -348,8 +352,21 @@ class Engine:
         for node in _hardcoded_device_literals(index):
             if is_worker_code(index, node) and not in_device_list(index, node) and not _left_at_once(index, node) \
                     and not runs_on_rank_zero_only(index, node) \
-                    and not _one_gpu_visible(index, node) and not _default_replaced_by_rank(index, node):
+                    and not _one_gpu_visible(index, node) and not _default_replaced_by_rank(index, node) \
+                    and not _compared(index, node):
                 yield self.report(node, _message(index, node))
+
+
+def _compared(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """``torch.device(self.device) == torch.device("cuda:0")``: the literal is what a
+    device is compared with (which process is on GPU 0), not a device anything uses."""
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.Comparison, cst.ComparisonTarget)):
+            return True
+        if not isinstance(ancestor, (cst.Arg, cst.Call)) or (
+                isinstance(ancestor, cst.Call) and index.qualified_name(ancestor.func) != "torch.device"):
+            return False
+    return False
 
 
 def _message(index: SemanticIndex, node: cst.CSTNode) -> str:

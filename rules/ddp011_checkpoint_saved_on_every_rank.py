@@ -116,6 +116,13 @@ class CheckpointSavedOnEveryRank(Rule):
     uses_project = True
 
     valid = [
+        # A parameter every caller fills with a rank test's outcome is a rank flag.
+        Valid(DIST + "import os\ndef train(rank, verbose):\n"
+                     "    model = torch.nn.parallel.DistributedDataParallel(Net().cuda(rank), device_ids=[rank])\n"
+                     "    for step in range(10):\n        if verbose:\n"
+                     "            torch.save(model.state_dict(), f'model-{step}.pt')\n"
+                     "def main():\n    dist.init_process_group('nccl')\n    verbose = dist.get_rank() == 0\n"
+                     "    train(int(os.environ['LOCAL_RANK']), verbose)\nif __name__ == '__main__':\n    main()\n"),
         # ... called on rank 0 only.
         Valid(DIST + "import os\n" + "def save_weights(model, cfg, best=False):\n    if cfg.distributed:\n        model = model.module\n"
                        "    torch.save(model.state_dict(), os.path.join(cfg.out, 'weights.pth'))\n"

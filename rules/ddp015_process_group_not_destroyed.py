@@ -73,6 +73,13 @@ class ProcessGroupNotDestroyed(Rule):
                      "atexit.register(functools.partial(dist.destroy_process_group, None))\n"),
     ]
     invalid = [
+        # The worker's init is never destroyed; a local launcher nothing runs pairs its own init with a
+        # destroy: only the worker's init is reported.
+        Invalid(DIST + "def main():\n    if not dist.is_initialized():\n        dist.init_process_group('nccl')\n"
+                       "    train()\ndef run_local(rank, world):\n"
+                       "    dist.init_process_group('gloo', rank=rank, world_size=world)\n"
+                       "    main()\n    dist.destroy_process_group()\nif __name__ == '__main__':\n    main()\n",
+                line=4, column=9),
         # The only destroy sits in a helper nothing calls, while the set-up runs.
         Invalid(DIST + "class Fitter:\n    def __init__(self, cfg):\n        if cfg.ddp:\n            self.start_group(cfg)\n"
                        "    def start_group(self, cfg):\n        dist.init_process_group('nccl', rank=cfg.rank)\n"
@@ -113,7 +120,10 @@ class ProcessGroupNotDestroyed(Rule):
             return  # a cleanup helper, perhaps from a module we were not given
         if not project.complete and _calls_local_modules(index):
             return  # linted alone: the project's other modules may destroy it
+        destroyed_in = {id(index.enclosing_scope(site.node)) for site in index.method_calls("destroy_process_group")}
         for site in index.calls_to(names.INIT_PROCESS_GROUP):
+            if id(index.enclosing_scope(site.node)) in destroyed_in:
+                continue  # ``def run_local(): init ... destroy`` (a launcher nothing runs): this one is paired
             yield self.report(site.node)
 
 

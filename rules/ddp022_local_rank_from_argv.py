@@ -82,6 +82,12 @@ class LocalRankFromArgv(Rule):
     uses_project = True
 
     valid = [
+        # a variable that is merely called local_rank, bound from the global rank: the flag is never read
+        # (that variable is DDP017's finding, not this rule's)
+        Valid(HEAD + "parser.add_argument('--local_rank', type=int, default=0, help='no use')\n"
+                     "args = parser.parse_args()\ndist.init_process_group('nccl')\n"
+                     "local_rank = dist.get_rank()\ntorch.cuda.set_device(local_rank)\n"
+                     "model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank])\n"),
         # copied into another attribute that is only logged, not a device
         Valid(HEAD + "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
                      "args.tag = args.local_rank\nprint('worker', args.tag)\ntorch.cuda.set_device(args.gpu)\n"),

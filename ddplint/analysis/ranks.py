@@ -121,6 +121,30 @@ def _parameter_filled_with_rank(index: SemanticIndex, expr: cst.Name) -> bool:
     return bool(tags) and tags <= _RANK_TAGS
 
 
+def _first_gpu(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    """``"cuda:0"``, ``torch.device("cuda:0")``, ``torch.device("cuda", 0)``: a
+    device compared with it tells the process on GPU 0 (a process-index test,
+    lenient like ``args.gpu == 0``)."""
+    if isinstance(expr, cst.Call) and index.qualified_name(expr.func) == "torch.device" and expr.args:
+        values = [arg.value for arg in expr.args]
+        return (len(values) == 1 and literal_str(values[0]) == "cuda:0") or (
+            len(values) == 2 and literal_str(values[0]) == "cuda" and literal_int(values[1]) == 0)
+    return literal_str(expr) == "cuda:0"
+
+
+def _parameter_filled_with_rank_flag(index: SemanticIndex, expr: cst.Name) -> bool:
+    """``def train(rank, flags, verbose): ... if verbose:`` where every call site
+    of the project passes a rank test's outcome (``FLAGS.verbose = dist.get_rank()
+    == 0; train(..., FLAGS.verbose)``)."""
+    from ddplint.analysis.models import parameter_values
+    from ddplint.screen.facts import RANK_FLAG
+
+    bindings = index.reaching(expr.value, expr)
+    if len(bindings) != 1 or bindings[0].kind != "param":
+        return False
+    return parameter_values(index, bindings[0]) == frozenset({RANK_FLAG})
+
+
 def _keyword_filled_with_rank(index: SemanticIndex, holder: cst.BaseExpression, key: str) -> bool:
     """``kwargs["gpu_index"]`` where ``kwargs`` is the ``**`` parameter of the
     enclosing function and every call site of the project passes a rank as
@@ -196,9 +220,14 @@ def is_rank_condition(index: SemanticIndex, test: cst.BaseExpression, lenient: b
         if _is_distributed_flag_test(test):
             return False
         operands = [test.left] + [target.comparator for target in test.comparisons]
+        if lenient and len(operands) == 2 and any(_first_gpu(index, operand) for operand in operands):
+            return True  # ``torch.device(self.device) == torch.device("cuda:0")``: the process on GPU 0
         return any(is_rank_value(index, operand, lenient) for operand in operands)
     if isinstance(test, cst.Call):
-        return is_rank_predicate_call(index, test, depth)
+        # (lenient) ``self._on_main_rank()``: a method of the class that returns a
+        # process-index test (``torch.device(self.device) == torch.device("cuda:0")``)
+        return is_rank_predicate_call(index, test, depth) or (
+            lenient and isinstance(test.func, cst.Attribute) and _rank_property(index, test.func, depth, lenient))
     name = dotted_name(test)
     if name is not None:
         last = name.split(".")[-1]
@@ -218,6 +247,8 @@ def is_rank_condition(index: SemanticIndex, test: cst.BaseExpression, lenient: b
             return lenient and is_rank_value(index, test)
         if names.is_rank_predicate_name(last):  # a parameter or a global named like the predicate
             return True
+        if isinstance(test, cst.Name) and _parameter_filled_with_rank_flag(index, test):
+            return True  # ``def train(..., verbose): if verbose:`` with ``train(..., dist.get_rank() == 0)``
         if isinstance(test, cst.Attribute) and _rank_property(index, test, depth):
             return True  # ``if self.should_save_on_this_rank:`` (a property returning a rank test)
         if lenient and is_rank_value(index, test, lenient):
@@ -312,7 +343,7 @@ def rank_predicate_function(index: SemanticIndex, name: str, depth: int = 0) -> 
     return result
 
 
-def _rank_property(index: SemanticIndex, attribute: cst.Attribute, depth: int = 0) -> bool:
+def _rank_property(index: SemanticIndex, attribute: cst.Attribute, depth: int = 0, lenient: bool = False) -> bool:
     """``self.name`` in a method, where ``name`` is a property (or method) of the
     enclosing class whose every ``return`` value (at least one not a literal) is a
     rank test: ``@property def is_dp_master(self): return self.dp_rank == 0``."""
@@ -323,7 +354,7 @@ def _rank_property(index: SemanticIndex, attribute: cst.Attribute, depth: int = 
     if owner is None:
         return False
     name = attribute.attr.value
-    key = ("rank_property", id(owner), name)
+    key = ("rank_property", id(owner), name, lenient)
     if key in index.cache:
         return index.cache[key]
     index.cache[key] = False  # recursion guard
@@ -334,7 +365,7 @@ def _rank_property(index: SemanticIndex, attribute: cst.Attribute, depth: int = 
         returns = [e for e in index.exits if isinstance(e, cst.Return) and e.value is not None
                    and index.enclosing_scope(e) is method]
         values = [r.value for r in returns if not _is_boolean_literal(r.value)]
-        if values and all(is_rank_condition(index, value, depth=depth + 1) for value in values):
+        if values and all(is_rank_condition(index, value, lenient, depth=depth + 1) for value in values):
             result = True
     index.cache[key] = result
     return result

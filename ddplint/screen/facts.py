@@ -69,6 +69,7 @@ CUDA_DEVICE = "cuda_device"  # torch.device("cuda"), "cuda": a CUDA device witho
 SPAWN_INDEX = "spawn_index"  # the process index mp.spawn passes as the first argument
 LITERAL = "literal"  # an integer constant
 TRUE = "true"  # the constant True (``data_sampler(ds, shuffle=True)``)
+RANK_FLAG = "rank_flag"  # a rank test's outcome (``train(..., verbose=dist.get_rank() == 0)``)
 UNKNOWN = "unknown"  # anything else (in Project.param_values only)
 PARAM_PREFIX = "param:"  # "param:NAME": the caller's own parameter NAME, passed on
 STRING_PREFIX = "str:"  # "str:train": a short word-like string constant (a mode name)
@@ -96,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "60"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "64"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -181,6 +182,8 @@ class FunctionFacts:
     forwards_attributes: set[str] = field(default_factory=set)
     loads: set[str] = field(default_factory=set)  # params whose load_state_dict is called
     rank_predicate: bool = False  # every return value is a rank test
+    # ... or a process-index test (``return torch.device(self.device) == torch.device("cuda:0")``)
+    rank_predicate_lenient: bool = False
     # Params whose default is the constant True: a call that leaves them out passes True
     # (``mk_loaders(ds, shuffle: bool = True)`` called without it; Project.param_values).
     true_defaults: set[str] = field(default_factory=set)
@@ -822,12 +825,19 @@ class _Extractor:
         if isinstance(test, ast.Compare):
             if _is_distributed_flag_test(test):
                 return False  # "distributed or not": the same on every rank
-            return any(self.rank_value(o, lenient) for o in [test.left, *test.comparators])
+            operands = [test.left, *test.comparators]
+            if lenient and len(operands) == 2 and any(self.first_gpu(o) for o in operands):
+                return True  # mirror of ranks._first_gpu: the process on GPU 0
+            return any(self.rank_value(o, lenient) for o in operands)
         if isinstance(test, ast.Call):
             dotted = _dotted(test.func) or ""
             last = dotted.split(".")[-1]
             if names.is_rank_predicate_name(last):
                 return True
+            if lenient and dotted == f"self.{last}" and self.self_class:
+                # ``if self._on_main_rank():`` (mirror of ranks._rank_property, lenient)
+                method = self.facts.functions.get(f"{self.self_class}.{last}")
+                return method is not None and method.rank_predicate_lenient
             function = self.facts.functions.get(last) if "." not in dotted else None
             return function is not None and function.rank_predicate
         dotted = _dotted(test)
@@ -842,6 +852,16 @@ class _Extractor:
                 return dotted.split(".")[0] not in self.facts.imports and dotted not in self.facts.functions
             return lenient and self.rank_value(test, lenient)
         return False
+
+    def first_gpu(self, expr: ast.AST) -> bool:
+        """Mirror of ddplint.analysis.ranks._first_gpu."""
+        if isinstance(expr, ast.Call) and self.qualified(expr.func) == "torch.device" and expr.args \
+                and not expr.keywords:
+            values = expr.args
+            return (len(values) == 1 and isinstance(values[0], ast.Constant) and values[0].value == "cuda:0") or (
+                len(values) == 2 and isinstance(values[0], ast.Constant) and values[0].value == "cuda"
+                and _int(values[1]) == 0)
+        return isinstance(expr, ast.Constant) and expr.value == "cuda:0"
 
     # ------------------------------------------------------------------ statements
     def module(self, tree: ast.Module) -> None:
@@ -1227,6 +1247,7 @@ class _Extractor:
         self.agreed.append(set())
         self.block(node.body)
         facts.rank_predicate = self.returns_rank_test(node)
+        facts.rank_predicate_lenient = facts.rank_predicate or self.returns_rank_test(node, lenient=True)
         facts.returns_agreed = bool(self.returns[-1]) and all(
             _derives_from(value, self.agreed[-1]) for value in self.returns[-1])
         facts.returns_params = {p for p in params if self.returns[-1] and all(
@@ -1325,10 +1346,10 @@ class _Extractor:
                 return flag
         return ""
 
-    def returns_rank_test(self, node: ast.AST) -> bool:
+    def returns_rank_test(self, node: ast.AST, lenient: bool = False) -> bool:
         returns = self.returns[-1]
         real = [r for r in returns if not (isinstance(r, ast.Constant) and isinstance(r.value, bool))]
-        return bool(real) and all(self.rank_test(r, lenient=False) for r in real)
+        return bool(real) and all(self.rank_test(r, lenient=lenient) for r in real)
 
     # ------------------------------------------------------------------ expressions
     def expressions(self, roots: Iterable[ast.AST]) -> None:
@@ -1444,10 +1465,11 @@ class _Extractor:
                             function.device_params.add(value.id)
         if self.mentions_local_rank and method in (
                 "set_device", "cuda", "to", "device", "DistributedDataParallel", "DDP") and \
-                any("local_rank" in _text_of(a) or (isinstance(a, (ast.Name, ast.Attribute)) and any(
-                    "local_rank" in _text_of(v) for v in self.assigned[-1].get(_dotted(a) or "", ())))
+                any(_reads_local_rank_attr(a) or (isinstance(a, (ast.Name, ast.Attribute)) and any(
+                    _reads_local_rank_attr(v) for v in self.assigned[-1].get(_dotted(a) or "", ())))
                     for a in [*node.args, *[k.value for k in node.keywords]]):
-            # ... also through a name bound from it: ``gpu = self.cfg.local_rank; set_device(gpu)``
+            # ... also through a name bound from it: ``gpu = self.cfg.local_rank; set_device(gpu)``;
+            # a variable merely called ``local_rank`` (``local_rank = dist.get_rank()``) is no flag
             facts.local_rank_attr_as_device = True
         if function is not None:
             if isinstance(node.func, ast.Name) and node.func.id in function.params:
@@ -1780,6 +1802,8 @@ class _Extractor:
         if isinstance(expr, ast.IfExp):
             arms = self.value_tags(expr.body, depth + 1) | self.value_tags(expr.orelse, depth + 1)
             return arms
+        if isinstance(expr, (ast.Compare, ast.BoolOp, ast.UnaryOp)) and self.rank_test(expr, lenient=True):
+            return {RANK_FLAG}  # ``FLAGS.verbose = dist.get_rank() == 0``, passed on as a flag
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod) and self.counts_devices(expr.right):
             return {LOCAL_RANK}  # ``rank % torch.cuda.device_count()``
         key = self.env_key(expr)
@@ -2432,6 +2456,13 @@ def _derives_from(expr: ast.AST, names_: set[str]) -> bool:
 
 _DISTRIBUTION_WORDS = ("distributed", "is_initialized", "is_available", "world_size", "ddp", "ngpus",
                        "n_gpu", "num_gpus", "multiprocessing", "local_rank", "dist_avail")
+
+
+def _reads_local_rank_attr(expr: ast.AST) -> bool:
+    """An attribute or key named local_rank (``args.local_rank``, ``cfg["local_rank"]``):
+    a parsed flag; a variable merely called ``local_rank`` is not."""
+    return any((type(node) is ast.Attribute and node.attr == "local_rank")
+               or (type(node) is ast.Constant and node.value == "local_rank") for node in _walk(expr))
 
 
 def _is_distribution_test(test: ast.AST) -> bool:
