@@ -123,6 +123,23 @@ class SamplerSetEpochMissing(Rule):
                         "        self.loader = DataLoader(ds, sampler=self.sampler)\n"),
     ]
     invalid = [
+        # A ``while`` over a flag that goes over a loader bound to ``DataLoader(...)`` (a67 gns).
+        Invalid(IMPORTS + "def train(dataset, n_steps):\n"
+                          "    sampler = DistributedSampler(dataset, num_replicas=dist.get_world_size(), "
+                          "rank=dist.get_rank(), shuffle=True)\n"
+                          "    dl = DataLoader(dataset=dataset, sampler=sampler, batch_size=2)\n"
+                          "    step, running = 0, True\n    while running:\n        for example in dl:\n"
+                          "            step += 1\n            running = step < n_steps\n", line=5, column=15),
+        # A builder chosen by a conditional alias, called without ``shuffle`` (default True; a67 gns).
+        Invalid(IMPORTS + "def dist_loader(ds, batch_size, shuffle=True):\n"
+                          "    sampler = DistributedSampler(ds, shuffle=shuffle)\n"
+                          "    return DataLoader(ds, sampler=sampler, batch_size=batch_size)\n"
+                          "def cpu_loader(ds, batch_size, shuffle=True):\n"
+                          "    return DataLoader(ds, batch_size=batch_size, shuffle=shuffle)\n"
+                          "def train(ds, cuda):\n    get_loader = dist_loader if cuda else cpu_loader\n"
+                          "    loader = get_loader(ds, batch_size=8)\n"
+                          "    for epoch in range(10):\n        for batch in loader:\n            step(batch)\n",
+                line=5, column=15),
         # A step budget loop that goes over the loader (a "queue") again and again (a52 CLD-SGM).
         Invalid(IMPORTS + "sampler = DistributedSampler(train_data)\n"
                           "train_queue = DataLoader(train_data, batch_size=64, sampler=sampler)\n"

@@ -56,6 +56,7 @@ from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 IMPORTS = "import torch.distributed as dist\nfrom torch.utils.data import DataLoader\n"
 _EVAL_NAME = re.compile(r"val|test|eval|dev|calib|infer|predict", re.IGNORECASE)
 # Frameworks that shard loaders themselves (accelerate's prepare, Lightning's Trainer).
+_STREAMING = re.compile(r"streaming\s*=\s*True|to_iterable_dataset\(")
 _SHARDED_BY_HAND = re.compile(r"rank|world_size|num_replicas|shard|split_by_node|num_shards", re.IGNORECASE)
 
 
@@ -79,6 +80,13 @@ class MissingDistributedSampler(Rule):
                         "    train_loader = DataLoader(data, shuffle=True, batch_size=bs)\n    return train_loader\n"
                         "train_ds = build(raw, 32, return_datasets=True)\n"
                         "train_loader = DataLoader(train_ds, batch_size=32, sampler=DistributedSampler(train_ds))\n"),
+        # A Hugging Face streaming dataset (an IterableDataset), passed through a project transform.
+        Valid(IMPORTS + "from datasets import load_dataset\ndef prepare(ds, seed):\n    return ds.shuffle(seed=seed)\n"
+                        "def main(path):\n    dist.init_process_group('nccl')\n"
+                        "    data = load_dataset('parquet', data_files={'train': path}, streaming=True)['train']\n"
+                        "    data = prepare(data, seed=1)\n"
+                        "    train_loader = DataLoader(data, batch_size=32, num_workers=4)\n"
+                        "    for batch in train_loader:\n        step(batch)\n"),
         # What a factory builds through a chain of IterableDataset stages (a62 so-vits-svc's pipeline).
         Valid(IMPORTS + "from torch.utils.data import IterableDataset\nclass DataList(IterableDataset):\n"
                         "    pass\nclass Processor(IterableDataset):\n    def __init__(self, source, f):\n"
@@ -158,6 +166,13 @@ class Runner:
         Invalid(IMPORTS + "def build(data, bs, return_datasets=False):\n    if return_datasets:\n        return data\n"
                           "    train_loader = DataLoader(data, shuffle=True, batch_size=bs)\n    return train_loader\n"
                           "train_loader = build(raw, 32)\n", line=6, column=20),
+        # The elif of a second distributed mode is no single-process arm (a69 DAMI): FSDP needs the sampler too.
+        Invalid(IMPORTS + "def train(ds, parallel):\n    dist.init_process_group('nccl')\n"
+                          "    if parallel == 'DDP':\n        sampler = torch.utils.data.distributed.DistributedSampler(ds)\n"
+                          "        loader = DataLoader(ds, batch_size=8, sampler=sampler)\n"
+                          "    elif parallel == 'FSDP':\n        loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
+                          "    else:\n        loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
+                          "    for batch in loader:\n        step(batch)\n", line=9, column=18),
         # The arm a distributed run takes still needs the sampler (its else is single-process).
         Invalid(IMPORTS + "def main(texts):\n    dist.init_process_group('nccl')\n    if is_dist():\n"
                           "        loader = DataLoader(texts, batch_size=8, shuffle=True, pin_memory=True)\n"
@@ -500,9 +515,15 @@ def _not_map_style(index: SemanticIndex, site: CallSite) -> bool:
             callee = dotted_name(value.func)
             if callee and project.builds_instance_of(index.path, callee, index.imports, "Iterable"):
                 return True  # a project class (or what a project factory returns) that is an IterableDataset
+            # ``data = load_dataset(..., streaming=True)["train"]; data = transform(data, ...)``:
+            # what a call makes its dataset from
+            for arg in value.args[:1]:
+                if isinstance(arg.value, cst.Name) and arg.keyword is None:
+                    texts.extend(index.module.code_for_node(v) for v in index.reaching_values(arg.value) or [])
     joined = " ".join(texts)
-    if _SHARDED_BY_HAND.search(joined) or "Iterable" in joined or "Stream" in joined:
-        return True
+    if _SHARDED_BY_HAND.search(joined) or "Iterable" in joined or "Stream" in joined \
+            or _STREAMING.search(joined):
+        return True  # (a Hugging Face ``load_dataset(..., streaming=True)`` is an IterableDataset)
     return _sharded_by_a_call(index, site, dotted_name(dataset.value))
 
 

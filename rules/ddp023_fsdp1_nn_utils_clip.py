@@ -99,6 +99,10 @@ class Fsdp1NnUtilsClip(Rule):
                         "    torch.nn.utils.clip_grad_norm_(cfg.model.parameters(), 1.0)\n"),
     ]
     invalid = [
+        # A submodule's parameters of the FSDP model, through a list (a69 CoT-Internalize): shards too.
+        Invalid(IMPORTS + "model = FSDP(build(), device_id=torch.cuda.current_device())\n"
+                          "trainable = list(model.base_model.parameters())\nloss.backward()\n"
+                          "torch.nn.utils.clip_grad_norm_(trainable, 1.0)\n", line=6, column=1),
         # The sharding subclass inherits the base method: it clips the FSDP model with nn.utils.
         Invalid(IMPORTS + "class Learner:\n    def __init__(self, net):\n        self.net = net.cuda()\n"
                           "    def clip(self, limit):\n"
@@ -230,12 +234,29 @@ class Fsdp1NnUtilsClip(Rule):
         for site in index.calls_to(CLIP):
             params = site.argument("parameters", 0)
             model = _parameters_receiver(params.value, index) if params is not None else None
+            if model is not None and wrapped_kind(index, model, site.order) != "fsdp":
+                # ``list(model.base_model.parameters())``: a submodule of the FSDP model holds shards too
+                model = _fsdp_root(index, model, site.order)
+                submodule = True
+            else:
+                submodule = False
             if model is not None and wrapped_kind(index, model, site.order) == "fsdp" \
                     and not _fsdp_path_elsewhere(index, site, model) and not _overridden(index, site, model):
-                # A filtered list (``[p for p in m.parameters() if ...]``) or a name bound to one:
-                # the method clips every parameter, so no fix is offered.
-                direct = isinstance(params.value, cst.Call) and _parameters_receiver(params.value) is not None
+                # A filtered list (``[p for p in m.parameters() if ...]``) or a name bound to one, or a
+                # submodule's parameters: the method clips every parameter, so no fix is offered.
+                direct = isinstance(params.value, cst.Call) and _parameters_receiver(params.value) is not None \
+                    and not submodule
                 yield self.report(site.node, fix=_fix(site.node, params, model) if direct else None)
+
+
+def _fsdp_root(index: SemanticIndex, expr: cst.BaseExpression, order: int) -> Optional[cst.BaseExpression]:
+    """The FSDP model that ``expr`` is an attribute chain of (``model`` for
+    ``model.base_model``, ``model.module.encoder``), or None."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+        if wrapped_kind(index, expr, order) == "fsdp":
+            return expr
+    return None
 
 
 FSDP_CLIP_PARAMETERS = ("max_norm", "norm_type")

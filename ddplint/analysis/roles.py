@@ -423,6 +423,9 @@ def in_single_process_branch(index: SemanticIndex, node: cst.CSTNode) -> bool:
 
 
 def _in_single_process_arm(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """The innermost arm of a distribution test decides: the ``elif parallel ==
+    "FSDP":`` arm of ``if parallel == "DDP": ... elif parallel == "FSDP": ...``
+    is distributed, though it is also the ``else`` of the DDP test."""
     child: cst.CSTNode = node
     for ancestor in index.ancestors(node):
         if isinstance(ancestor, (cst.If, cst.IfExp)):
@@ -430,6 +433,8 @@ def _in_single_process_arm(index: SemanticIndex, node: cst.CSTNode) -> bool:
             if polarity is not None:
                 if (child is ancestor.body and polarity is False) or (child is ancestor.orelse and polarity is True):
                     return True
+                if child is ancestor.body and polarity is True:
+                    return False
         child = ancestor
     return False
 

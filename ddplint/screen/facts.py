@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "64"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "65"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -961,7 +961,7 @@ class _Extractor:
                     self.facts.has_epoch_loop = True
                 self.expressions([node.iter])
             else:
-                if "epoch" in ast.dump(node.test).lower() or _iterates_a_loader(node.body):
+                if "epoch" in ast.dump(node.test).lower() or _iterates_a_loader(node.body, self.is_loader_name):
                     # ``while keep_training: for batch in train_loader: ...`` re-iterates the loader.
                     self.facts.has_epoch_loop = True
                 self.expressions([node.test])
@@ -1495,6 +1495,31 @@ class _Extractor:
             self.record_call(node, bound, instance=True)
         elif dotted and not qualified.startswith(_LIBRARY_PREFIXES):
             self.record_call(node, dotted)
+            for target in self.function_aliases(node.func):
+                self.record_call(node, target)
+
+    def is_loader_name(self, name: str) -> bool:
+        """A name every binding of which is a ``DataLoader(...)`` call (``dl = torch.utils.data.DataLoader(...)``)."""
+        values = self.values_of(name)
+        return bool(values) and all(isinstance(v, ast.Call) and (_dotted(v.func) or "").endswith("DataLoader")
+                                    for v in values)
+
+    def function_aliases(self, func: ast.AST) -> list[str]:
+        """``get_loader = dist_loader if cuda else cpu_loader`` then ``get_loader(...)``:
+        the functions a local name was bound to (each arm of a conditional), as
+        written; [] when a binding is anything else (a call's result, a lambda)."""
+        if not isinstance(func, ast.Name):
+            return []
+        found: list[str] = []
+        for value in self.values_of(func.id):
+            arms = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+            for arm in arms:
+                target = _dotted(arm) if isinstance(arm, (ast.Name, ast.Attribute)) else None
+                if target is None or target == func.id:
+                    return []
+                if target not in found and not (self.qualified(arm) or "").startswith(_LIBRARY_PREFIXES):
+                    found.append(target)
+        return found[:4]
 
     def trains(self) -> bool:
         """FunctionFacts.trains of the function being read, worked out once."""
@@ -2093,16 +2118,18 @@ def _restarts_an_iterator(handler: ast.excepthandler) -> bool:
                for statement in handler.body for node in ast.walk(statement))
 
 
-def _iterates_a_loader(body: list[ast.stmt]) -> bool:
+def _iterates_a_loader(body: list[ast.stmt], is_loader_name=None) -> bool:
     """A ``for`` loop over a data loader (``for b in train_loader``,
-    ``enumerate(loader)``, ``train_queue``) in ``body``, outside nested functions."""
+    ``enumerate(loader)``, ``train_queue``, a name bound to a ``DataLoader(...)``:
+    ``for example in dl``) in ``body``, outside nested functions."""
     stack = list(body)
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        if isinstance(node, (ast.For, ast.AsyncFor)) and any(
-                word in ast.dump(node.iter).lower() for word in ("loader", "queue")):
+        if isinstance(node, (ast.For, ast.AsyncFor)) and (any(
+                word in ast.dump(node.iter).lower() for word in ("loader", "queue"))
+                or (is_loader_name is not None and isinstance(node.iter, ast.Name) and is_loader_name(node.iter.id))):
             return True
         stack.extend(ast.iter_child_nodes(node))
     return False
