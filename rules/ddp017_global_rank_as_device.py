@@ -159,10 +159,6 @@ class GlobalRankAsDevice(Rule):
                 "from torch.nn.parallel import DistributedDataParallel as DDP\n"
                 "model = DDP(model, device_ids=[rank])\n", line=6, column=32),
         Invalid(DIST + "torch.cuda.set_device(dist.get_rank())\n", line=4, column=23),
-        # one report per call: device_ids and output_device of one wrap are one device use
-        Invalid(DIST + "rank = dist.get_rank()\n"
-                "model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank], output_device=rank)\n",
-                line=5, column=70),
         Invalid(DIST + "args.rank = int(os.environ['SLURM_PROCID'])\nmodel.cuda(args.rank)\n",
                 line=5, column=12),
         Invalid(DIST + "def setup():\n    rank = dist.get_rank()\n    device = torch.device('cuda', rank)\n"
@@ -263,29 +259,26 @@ class GlobalRankAsDevice(Rule):
             return
         seen: set[int] = set()  # `.to(f"cuda:{rank}")` is reached twice
         masks = {id(value) for _, value in _visible_device_assignments(index)}
-        for node, rank, call in _device_index_expressions(index):
-            if id(node) not in seen and id(call) not in seen and is_global_rank(index, rank) \
-                    and is_worker_code(index, node) and not _dead_store(index, node):
-                # One report per call: ``DDP(m, device_ids=[rank], output_device=rank)`` is one device use.
-                seen.update((id(node), id(call)) if call is not None else (id(node),))
+        for node, rank in _device_index_expressions(index):
+            if id(node) not in seen and is_global_rank(index, rank) and is_worker_code(index, node) \
+                    and not _dead_store(index, node):
+                seen.add(id(node))
                 message = _message(index, rank, VISIBLE_MESSAGE if id(node) in masks else self.message)
                 yield self.report(node, message, fix=_fix(index, rank))
 
 
-def _device_index_expressions(index: SemanticIndex) -> Iterator[tuple]:
+def _device_index_expressions(index: SemanticIndex) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
     """Every expression used as a CUDA device (or device index) in the module,
-    with the expression that gives the index and the call it is an argument of
-    (None when it is none): a device argument is its own index; ``f"cuda:{i}"``,
-    ``"cuda:%d" % i``, ``"cuda:{}".format(i)`` and ``"cuda:" + str(i)`` give
-    ``i``; ``os.environ["CUDA_VISIBLE_DEVICES"] = str(i)`` makes ``i`` the one
-    visible GPU."""
+    with the expression that gives the index: a device argument is its own
+    index; ``f"cuda:{i}"``, ``"cuda:%d" % i``, ``"cuda:{}".format(i)`` and
+    ``"cuda:" + str(i)`` give ``i``; ``os.environ["CUDA_VISIBLE_DEVICES"] = str(i)``
+    makes ``i`` the one visible GPU."""
     for site in index.calls:
         for expr, _ in device_arguments(site):
-            yield expr, expr, site.node
-    for node, inner in cuda_index_strings(index):
-        yield node, inner, None
+            yield expr, expr
+    yield from cuda_index_strings(index)
     for value, inner in _visible_device_assignments(index):
-        yield value, inner, None
+        yield value, inner
 
 
 def _dead_store(index: SemanticIndex, node: cst.CSTNode) -> bool:
