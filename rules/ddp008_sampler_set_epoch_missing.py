@@ -107,6 +107,11 @@ class SamplerSetEpochMissing(Rule):
                         "for epoch in range(3):\n    train(train_s)\n"),
         Valid(IMPORTS + "sampler = DistributedSampler(ds, shuffle=args.shuffle)\nfor epoch in range(3):\n"
                         "    train(sampler)\n"),
+        # One pass; the only loop over "epochs" fills a learning-rate table (a71 pysot).
+        Valid(IMPORTS + "def lr_table(start, epochs):\n    lr = [0] * epochs\n    lr[0] = start\n"
+                        "    for i in range(1, epochs):\n        lr[i] = lr[i - 1] * 0.9\n    return lr\n"
+                        "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler)\n"
+                        "for idx, batch in enumerate(loader):\n    step(batch)\n"),
         # One pass over a name bound to the steps, not to epochs.
         Valid(IMPORTS + "sampler = DistributedSampler(ds)\nloader = DataLoader(ds, sampler=sampler)\n"
                         "steps = range(max_steps)\nfor i, batch in zip(steps, loader):\n    step(batch)\n"),

@@ -118,6 +118,21 @@ class RankDivergentSkipBeforeBackward(Rule):
     needs_ddp_context = True
 
     valid = [
+        # A progress bar rebound over the counter's range: ``i`` still counts steps (a73 StyleMapGAN).
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+from tqdm import tqdm
+def train(args, loader, net, opt):
+    model = DDP(net)
+    pbar = range(args.start_iter, args.iter)
+    pbar = tqdm(pbar, initial=args.start_iter)
+    for i in pbar:
+        if i > args.iter:
+            break
+        loss = model(next(loader)).mean()
+        loss.backward()
+        opt.step()
+"""),
         # ... also with the items unpacked from a slice of the batch tuple.
         Valid(DIST + """\
 from torch.nn.parallel import DistributedDataParallel as DDP

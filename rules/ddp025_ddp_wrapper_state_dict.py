@@ -24,7 +24,10 @@ DDP wrapper is still flagged (RULES.md exempts loaders that strip the prefix):
 the keys match there, but the file does not load into a plain model for
 inference or fine-tuning.
 
-Not flagged: `ddp_model.module.state_dict()` (also through
+Not flagged: a wrapper's state dict saved beside the module's in the same object
+(`{"state_dict": m.state_dict(), "best_state_dict": m.module.state_dict()}`: the plain
+weights are there for plain loaders, the wrapper's for the resume);
+`ddp_model.module.state_dict()` (also through
 `raw = m.module if hasattr(m, "module") else m`, an `isinstance(m, DDP)`
 test, or the `except` fallback of `try: sd = m.module.state_dict()`); the arm
 of `if cfg.distributed: sd = m.module.state_dict() else: sd = m.state_dict()`
@@ -33,7 +36,7 @@ the test is `isinstance(m, nn.DataParallel)`, which a DDP model fails);
 `torch.save(ddp_model)` (the whole object); keys rewritten before the
 save; checkpoints whose loaders strip the `module.` prefix
 (`consume_prefix_in_state_dict_if_present`, `k.replace("module.", "")`,
-`k[7:]`, `k[len("module.encoder."):]`). The strip must rewrite THIS checkpoint, anywhere in the project: a
+`k[7:]`, `'.'.join(k.split('.')[1:])`, `k[len("module.encoder."):]`). The strip must rewrite THIS checkpoint, anywhere in the project: a
 load of a file whose name can match, of the key the state dict is saved under,
 or of a path chosen at run time (a parameter), or the strip of the evaluation
 script in the saving script's folder (`test_x.py` / `eval_x.py` next to
@@ -139,6 +142,9 @@ class DDPWrapperStateDict(Rule):
     needs_ddp_context = True
 
     valid = [
+        # The module's weights saved beside the wrapper's, in the same checkpoint (a71 DEKR).
+        Valid(DDP_SCRIPT + "torch.save({'epoch': 3, 'state_dict': model.state_dict(),\n"
+                           "            'best_state_dict': model.module.state_dict()}, 'checkpoint.pth')\n"),
         # The wrapper is thrown away right after the wrap: the attribute holds the plain model (a62).
         Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
               "class Trainer:\n    def __init__(self, model, gpu):\n"
@@ -190,6 +196,10 @@ class DDPWrapperStateDict(Rule):
         Valid(DDP_SCRIPT + "torch.save(model.state_dict(), 'ckpt.pt')\n"
               "def evaluate(net):\n    sd = torch.load('ckpt.pt', map_location='cpu')\n"
               "    net.load_state_dict({k[7:]: v for k, v in sd.items()})\n"),
+        # ... cutting each key's first dotted part, whatever it is called (a71 TDN's test scripts).
+        Valid(DDP_SCRIPT + "torch.save({'state_dict': model.state_dict()}, 'ckpt.pt')\n"
+              "def evaluate(net):\n    sd = torch.load('ckpt.pt', map_location='cpu')['state_dict']\n"
+              "    net.load_state_dict({'.'.join(k.split('.')[1:]): v for k, v in sd.items()})\n"),
         # The loader of this file gives plain keys the wrapper's prefix (it loads into a DDP model).
         Valid(DDP_SCRIPT + "torch.save({'model': model.state_dict(), 'epoch': ep}, 'best.pt')\n"
               "def evaluate(net):\n    sd = torch.load('best.pt', map_location='cpu')['model']\n"
@@ -370,9 +380,14 @@ class DDPWrapperStateDict(Rule):
         for objects, target in _saves(index):
             name = checkpoint_file_name(index, target) if target is not None else ""
             for obj in objects:
-                for call, key in _state_dict_calls(index, obj):
+                calls = list(_state_dict_calls(index, obj))
+                unwrapped = {dotted_name(call.receiver.value) for call, _ in calls
+                             if isinstance(call.receiver, cst.Attribute) and call.receiver.attr.value == "module"}
+                for call, key in calls:
                     if id(call.node) in reported or call.receiver is None:
                         continue
+                    if dotted_name(call.receiver) in unwrapped - {None}:
+                        continue  # ``{"state_dict": m.state_dict(), "best_state_dict": m.module.state_dict()}``
                     if wrapped_kind(index, call.receiver, call.order) != "ddp":
                         continue
                     receiver = dotted_name(call.receiver)

@@ -1560,8 +1560,10 @@ def loop_counter_names(index: SemanticIndex, loop: Loop) -> set[str]:
                     and isinstance(element.value, cst.Tuple) and element.value.elements:
                 counters |= names_in(element.value.elements[0].value)
         return counters
-    if callee == "range" or _calls_range(iterable):
-        return names_in(loop.target)  # also ``tqdm(range(n))``, ``log_every(range(n))``
+    if callee == "range" or _calls_range(iterable) or (isinstance(iterable, cst.Call)
+                                                       and _wraps_range_name(index, iterable)):
+        # also ``tqdm(range(n))``, ``log_every(range(n))``, ``pbar = range(n); pbar = tqdm(pbar)``
+        return names_in(loop.target)
     # ``enumerate(loader)``, also wrapped: ``tqdm(enumerate(loader))``
     while isinstance(iterable, cst.Call) and callee != "enumerate" and iterable.args \
             and (callee or "").split(".")[-1] not in ("zip", "chain", "product", "map", "filter") \

@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "65"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "67"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -957,7 +957,10 @@ class _Extractor:
                 del self.maybe_guards[-len(maybe):]
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
             if isinstance(node, (ast.For, ast.AsyncFor)):
-                if "epoch" in _text_of(node.target).lower() or "epoch" in _text_of(node.iter).lower():
+                if ("epoch" in _text_of(node.target).lower() or "epoch" in _text_of(node.iter).lower()) \
+                        and any(isinstance(n, ast.Call) for statement in node.body for n in _walk(statement)):
+                    # (not ``for i in range(1, epochs): lr[i] = lr[i - 1] * mult``, a schedule's table:
+                    # an epoch loop runs something)
                     self.facts.has_epoch_loop = True
                 self.expressions([node.iter])
             else:
@@ -2185,7 +2188,7 @@ class PrefixStrip:
 
 
 # Text without which a module strips no 'module.' prefix (keeps the screen cheap).
-_STRIP_MARKERS = ("[7:]", "'module", '"module', "consume_prefix", "strip_prefix", "^module")
+_STRIP_MARKERS = ("[7:]", "'module", '"module', "consume_prefix", "strip_prefix", "^module", "[1:]")
 _STRIP_CALLS = ("replace", "removeprefix", "startswith", "lstrip", "split", "sub", "strip_prefix",
                 "consume_prefix_in_state_dict_if_present")
 _LOADERS = ("load", "load_file", "load_checkpoint", "load_state_dict_from_url", "load_url")
@@ -2232,6 +2235,10 @@ def prefix_strips(tree: ast.AST, facts: ModuleFacts, subtrees: Optional[Subtrees
                 sites.append((node, None))
                 if _module_prefix_length(node.slice.lower):
                     deep.add(id(node))
+            elif isinstance(node, ast.Subscript) and _drops_first_key_part(node):
+                # ``'.'.join(k.split('.')[1:])``: the first dotted part of each key (the wrapper's
+                # ``module``) cut off, whatever it is called
+                sites.append((node, None))
             elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _is_module_literal(node.left) \
                     and isinstance(node.right, ast.Name):
                 # ``{'module.' + k: v for k, v in ckpt.items()}``: the loader gives the keys the
@@ -2239,7 +2246,7 @@ def prefix_strips(tree: ast.AST, facts: ModuleFacts, subtrees: Optional[Subtrees
                 sites.append((node, None))
         for node, dictionary in sites:
             if isinstance(node, ast.Subscript) and not _slices_a_loop_key(node, loops, subtrees):
-                continue  # ``block_type[7:]``: a string cut, not the keys of a state dict
+                continue  # ``block_type[7:]``: a string cut, not the keys of a state dict (also ``k.split('.')[1:]``)
             if dictionary is None:
                 dictionary = _iterated_dict(node, loops, subtrees)
             strip = _strip_of(facts, dictionary, assigned, params)
@@ -2303,14 +2310,24 @@ def _module_prefix_length(expr: Optional[ast.AST]) -> bool:
         and isinstance(expr.args[0].value, str) and expr.args[0].value.startswith("module.")
 
 
+def _drops_first_key_part(node: ast.Subscript) -> bool:
+    """``k.split('.')[1:]`` (joined again with '.')."""
+    value, cut = node.value, node.slice
+    return isinstance(cut, ast.Slice) and _int(cut.lower) == 1 and cut.upper is None and cut.step is None \
+        and isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "split" \
+        and len(value.args) == 1 and isinstance(value.args[0], ast.Constant) and value.args[0].value == "." \
+        and isinstance(value.func.value, ast.Name)
+
+
 def _slices_a_loop_key(node: ast.Subscript, loops, subtrees: Subtrees) -> bool:
-    """``k[7:]`` where ``k`` is bound by a loop (or comprehension) around it:
-    ``{k[7:]: v for k, v in sd.items()}``."""
-    if not isinstance(node.value, ast.Name):
+    """``k[7:]`` (or ``k.split('.')[1:]``) where ``k`` is bound by a loop (or
+    comprehension) around it: ``{k[7:]: v for k, v in sd.items()}``."""
+    key = node.value.func.value if _drops_first_key_part(node) else node.value
+    if not isinstance(key, ast.Name):
         return False
     for target, _, owner in loops:
         if subtrees.contains(owner, node) and any(
-                isinstance(n, ast.Name) and n.id == node.value.id for n in subtrees.under(target)):
+                isinstance(n, ast.Name) and n.id == key.id for n in subtrees.under(target)):
             return True
     return False
 
