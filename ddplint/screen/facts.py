@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "67"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "68"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1468,8 +1468,8 @@ class _Extractor:
                             function.device_params.add(value.id)
         if self.mentions_local_rank and method in (
                 "set_device", "cuda", "to", "device", "DistributedDataParallel", "DDP") and \
-                any(_reads_local_rank_attr(a) or (isinstance(a, (ast.Name, ast.Attribute)) and any(
-                    _reads_local_rank_attr(v) for v in self.assigned[-1].get(_dotted(a) or "", ())))
+                any(_reads_local_rank_attr(a, self.assigned[-1]) or (isinstance(a, (ast.Name, ast.Attribute)) and any(
+                    _reads_local_rank_attr(v, self.assigned[-1]) for v in self.assigned[-1].get(_dotted(a) or "", ())))
                     for a in [*node.args, *[k.value for k in node.keywords]]):
             # ... also through a name bound from it: ``gpu = self.cfg.local_rank; set_device(gpu)``;
             # a variable merely called ``local_rank`` (``local_rank = dist.get_rank()``) is no flag
@@ -2502,11 +2502,15 @@ _DISTRIBUTION_WORDS = ("distributed", "is_initialized", "is_available", "world_s
                        "n_gpu", "num_gpus", "multiprocessing", "local_rank", "dist_avail")
 
 
-def _reads_local_rank_attr(expr: ast.AST) -> bool:
-    """An attribute or key named local_rank (``args.local_rank``, ``cfg["local_rank"]``):
-    a parsed flag; a variable merely called ``local_rank`` is not."""
+def _reads_local_rank_attr(expr: ast.AST, assigned: dict) -> bool:
+    """An attribute or key named local_rank (``args.local_rank``, ``cfg["local_rank"]``),
+    or a parameter (a name the function never binds) called so, which its callers fill
+    (``spmd_main(args.local_world_size, args.local_rank)``): a parsed flag; a variable
+    the function binds from something else (``local_rank = dist.get_rank()``) is not."""
     return any((type(node) is ast.Attribute and node.attr == "local_rank")
-               or (type(node) is ast.Constant and node.value == "local_rank") for node in _walk(expr))
+               or (type(node) is ast.Constant and node.value == "local_rank")
+               or (type(node) is ast.Name and node.id == "local_rank" and "local_rank" not in assigned)
+               for node in _walk(expr))
 
 
 def _is_distribution_test(test: ast.AST) -> bool:
