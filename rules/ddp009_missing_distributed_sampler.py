@@ -45,6 +45,7 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.values import literal_bool, literal_str, name_reads
+from ddplint.analysis import flow
 from ddplint.analysis.flow import earlier_statements, enclosing_function
 from ddplint.analysis.models import function_key, parameter_values, project_of
 from ddplint.screen.facts import SHARDING_FRAMEWORKS, TRUE
@@ -80,6 +81,12 @@ class MissingDistributedSampler(Rule):
                         "    train_loader = DataLoader(data, shuffle=True, batch_size=bs)\n    return train_loader\n"
                         "train_ds = build(raw, 32, return_datasets=True)\n"
                         "train_loader = DataLoader(train_ds, batch_size=32, sampler=DistributedSampler(train_ds))\n"),
+        # A loader of the training set (shuffle=False) that only a feature extractor reads (a74 incrementvideo).
+        Valid(IMPORTS + "import torch\ndef extract(loader, model):\n    feats = []\n    with torch.no_grad():\n"
+                        "        for x, _ in loader:\n            feats.append(model(x))\n    return feats\n"
+                        "def main(ds, model):\n    dist.init_process_group('nccl')\n"
+                        "    train_loader_for_exemplar = DataLoader(ds, batch_size=8, shuffle=False)\n"
+                        "    return extract(train_loader_for_exemplar, model)\n"),
         # A Hugging Face streaming dataset (an IterableDataset), passed through a project transform.
         Valid(IMPORTS + "from datasets import load_dataset\ndef prepare(ds, seed):\n    return ds.shuffle(seed=seed)\n"
                         "def main(path):\n    dist.init_process_group('nccl')\n"
@@ -162,13 +169,20 @@ class Runner:
                         "    for x in train_loader:\n        step(x)\n"),
     ]
     invalid = [
+        # ... but a helper that trains on it needs the sampler.
+        Invalid(IMPORTS + "import torch\ndef fit(loader, model):\n    for x, _ in loader:\n"
+                          "        loss = model(x).sum()\n        loss.backward()\n"
+                          "def main(ds, model):\n    dist.init_process_group('nccl')\n"
+                          "    train_loader = DataLoader(ds, batch_size=8, shuffle=False)\n"
+                          "    fit(train_loader, model)\n", line=10, column=20),
         # ... but a call that leaves the switch off builds them.
         Invalid(IMPORTS + "def build(data, bs, return_datasets=False):\n    if return_datasets:\n        return data\n"
                           "    train_loader = DataLoader(data, shuffle=True, batch_size=bs)\n    return train_loader\n"
                           "train_loader = build(raw, 32)\n", line=6, column=20),
         # The elif of a second distributed mode is no single-process arm (a69 DAMI): FSDP needs the sampler too.
         Invalid(IMPORTS + "def train(ds, parallel):\n    dist.init_process_group('nccl')\n"
-                          "    if parallel == 'DDP':\n        sampler = torch.utils.data.distributed.DistributedSampler(ds)\n"
+                          "    if parallel == 'DDP':\n"
+                          "        sampler = torch.utils.data.distributed.DistributedSampler(ds)\n"
                           "        loader = DataLoader(ds, batch_size=8, sampler=sampler)\n"
                           "    elif parallel == 'FSDP':\n        loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
                           "    else:\n        loader = DataLoader(ds, batch_size=8, shuffle=True)\n"
@@ -258,10 +272,40 @@ class Runner:
                 continue  # a plain loader of a data module that only single-process scripts call
             if target is not None and _read_on_rank_zero_only(index, site, target):
                 continue
+            if not shuffles and shuffle_value is not None and literal_bool(shuffle_value) is False \
+                    and target is not None and _handed_only_to_non_training(index, site, target):
+                continue  # ``train_loader_for_exemplar`` (shuffle=False) read by a feature-extraction helper
             yield self.report(site.node, message)
         for site in index.calls:
             if _builder_leaves_out_sampler(index, site):
                 yield self.report(site.node, message)
+
+
+def _handed_only_to_non_training(index: SemanticIndex, site: CallSite, target: str) -> bool:
+    """Is the loader (bound to ``target``) only handed to functions of the
+    project that train nothing (no ``backward()`` of their own, nor through a
+    visible helper: a feature extractor that picks exemplars under ``no_grad``)?
+    A loop over it here, or a call we cannot see into, may train."""
+    function = enclosing_function(index, site.node) or index.module
+    reads = [read for read in name_reads(index, target)
+             if (enclosing_function(index, read) or index.module) is function and read is not site.node]
+    if not reads:
+        return False
+    for read in reads:
+        arg = index.parent(read)
+        call = index.parent(arg) if isinstance(arg, cst.Arg) else None
+        if not isinstance(call, cst.Call):
+            return False
+        callee = index.call_site(call)
+        bodies = flow.visible_bodies(index, callee) if callee is not None else []
+        if bodies:
+            if any(flow.function_trains(index, body) for body in bodies):
+                return False
+            continue
+        facts = flow.project_function_facts(index, call)
+        if facts is None or facts.runs_backward or facts.trains:
+            return False
+    return True
 
 
 def _builder_leaves_out_sampler(index: SemanticIndex, site: CallSite) -> bool:

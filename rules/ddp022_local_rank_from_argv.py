@@ -140,6 +140,12 @@ class LocalRankFromArgv(Rule):
               "    mp.spawn(work, nprocs=2, args=(ap.parse_args(),))\n"),
     ]
     invalid = [
+        # The flag handed to a parameter named local_rank, which picks the device (a59 imagenette-ddp).
+        Invalid(HEAD + "def train(local_rank):\n    dist.init_process_group('nccl')\n"
+                       "    device_ids = list(range(local_rank * 2, local_rank * 2 + 2))\n"
+                       "    model.cuda(device_ids[0])\n"
+                       "parser.add_argument('--local_rank', type=int, default=0)\nargs = parser.parse_args()\n"
+                       "train(args.local_rank)\n", line=9, column=1),
         # The flag added through an alias of the parser's method.
         Invalid("import argparse\nimport torch\nimport torch.distributed as dist\n"
                 "cli = argparse.ArgumentParser()\nopt = cli.add_argument\nopt('--epochs', type=int, default=5)\n"

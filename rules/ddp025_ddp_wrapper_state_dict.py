@@ -36,7 +36,8 @@ the test is `isinstance(m, nn.DataParallel)`, which a DDP model fails);
 `torch.save(ddp_model)` (the whole object); keys rewritten before the
 save; checkpoints whose loaders strip the `module.` prefix
 (`consume_prefix_in_state_dict_if_present`, `k.replace("module.", "")`,
-`k[7:]`, `'.'.join(k.split('.')[1:])`, `k[len("module.encoder."):]`). The strip must rewrite THIS checkpoint, anywhere in the project: a
+`k[7:]`, `'.'.join(k.split('.')[1:])`, `k[len("module.encoder."):]`).
+The strip must rewrite THIS checkpoint, anywhere in the project: a
 load of a file whose name can match, of the key the state dict is saved under,
 or of a path chosen at run time (a parameter), or the strip of the evaluation
 script in the saving script's folder (`test_x.py` / `eval_x.py` next to

@@ -807,7 +807,8 @@ def _may_be_imported_by_name(project, path: str) -> bool:
     """May a computed import (``import_module(f"trainers.{name}")``) load module
     ``path``, whose functions are then looked up by name?"""
     dotted = path[:-3].replace(os.sep, ".").replace("/", ".").removesuffix(".__init__")
-    return any(fnmatch.fnmatchcase(dotted, pattern.lstrip(".")) or fnmatch.fnmatchcase(dotted, "*." + pattern.lstrip("."))
+    return any(fnmatch.fnmatchcase(dotted, pattern.lstrip("."))
+               or fnmatch.fnmatchcase(dotted, "*." + pattern.lstrip("."))
                for module in project.modules.values() for pattern in module.dynamic_imports)
 
 
@@ -1074,11 +1075,20 @@ def _single_process_calls(project, key, seen: set, depth: int) -> bool:
 
 def _drives_distributed_code(project, path: str) -> bool:
     """Does module ``path`` import torch.distributed (RULES.md's DDP context,
-    which the project's facts leave to calls)? An entry script that imports
-    it and calls ``setup()`` and ``fit()`` of an engine module runs as a worker."""
+    which the project's facts leave to calls), or call a project function that
+    initialises the process group (``setup_launch(cfg)`` of a utils module)?
+    An entry script that does runs as a worker."""
     module = project.modules.get(path)
-    return module is None or any(target == "torch.distributed" or target.startswith("torch.distributed.")
-                                 for target in module.imports.values())
+    if module is None or any(target == "torch.distributed" or target.startswith("torch.distributed.")
+                             for target in module.imports.values()):
+        return True
+    starters = getattr(project, "_process_group_starters", None)
+    if starters is None:
+        starters = project._process_group_starters = {
+            caller for key, calls in project.callers.items()
+            if (project.function(key) is not None and project.function(key).inits_process_group)
+            for caller, _ in calls}
+    return path in starters
 
 
 def spawned_through_a_parameter(index: SemanticIndex, function: cst.FunctionDef) -> bool:

@@ -312,7 +312,7 @@ class SemanticIndex:
         bindings in the module count. Empty when nothing here binds the name.
         """
         if "." in name:
-            return list(self.bindings.get((id(self.module), name), ()))
+            return self._attribute_bindings(name, at)
         use_scope = self.enclosing_scope(at)
         scope: cst.CSTNode = use_scope
         while True:
@@ -335,6 +335,31 @@ class SemanticIndex:
             reached = flow.at(at)
             return reached if reached is not None else list(found)
         return flow.at_end() or list(found)
+
+    def _attribute_bindings(self, name: str, at: cst.CSTNode) -> list[Binding]:
+        """Every binding of a dotted name in the module, except when its head
+        is a parameter of the function the use is in (``args.rank`` in ``def
+        setup_mp(args)``): then that function's own bindings and those of the
+        functions it hands the object to (``setup(opts)`` then ``opts.writer``),
+        since another function's ``args.rank = ...`` binds another object
+        (what this one holds comes from its callers)."""
+        found = list(self.bindings.get((id(self.module), name), ()))
+        head = name.split(".")[0]
+        if not found or head in ("self", "cls"):
+            return found
+        use_scope = self.enclosing_scope(at)
+        if not isinstance(use_scope, cst.FunctionDef) or not any(
+                b.kind == "param" for b in self.bindings.get((id(use_scope), head), ())):
+            return found
+        handed_to = {site.node.func.value for site in self.calls
+                     if site.scope is use_scope and isinstance(site.node.func, cst.Name)
+                     and any(isinstance(arg.value, cst.Name) and arg.value.value == head for arg in site.node.args)}
+        kept = []
+        for binding in found:
+            scope = self.enclosing_scope(binding.node)
+            if scope is use_scope or (isinstance(scope, cst.FunctionDef) and scope.name.value in handed_to):
+                kept.append(binding)
+        return kept
 
     def _flow(self, scope: cst.CSTNode, name: str, bindings: list[Binding]):
         from ddplint.analysis.reaching import ScopeFlow

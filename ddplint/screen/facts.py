@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "68"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "70"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -191,6 +191,7 @@ class FunctionFacts:
     calls_set_epoch: bool = False
     device_params: set[str] = field(default_factory=set)  # params used as a CUDA device / device index
     sets_device: bool = False  # calls torch.cuda.set_device (a worker's set-up helper: ``set_dist(args)``)
+    inits_process_group: bool = False  # calls init_process_group itself (a set-up helper)
     # Every return hands back a value that a collective made the same on every
     # rank (``t = x.clone(); dist.all_reduce(t); return t``).
     returns_agreed: bool = False
@@ -708,9 +709,11 @@ class _Extractor:
         return False
 
     def values_of(self, name: str) -> list[ast.AST]:
-        for scope in reversed(self.assigned):
+        for depth, scope in enumerate(reversed(self.assigned)):
             if name in scope:
                 return scope[name]
+            if depth == 0 and self.function is not None and name.split(".")[0] in self.function.params:
+                return []  # a parameter (or its attribute) shadows what outer scopes bind under that name
         return []
 
     # ------------------------------------------------------------------ rank tests
@@ -1388,6 +1391,8 @@ class _Extractor:
         if qualified in (names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD,
                          names.DISTRIBUTED_SAMPLER):
             facts.own_ddp_context = True  # (a DistributedSampler too: RULES.md, Clarifications)
+            if qualified == names.INIT_PROCESS_GROUP and function is not None:
+                function.inits_process_group = True
         if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT or qualified == names.DDP:
             # (Building a DDP model is collective: it checks parameter shapes across
             # ranks and broadcasts rank 0's parameters.)
@@ -1468,9 +1473,7 @@ class _Extractor:
                             function.device_params.add(value.id)
         if self.mentions_local_rank and method in (
                 "set_device", "cuda", "to", "device", "DistributedDataParallel", "DDP") and \
-                any(_reads_local_rank_attr(a, self.assigned[-1]) or (isinstance(a, (ast.Name, ast.Attribute)) and any(
-                    _reads_local_rank_attr(v, self.assigned[-1]) for v in self.assigned[-1].get(_dotted(a) or "", ())))
-                    for a in [*node.args, *[k.value for k in node.keywords]]):
+                any(self.local_rank_flag_in(a) for a in [*node.args, *[k.value for k in node.keywords]]):
             # ... also through a name bound from it: ``gpu = self.cfg.local_rank; set_device(gpu)``;
             # a variable merely called ``local_rank`` (``local_rank = dist.get_rank()``) is no flag
             facts.local_rank_attr_as_device = True
@@ -1500,6 +1503,16 @@ class _Extractor:
             self.record_call(node, dotted)
             for target in self.function_aliases(node.func):
                 self.record_call(node, target)
+
+    def local_rank_flag_in(self, arg: ast.AST) -> bool:
+        """Does a device argument read the parsed ``--local_rank`` flag, also through a
+        name (or a list indexed: ``device_ids[0]``) bound from it in this function?"""
+        assigned = self.assigned[-1]
+        if _reads_local_rank_attr(arg, assigned):
+            return True
+        holder = _unsubscripted(arg)
+        return isinstance(holder, (ast.Name, ast.Attribute)) and any(
+            _reads_local_rank_attr(value, assigned) for value in assigned.get(_dotted(holder) or "", ()))
 
     def is_loader_name(self, name: str) -> bool:
         """A name every binding of which is a ``DataLoader(...)`` call (``dl = torch.utils.data.DataLoader(...)``)."""
@@ -1761,7 +1774,10 @@ class _Extractor:
                           if name.startswith(prefix) and "." not in name[len(prefix):]}
             for attribute in attributes:
                 tag = _one_tag(self.value_tags(ast.Attribute(value=arg, attr=attribute)))
-                if tag in (GLOBAL_RANK, LOCAL_RANK):
+                if tag in (GLOBAL_RANK, LOCAL_RANK, SPAWN_INDEX) or (
+                        tag.startswith(PARAM_PREFIX) and RANK_NAME.match(attribute)):
+                    # (``args.rank = rank`` of ``def main(rank, args)`` that mp.spawn runs: the
+                    # join follows the parameter to the spawn index)
                     slots[f"{slot}.{attribute}"] = tag
 
     def wrapped_attribute(self, expr: ast.AST) -> str:
@@ -2500,6 +2516,11 @@ def _derives_from(expr: ast.AST, names_: set[str]) -> bool:
 
 _DISTRIBUTION_WORDS = ("distributed", "is_initialized", "is_available", "world_size", "ddp", "ngpus",
                        "n_gpu", "num_gpus", "multiprocessing", "local_rank", "dist_avail")
+
+
+def _unsubscripted(expr: ast.AST) -> ast.AST:
+    """``device_ids`` for ``device_ids[0]``."""
+    return expr.value if isinstance(expr, ast.Subscript) else expr
 
 
 def _reads_local_rank_attr(expr: ast.AST, assigned: dict) -> bool:
