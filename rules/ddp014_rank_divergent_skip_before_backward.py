@@ -118,6 +118,23 @@ class RankDivergentSkipBeforeBackward(Rule):
     needs_ddp_context = True
 
     valid = [
+        # The else of a switch over a configuration value (no such dataset): the same on every rank (a75 samtemp).
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+def train(args, loader, net, opt, name):
+    model = DDP(net)
+    for batch in loader:
+        loss = model(batch).mean()
+        loss.backward()
+        opt.step()
+        if args.local_rank < 1:
+            if name == 'kitti':
+                log(batch, 1)
+            elif name == 'nuscenes':
+                log(batch, 2)
+            else:
+                raise NotImplementedError
+"""),
         # A progress bar rebound over the counter's range: ``i`` still counts steps (a73 StyleMapGAN).
         Valid(DIST + """\
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -1214,6 +1231,8 @@ def _skip_severity(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str
         if not _is_ddp_training_loop(index, loop) or _entered_by_one_rank(index, loop):
             continue
         syncs = _sync_points(index, loop)
+        if isinstance(exit_node, cst.Raise) and _unknown_option_raise(index, exit_node, loop):
+            continue
         tests = [branch.test for branch, _ in flow.if_ancestors(index, exit_node, stop=loop)]
         if isinstance(exit_node, cst.Assert):
             tests.append(exit_node.test)
@@ -1230,6 +1249,38 @@ def _skip_severity(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str
         if any(_per_rank_data_condition(index, t, loops) for t in tests):
             return "warning" if isinstance(exit_node, (cst.Raise, cst.Assert)) else "error"
     return None
+
+
+def _unknown_option_raise(index: SemanticIndex, raise_node: cst.Raise, loop: cst.CSTNode) -> bool:
+    """``if name == "kitti": ... elif name == "nuscenes": ... else: raise
+    NotImplementedError``: the raise answers a configuration value nothing
+    supports (the same on every rank), not this rank's data, even under a
+    rank guard."""
+    branches = list(flow.if_ancestors(index, raise_node, stop=loop))
+    if not branches or branches[0][1]:
+        return False
+    chain, subject = branches[0][0], None
+    # the ``elif`` arms are Ifs nested in ``orelse``: walk up the chain to its first ``if``
+    tests = []
+    node: cst.CSTNode = chain
+    while isinstance(node, cst.If):
+        tests.append(node.test)
+        parent = index.parent(node)
+        node = parent if isinstance(parent, cst.If) and parent.orelse is node else None
+    for test in tests:
+        if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+                and isinstance(test.comparisons[0].operator, (cst.Equal, cst.In))):
+            return False
+        target = test.comparisons[0].comparator
+        literals = target.elements if isinstance(target, (cst.Tuple, cst.List, cst.Set)) else None
+        if not (isinstance(target, cst.SimpleString) or (literals and all(
+                isinstance(e.value, cst.SimpleString) for e in literals))):
+            return False
+        left = index.module.code_for_node(test.left)
+        if subject not in (None, left):
+            return False
+        subject = left
+    return True
 
 
 def _step_function_exit(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str]:

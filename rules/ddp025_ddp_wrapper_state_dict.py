@@ -143,6 +143,12 @@ class DDPWrapperStateDict(Rule):
     needs_ddp_context = True
 
     valid = [
+        # Saved only where the mode test says the model was not wrapped (a75 TotalSegmentatorProj).
+        Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nclass Trainer:\n"
+              "    def setup(self, gpu_id):\n        model = Net().to(gpu_id)\n        if self.mode == 'DDP':\n"
+              "            self.model = DDP(model, device_ids=[gpu_id])\n        else:\n            self.model = model\n"
+              "    def train(self):\n        if self.mode != 'DDP':\n"
+              "            torch.save({'model': self.model.state_dict()}, 'ckpt.pt')\n"),
         # The module's weights saved beside the wrapper's, in the same checkpoint (a71 DEKR).
         Valid(DDP_SCRIPT + "torch.save({'epoch': 3, 'state_dict': model.state_dict(),\n"
                            "            'best_state_dict': model.module.state_dict()}, 'checkpoint.pth')\n"),

@@ -148,8 +148,11 @@ def _plain_value(index, value, depth: int = 0) -> bool:
         return False
     if isinstance(value, cst.Call):
         func = value.func
-        return isinstance(func, cst.Attribute) and func.attr.value in SELF_RETURNING_METHODS \
-            and _plain_value(index, func.value, depth + 1)
+        if isinstance(func, cst.Attribute) and func.attr.value in SELF_RETURNING_METHODS:
+            return _plain_value(index, func.value, depth + 1)
+        # a model built here (``Net(**cfg)``, ``self.model_dict[name](**cfg)``), not a wrap nor
+        # what a project function hands back wrapped
+        return not is_ddp_model(index, value, 0, (names.DDP, names.FSDP)) and not wrapped_out_of_calls(index, value)
     if not isinstance(value, (cst.Name, cst.Attribute)):
         return False
     if is_ddp_model(index, value, 0, (names.DDP, names.FSDP)) or wrapped_out_of_calls(index, value):
@@ -207,6 +210,14 @@ def _flag_facts(test, holds: bool, into: dict[str, bool]) -> None:
         if isinstance(test.operator, cst.And) == holds:
             _flag_facts(test.left, holds, into)
             _flag_facts(test.right, holds, into)
+    elif isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
+            and isinstance(test.comparisons[0].operator, (cst.Equal, cst.NotEqual)) \
+            and isinstance(test.comparisons[0].comparator, cst.SimpleString):
+        # ``if self.mode == "DDP":`` / ``if self.mode != "DDP":``: one fact, "self.mode == 'DDP'"
+        name = dotted_name(test.left)
+        if name is not None:
+            equal = isinstance(test.comparisons[0].operator, cst.Equal)
+            into.setdefault(f"{name} == {test.comparisons[0].comparator.evaluated_value!r}", holds == equal)
     else:
         name = dotted_name(test)
         if name is not None and name not in ("True", "False", "None"):

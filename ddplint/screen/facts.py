@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "70"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "71"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -2226,6 +2226,7 @@ def prefix_strips(tree: ast.AST, facts: ModuleFacts, subtrees: Optional[Subtrees
         loops: list[tuple[ast.AST, ast.AST, ast.AST]] = []  # (target, iter, owner)
         sites: list[tuple[ast.AST, Optional[ast.AST]]] = []  # (strip node, dict when known)
         deep: set[int] = set()  # strips of "module.<submodule>." (PrefixStrip.submodule)
+        built: list[ast.Call] = []  # ``k.replace(prefix + '.', '')``: a prefix the function builds
         for node in _own_nodes(body):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
@@ -2240,11 +2241,15 @@ def prefix_strips(tree: ast.AST, facts: ModuleFacts, subtrees: Optional[Subtrees
                 last = (_qualified(facts, node.func) or _dotted(node.func) or "").split(".")[-1]
                 if last in ("consume_prefix_in_state_dict_if_present", "strip_prefix_if_present") and node.args:
                     sites.append((node, node.args[0]))
-                elif last in _STRIP_CALLS and any(_is_module_literal(a) for a in node.args):
-                    sites.append((node, None))
                 elif last in ("replace", "removeprefix") and any(_is_submodule_literal(a) for a in node.args):
+                    # (also ``k.replace("module.encoder.", "module.")``: a submodule's weights moved
+                    # under the wrapper's prefix, a loader of a DDP model's checkpoint with that submodule)
                     sites.append((node, None))
                     deep.add(id(node))
+                elif last in _STRIP_CALLS and any(_is_module_literal(a) for a in node.args):
+                    sites.append((node, None))
+                elif last in ("replace", "removeprefix") and node.args:
+                    built.append(node)  # decided below, once every assignment of the function is known
             elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) \
                     and (_int(node.slice.lower) == 7 or _module_prefix_length(node.slice.lower)) \
                     and node.slice.upper is None:
@@ -2260,6 +2265,10 @@ def prefix_strips(tree: ast.AST, facts: ModuleFacts, subtrees: Optional[Subtrees
                 # ``{'module.' + k: v for k, v in ckpt.items()}``: the loader gives the keys the
                 # wrapper's prefix (it loads into a DDP model), reconciling them as a strip does.
                 sites.append((node, None))
+        for node in built:
+            if any(_is_submodule_prefix(a, assigned) for a in node.args):
+                sites.append((node, None))
+                deep.add(id(node))
         for node, dictionary in sites:
             if isinstance(node, ast.Subscript) and not _slices_a_loop_key(node, loops, subtrees):
                 continue  # ``block_type[7:]``: a string cut, not the keys of a state dict (also ``k.split('.')[1:]``)
@@ -2316,6 +2325,25 @@ def _is_submodule_literal(expr: ast.AST) -> bool:
 
 
 _WRAPPER_PREFIX = "module."  # a name, not a literal: this module must not look like a loader that strips
+
+
+def _is_submodule_prefix(expr: ast.AST, assigned: dict, depth: int = 0) -> bool:
+    """The wrapper's prefix and a submodule path after it: a literal
+    ``"module.encoder_q."``, or built (``model_prefix = 'module.' + args.model_prefix``
+    then ``k.replace(model_prefix + '.', '')``, MoCo-style linear evaluation)."""
+    if depth > 3:
+        return False
+    if _is_submodule_literal(expr):
+        return True
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        if _is_module_literal(expr.left) and not _is_module_literal(expr.right):
+            return True
+        return isinstance(expr.right, ast.Constant) and expr.right.value == "." \
+            and _is_submodule_prefix(expr.left, assigned, depth + 1)
+    if isinstance(expr, ast.Name):
+        values = assigned.get(expr.id, ())
+        return bool(values) and all(_is_submodule_prefix(v, assigned, depth + 1) for v in values)
+    return False
 
 
 def _module_prefix_length(expr: Optional[ast.AST]) -> bool:
