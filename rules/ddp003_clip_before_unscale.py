@@ -534,13 +534,6 @@ def _is_clip(index: SemanticIndex, site: CallSite) -> bool:
     return True
 
 
-def _may_be_a_stand_in(index: SemanticIndex, scaler: cst.BaseExpression) -> bool:
-    """Some binding of the scaler builds another class (``DummyGradScalar()`` when
-    AMP is off): it may have no ``unscale_``, so no fix is offered."""
-    return any(isinstance(b.value, cst.Call) and index.qualified_name(b.value.func) not in flow.GRAD_SCALERS
-               for b in index.visible_bindings(dotted_name(scaler), scaler) or [])
-
-
 def _fix(index: SemanticIndex, region: cst.CSTNode, scaled: flow.Event, clip: flow.Event) -> Optional[NodeFix]:
     """Insert ``scaler.unscale_(optimizer)`` before the statement that clips (the
     clip itself, or the helper call that runs it), moving a later ``unscale_``.
@@ -549,7 +542,7 @@ def _fix(index: SemanticIndex, region: cst.CSTNode, scaled: flow.Event, clip: fl
     the clip share one helper, the edit goes inside it; otherwise before the
     loop's statement that runs the clip."""
     scaler = flow.scaled_backward_scaler(index, scaled.site)
-    if scaler is None or dotted_name(scaler) is None or _may_be_a_stand_in(index, scaler):
+    if scaler is None or dotted_name(scaler) is None or flow.may_be_stand_in_scaler(index, scaler):
         return None
     in_helper = clip.inlined and scaled.anchor is clip.anchor
 

@@ -697,7 +697,7 @@ if __name__ == "__main__":
                 continue  # ``lm_checkpoint(cfg, weight=w)``: saves only when given a model, loads here
             trainer = project.function(key)
             if (trainer is not None and trainer.trains) or any(
-                    _runs_an_epoch_loop(index, helper) for helper in helper_functions(index, site)):
+                    _trains(project, index, helper) for helper in helper_functions(index, site)):
                 continue  # ``main(opt)`` runs the training loop: its own saves are judged inside it
             saved = _saved_arguments(index, project, key, callee, site)
             if not saved or any(_per_rank_or_in_memory(index, arg.value)
@@ -912,15 +912,6 @@ def _in_a_loop_of(index: SemanticIndex, node: cst.CSTNode, function: cst.Functio
     return False
 
 
-def _runs_an_epoch_loop(index: SemanticIndex, function: cst.FunctionDef) -> bool:
-    """Does a function of this module run the epochs itself (``for epoch in
-    range(start, args.epochs):`` in its own body)? Then it is the training
-    function, not a save helper, however many saves it reaches."""
-    code = index.module.code_for_node
-    return any(isinstance(loop, cst.For) and enclosing_function(index, loop) is function
-               and "epoch" in (code(loop.target) + code(loop.iter)).lower() for loop in index.loops)
-
-
 def _trains(project, index: SemanticIndex, function: cst.FunctionDef) -> bool:
     """Does the function run a training loop itself (``FunctionFacts.trains``)?
     Its saves are its own, not a save helper's."""
@@ -941,7 +932,7 @@ def _saved_arguments(index: SemanticIndex, project, key, callee: str, site) -> l
     save helper too, reported where it is called)."""
     function = enclosing_function(index, site.node)
     own = project.saved_params(index.path, function_key(index, function), unguarded=True) \
-        if function is not None and not _runs_an_epoch_loop(index, function) else set()
+        if function is not None and not _trains(project, index, function) else set()
     saved, position = [], 0
     for arg in site.node.args:
         if arg.star:

@@ -1733,12 +1733,23 @@ def is_helper_scaler(index: SemanticIndex, scaler: Optional[cst.BaseExpression])
     (a helper that does step and update itself). A name that one branch binds to a
     stand-in (``DummyGradScalar()``) and another to a real ``GradScaler(...)`` scales
     whenever the real one is chosen: not a helper (a52 LION)."""
+    built = scaler_builds(index, scaler)
+    return bool(built) and not any(qualified in GRAD_SCALERS for qualified in built)
+
+
+def may_be_stand_in_scaler(index: SemanticIndex, scaler: Optional[cst.BaseExpression]) -> bool:
+    """Some binding of the scaler builds another class than torch's GradScaler
+    (``DummyGradScalar()`` when AMP is off): it may lack ``unscale_``."""
+    return any(qualified not in GRAD_SCALERS for qualified in scaler_builds(index, scaler))
+
+
+def scaler_builds(index: SemanticIndex, scaler: Optional[cst.BaseExpression]) -> list[Optional[str]]:
+    """The classes (qualified) the bindings of a scaler name build, one per binding that is a call."""
     name = dotted_name(scaler) if scaler is not None else None
     if name is None:
-        return False
-    built = [index.qualified_name(b.value.func) for b in index.visible_bindings(name, scaler) or []
-             if isinstance(b.value, cst.Call)]
-    return bool(built) and not any(qualified in GRAD_SCALERS for qualified in built)
+        return []
+    return [index.qualified_name(b.value.func) for b in index.visible_bindings(name, scaler) or []
+            if isinstance(b.value, cst.Call)]
 
 
 def same_text(a: Optional[cst.CSTNode], b: Optional[cst.CSTNode]) -> bool:

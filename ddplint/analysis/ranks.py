@@ -519,20 +519,11 @@ def has_rank_zero_decorator(function: cst.FunctionDef, index: Optional[SemanticI
 
 
 def _rank_gates(index: SemanticIndex) -> tuple[str, ...]:
-    cached = index.cache.get("ranks.rank_gates")
-    if cached is None:
-        import ast
+    """The module's own rank-gate decorators, as its facts recorded them."""
+    from ddplint.analysis.models import project_of
 
-        from ddplint.screen.facts import rank_gate_decorators
-
-        cached = ()
-        if "rank" in index.source and "@" in index.source:
-            try:
-                cached = rank_gate_decorators(ast.parse(index.source))
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                cached = ()
-        index.cache["ranks.rank_gates"] = cached
-    return cached
+    facts = project_of(index).modules.get(index.path)
+    return facts.rank_gates if facts is not None else ()
 
 
 def enclosing_function(index: SemanticIndex, node: cst.CSTNode) -> Optional[cst.FunctionDef]:

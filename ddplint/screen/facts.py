@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "71"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "73"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -229,7 +229,7 @@ class FunctionFacts:
     saves_state: bool = False  # an unguarded torch.save writes model state built here
     # Runs a training loop itself (a loop over epochs, or one calling backward() / step()):
     # its saves are its own, not a save helper's (DDP011).
-    trains: Optional[bool] = None  # None: not worked out (the function saves nothing)
+    trains: Optional[bool] = None  # worked out for every function (None only in a summary being built)
     # Params every unguarded save needs passed: each such save sits under ``if model is not None:``
     # (or ``if model:``) of a parameter whose default is None (``lm_checkpoint(cfg, model=None)``
     # saves when given a model and loads otherwise); empty when some save needs none.
@@ -298,6 +298,9 @@ class ModuleFacts:
     super_calls: list[str] = field(default_factory=list)
     # Code that strips the 'module.' prefix of a loaded state dict (see ``prefix_strips``).
     prefix_strips: list["PrefixStrip"] = field(default_factory=list)
+    # This module's decorators that call what they wrap under a rank test only
+    # (``rank_gate_decorators``): what they decorate runs on that rank, as with @rank_zero_only.
+    rank_gates: tuple[str, ...] = ()
     # The literal text of ``torch.save`` paths ("./cache/{}_{}.pt": "{}" for a placeholder).
     saved_paths: list[str] = field(default_factory=list)
     # Attribute name -> whether every ``obj.name = ...`` of this module stores a rank
@@ -330,7 +333,7 @@ def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFac
         subtrees = Subtrees(tree)
         extractor = _Extractor(facts, "local_rank" in source, subtrees)
         if "rank" in source and "@" in source:
-            extractor.rank_gates = rank_gate_decorators(tree)
+            extractor.rank_gates = facts.rank_gates = rank_gate_decorators(tree)
         extractor.module(tree)
         if facts.calls_set_device and not extractor.module_sets_device:
             facts.set_device_only_in = _plain_device_setters(tree, facts, subtrees)
@@ -1253,6 +1256,8 @@ class _Extractor:
         self.agreed.append(set())
         self.block(node.body)
         facts.rank_predicate = self.returns_rank_test(node)
+        if facts.trains is None:
+            facts.trains = _has_training_loop(node)
         facts.rank_predicate_lenient = facts.rank_predicate or self.returns_rank_test(node, lenient=True)
         facts.returns_agreed = bool(self.returns[-1]) and all(
             _derives_from(value, self.agreed[-1]) for value in self.returns[-1])
