@@ -240,6 +240,17 @@ class LoadWithoutMapLocation(Rule):
                      "    checkpoint = torch.load(path, weights_only=True)\n", filename="tests/test_fsdp.py"),
     ]
     invalid = [
+        # CUDA_VISIBLE_DEVICES set to the run's list of GPUs (a setting named so) hides nothing per process
+        # (a76 BERT-Pretrain-Multi-GPU).
+        Invalid(DIST + "import os\nclass Trainer:\n    def train(self, local_rank):\n"
+                       "        os.environ['CUDA_VISIBLE_DEVICES'] = self.config.cuda_visible_devices\n"
+                       "        dist.init_process_group('nccl')\n        model = Net().cuda(local_rank)\n"
+                       "        opt.load_state_dict(torch.load(self.config.path + 'optimizer.pt'))\n",
+                line=9, column=29,
+                fixed=DIST + "import os\nclass Trainer:\n    def train(self, local_rank):\n"
+                "        os.environ['CUDA_VISIBLE_DEVICES'] = self.config.cuda_visible_devices\n"
+                "        dist.init_process_group('nccl')\n        model = Net().cuda(local_rank)\n"
+                "        opt.load_state_dict(torch.load(self.config.path + 'optimizer.pt', map_location='cpu'))\n"),
         # A checkpoint kept under data/ is still a checkpoint.
         Invalid(DIST + "model.cuda()\nstate = torch.load('data/runs/best_model.pt')\n", line=4, column=9,
                 fixed=DIST + "model.cuda()\nstate = torch.load('data/runs/best_model.pt', map_location='cpu')\n"),

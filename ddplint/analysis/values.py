@@ -688,10 +688,17 @@ def in_device_list(index: SemanticIndex, node: cst.CSTNode) -> bool:
     return False
 
 
+# A setting named for several GPUs (``cfg.cuda_visible_devices``, ``args.gpus``, ``opt.gpu_ids``).
+_DEVICE_LIST_NAME = re.compile(r"(devices|gpus|gpu_ids|device_ids|gpu_list)$", re.IGNORECASE)
+
+
 def _joined_device_list(index: SemanticIndex, value: cst.BaseExpression, depth: int = 0) -> bool:
     """``",".join(str(g) for g in gpu_ids)`` (directly or through a name every
     binding of which is one): a list of several GPUs for the whole run, not one
     GPU per process. A join that reads a rank (``gpus[local_rank]``) is not."""
+    name = dotted_name(value)
+    if name is not None and _DEVICE_LIST_NAME.search(name.split(".")[-1]):
+        return True  # ``os.environ["CUDA_VISIBLE_DEVICES"] = self.config.cuda_visible_devices``: "0,1,2,3"
     if isinstance(value, cst.Name) and depth < 2:
         values = index.reaching_values(value)
         return bool(values) and all(_joined_device_list(index, v, depth + 1) for v in values)

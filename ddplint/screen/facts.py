@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "73"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "74"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -521,10 +521,18 @@ def _masks_visible_devices(tree: ast.AST, subtrees: Subtrees) -> bool:
     return False
 
 
+# Mirror of ddplint.analysis.values._DEVICE_LIST_NAME.
+_DEVICE_LIST_NAME = re.compile(r"(devices|gpus|gpu_ids|device_ids|gpu_list)$", re.IGNORECASE)
+
+
 def _joined_list(value: ast.AST, tree: ast.AST, subtrees: Subtrees, depth: int = 0) -> bool:
     """``",".join(...)`` with no rank name in it, or a name that every
     assignment of the module binds to one: several GPUs for the whole run, not
-    one per process (values._joined_device_list)."""
+    one per process (values._joined_device_list); also a setting named for
+    several GPUs (``cfg.cuda_visible_devices``)."""
+    dotted = _dotted(value)
+    if dotted is not None and _DEVICE_LIST_NAME.search(dotted.split(".")[-1]):
+        return True
     if isinstance(value, ast.Name) and depth == 0:
         found = [node.value for node in subtrees.of_kind(tree, ast.Assign)
                  if any(isinstance(t, ast.Name) and t.id == value.id for t in node.targets)]
