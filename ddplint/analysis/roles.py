@@ -1079,16 +1079,8 @@ def _drives_distributed_code(project, path: str) -> bool:
     initialises the process group (``setup_launch(cfg)`` of a utils module)?
     An entry script that does runs as a worker."""
     module = project.modules.get(path)
-    if module is None or any(target == "torch.distributed" or target.startswith("torch.distributed.")
-                             for target in module.imports.values()):
-        return True
-    starters = getattr(project, "_process_group_starters", None)
-    if starters is None:
-        starters = project._process_group_starters = {
-            caller for key, calls in project.callers.items()
-            if (project.function(key) is not None and project.function(key).inits_process_group)
-            for caller, _ in calls}
-    return path in starters
+    return module is None or any(target == "torch.distributed" or target.startswith("torch.distributed.")
+                                 for target in module.imports.values()) or project.starts_process_group(path)
 
 
 def spawned_through_a_parameter(index: SemanticIndex, function: cst.FunctionDef) -> bool:

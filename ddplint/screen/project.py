@@ -864,6 +864,17 @@ class Project:
             return False
         return module.destroys_process_group or any(self.may_run(path, f) for f in module.destroy_functions)
 
+    def starts_process_group(self, path: str) -> bool:
+        """Does module ``path`` call a project function that runs
+        ``init_process_group`` itself (an entry script's ``setup_launch(cfg)``)?"""
+        starters = getattr(self, "_group_starters", None)
+        if starters is None:
+            starters = self._group_starters = {
+                caller for key, calls in self.callers.items()
+                if self.function(key) is not None and self.function(key).inits_process_group
+                for caller, _ in calls}
+        return path in starters
+
     def may_run(self, path: str, function: str) -> bool:
         """May something run the function ("cleanup", "Trainer.close") of module
         ``path``: the project calls it, names it as a call or hands it to one
