@@ -48,6 +48,12 @@ class SyncBnAfterDdpWrap(Rule):
     uses_project = True
 
     valid = [
+        # A loading method that __init__ runs before it wraps the attribute (a81 reflected_gnt).
+        Valid(IMPORTS + "class Model:\n    def __init__(self, args):\n        self.net = Net()\n"
+                        "        self.start = self.restore(args.ckpt)\n        if args.distributed:\n"
+                        "            self.net = DDP(self.net, device_ids=[args.local_rank])\n"
+                        "    def restore(self, path):\n        self.net.load_state_dict(load(path))\n"
+                        "        self.net = nn.SyncBatchNorm.convert_sync_batchnorm(self.net)\n        return 0\n"),
         Valid(IMPORTS + "model = nn.SyncBatchNorm.convert_sync_batchnorm(model)\nmodel = DDP(model)\n"),
         Valid(IMPORTS + "if args.sync_bn:\n    net = nn.SyncBatchNorm.convert_sync_batchnorm(net)\n"
                         "net = DDP(net, device_ids=[gpu])\n"),
@@ -66,6 +72,13 @@ class SyncBnAfterDdpWrap(Rule):
                         "    return nn.SyncBatchNorm.convert_sync_batchnorm(model)\n"),
     ]
     invalid = [
+        # ... but run again after the wrap (a reload during training), the conversion comes too late.
+        Invalid(IMPORTS + "class Model:\n    def __init__(self, args):\n        self.net = Net()\n"
+                          "        if args.distributed:\n            self.net = DDP(self.net, device_ids=[args.local_rank])\n"
+                          "        self.restore(args.ckpt)\n"
+                          "    def restore(self, path):\n        self.net.load_state_dict(load(path))\n"
+                          "        self.net = nn.SyncBatchNorm.convert_sync_batchnorm(self.net)\n",
+                line=11, column=20),
         Invalid(IMPORTS + "model = DDP(model)\nmodel = nn.SyncBatchNorm.convert_sync_batchnorm(model)\n",
                 line=4, column=9),
         Invalid(IMPORTS + "ddp = DDP(net)\nnet = nn.SyncBatchNorm.convert_sync_batchnorm(net)\n",

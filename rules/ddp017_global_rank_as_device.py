@@ -159,6 +159,12 @@ class GlobalRankAsDevice(Rule):
                 "from torch.nn.parallel import DistributedDataParallel as DDP\n"
                 "model = DDP(model, device_ids=[rank])\n", line=6, column=32),
         Invalid(DIST + "torch.cuda.set_device(dist.get_rank())\n", line=4, column=23),
+        # The parsed local rank is the device until the attribute is rebound to the global rank (a81
+        # HyCTAS): only the later use is reported.
+        Invalid(DIST + "def main():\n    args = parse()\n    dist.init_process_group('nccl')\n"
+                "    torch.cuda.set_device(args.local_rank)\n    args.local_rank = dist.get_rank()\n"
+                "    model = torch.nn.parallel.DistributedDataParallel(net, device_ids=[args.local_rank])\n",
+                line=9, column=72),
         Invalid(DIST + "args.rank = int(os.environ['SLURM_PROCID'])\nmodel.cuda(args.rank)\n",
                 line=5, column=12),
         Invalid(DIST + "def setup():\n    rank = dist.get_rank()\n    device = torch.device('cuda', rank)\n"

@@ -519,6 +519,39 @@ def _child_ancestor_pairs(index, node):
 _COPY_NAME = re.compile(r"ema|teacher|shadow|average|swa", re.IGNORECASE)
 
 
+def _runs_only_before(index, method, binding, depth: int = 0) -> bool:
+    """Does ``method`` (a method of a class of this module) run only before the
+    statement ``binding`` of another method of the same class: every call of it is
+    ``self.method(...)`` in that method ahead of the binding, or in a method that
+    itself runs only before it (``__init__`` calls ``self.load_from_ckpt()``, which
+    calls ``self.load_model()``, and only then wraps ``self.net`` in DDP)? Nothing
+    else in the project may call it."""
+    import libcst as cst
+
+    owner = index.parent(index.parent(method)) if isinstance(method, cst.FunctionDef) else None
+    home = index.enclosing_scope(binding.node)
+    if not isinstance(owner, cst.ClassDef) or home is method or depth > 3 \
+            or index.parent(index.parent(home)) is not owner:
+        return False
+    name = method.name.value
+    project = project_of(index)
+    if any(path != index.path for path, _ in project.callers.get((index.path, f"{owner.name.value}.{name}"), ())):
+        return False
+    sites = index.method_calls(name)
+    if not sites:
+        return False
+    for site in sites:
+        if not (isinstance(site.receiver, cst.Name) and site.receiver.value == "self"):
+            return False
+        caller = site.scope
+        if caller is home:
+            if site.order > binding.order:
+                return False
+        elif not _runs_only_before(index, caller, binding, depth + 1):
+            return False
+    return True
+
+
 def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.DDP,),
                  _depth: int = 0) -> Optional[str]:
     """The part of ``expr`` (``model``, ``self.net``, ``ddp.module.encoder``) that
@@ -553,6 +586,8 @@ def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.
                         if b.order < at_order and id(b.node) not in enclosing]
         for binding in bindings:
             value = binding.value
+            if size > 1 and _runs_only_before(index, index.enclosing_scope(expr), binding):
+                continue  # ``self.load_model()`` that ``__init__`` runs before it wraps ``self.net``
             if binding.kind in ("assign", "annassign") and value is not None:
                 if is_ddp_model(index, value, at_order, wrappers):
                     return prefix

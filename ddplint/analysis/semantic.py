@@ -348,6 +348,7 @@ class SemanticIndex:
         if not found or head in ("self", "cls"):
             return found
         use_scope = self.enclosing_scope(at)
+        found = [b for b in found if not self._rebound_later(b, at, use_scope)]
         if not isinstance(use_scope, cst.FunctionDef) or not any(
                 b.kind == "param" for b in self.bindings.get((id(use_scope), head), ())):
             return found
@@ -360,6 +361,22 @@ class SemanticIndex:
             if scope is use_scope or (isinstance(scope, cst.FunctionDef) and scope.name.value in handed_to):
                 kept.append(binding)
         return kept
+
+    def _rebound_later(self, binding: Binding, at: cst.CSTNode, use_scope: Scope) -> bool:
+        """A binding of the use's own function that comes after the use, with no
+        loop around both (``set_device(args.local_rank)`` then ``args.local_rank =
+        dist.get_rank()``): it cannot reach the use."""
+        from ddplint.analysis.flow import precedes
+
+        if self.enclosing_scope(binding.node) is not use_scope or not precedes(self, at, binding.node):
+            return False
+        around = {id(a) for a in self.ancestors(at)}
+        for ancestor in self.ancestors(binding.node):
+            if ancestor is use_scope:
+                return True
+            if isinstance(ancestor, (cst.For, cst.While)) and id(ancestor) in around:
+                return False
+        return True
 
     def _flow(self, scope: cst.CSTNode, name: str, bindings: list[Binding]):
         from ddplint.analysis.reaching import ScopeFlow
