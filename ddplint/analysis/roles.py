@@ -28,6 +28,14 @@ A DDP script's code runs in one of three roles (RULES.md, Clarifications):
   torch.distributed itself, in a module whose distributed code sits in other
   classes (a ``BaseTrainer`` with ``DataParallel`` beside ``Multi_BaseTrainer_dist``):
   single-process (``in_unbuilt_single_process_class``);
+- a function that only single-process scripts run (every known project call of
+  it sits in a module that neither imports torch.distributed nor runs a project
+  function starting the process group: an index builder, an inference script)
+  is single-process too (``run_by_single_process_scripts_only``);
+- code that **no process runs** (``NOT_RUN``): a function of a library module
+  (no ``__main__`` block) that nothing in the complete project calls, imports
+  by name, hands on or decorates (``in_function_nothing_runs``: an offline
+  utility beside the training helpers);
 - a **DDP worker**: everything else.
 
 The ``if __name__ == "__main__":`` block of a module that is in DDP context
@@ -70,7 +78,7 @@ _SPAWN_MODULES = ("torch.multiprocessing", "multiprocessing", "torch.distributed
 
 
 def process_role(index: SemanticIndex, node: cst.CSTNode) -> str:
-    """LAUNCHER, SINGLE_PROCESS or WORKER for the code at ``node``."""
+    """LAUNCHER, SINGLE_PROCESS, NOT_RUN or WORKER for the code at ``node``."""
     if in_single_process_branch(index, node) or in_standalone_main_block(index, node) \
             or holds_single_process_trainer(index, node) or overridden_for_ddp_importers(index, node) \
             or in_unbuilt_single_process_class(index, node) or run_by_single_process_scripts_only(index, node):
