@@ -139,9 +139,11 @@ def _plain_where_used(index, expr) -> bool:
 
 def _plain_value(index, value, depth: int = 0) -> bool:
     """A value known not to hold a wrapped model: a parameter or attribute
-    nothing wraps, or such a value moved (``m.to(dev)``, ``m.cuda()``)."""
+    nothing wraps, a model built from a class, or such a value moved
+    (``m.to(dev)``, ``m.cuda()``)."""
     import libcst as cst
 
+    from ddplint.analysis.semantic import dotted_name
     from ddplint.analysis.values import SELF_RETURNING_METHODS, is_ddp_model
 
     if depth > 3:
@@ -150,9 +152,13 @@ def _plain_value(index, value, depth: int = 0) -> bool:
         func = value.func
         if isinstance(func, cst.Attribute) and func.attr.value in SELF_RETURNING_METHODS:
             return _plain_value(index, func.value, depth + 1)
-        # a model built here (``Net(**cfg)``, ``self.model_dict[name](**cfg)``), not a wrap nor
-        # what a project function hands back wrapped
-        return not is_ddp_model(index, value, 0, (names.DDP, names.FSDP)) and not wrapped_out_of_calls(index, value)
+        # a model built here from a class (``Net(**cfg)``, ``self.model_dict[name](**cfg)``), not a
+        # wrap, nor a function that may hand it back wrapped (``wrap_model_with_fsdp(m)``)
+        built = isinstance(func, cst.Subscript) or (
+            isinstance(func, (cst.Name, cst.Attribute)) and dotted_name(func) is not None
+            and dotted_name(func).split(".")[-1][:1].isupper())
+        return built and not is_ddp_model(index, value, 0, (names.DDP, names.FSDP)) \
+            and not wrapped_out_of_calls(index, value)
     if not isinstance(value, (cst.Name, cst.Attribute)):
         return False
     if is_ddp_model(index, value, 0, (names.DDP, names.FSDP)) or wrapped_out_of_calls(index, value):
