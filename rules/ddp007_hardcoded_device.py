@@ -25,11 +25,14 @@ of memory, and NCCL may fail or deadlock because several ranks share one device.
 
 Not flagged: `"cuda"` without an index (after `set_device(local_rank)` it means
 the rank's own GPU); `f"cuda:{local_rank}"`; `map_location={"cuda:0": ...}`
-remaps; scripts that give each process one visible GPU (`CUDA_VISIBLE_DEVICES`
+remaps; a literal device that a device is only compared with
+(`torch.device(self.device) == torch.device("cuda:0")`: which process sits on GPU 0);
+scripts that give each process one visible GPU (`CUDA_VISIBLE_DEVICES`
 set from the rank, not a list of several GPUs joined for the whole run:
 `",".join(str(g) for g in gpu_ids)`, or submitit's
 `TorchDistributedEnvironment().export()`, which masks to the local rank unless
-`set_cuda_visible_devices=False`) so that `cuda:0` is the right device; multi-GPU lists such as
+`set_cuda_visible_devices=False`; a setting named for several GPUs,
+`cfg.cuda_visible_devices`, is such a list) so that `cuda:0` is the right device; multi-GPU lists such as
 `"0,1,2,3"` and lists of several devices (`[torch.device("cuda", 0),
 torch.device("cuda", 1)]` enumerates GPUs); a `"cuda:N"` constant that nothing
 reads (or that a per-rank device replaces before any read); a single-process

@@ -8,11 +8,16 @@ calling a project function that builds a `DistributedSampler` only when a flag
 defaulting to False is passed (`dist=False`) without passing it, over data not
 split by rank.
 
-Not flagged: an `IterableDataset` (it shards itself); a custom sampler or batch
+Not flagged: an `IterableDataset` (it shards itself; also a Hugging Face
+`load_dataset(..., streaming=True)`, through a project transform); a loader of the
+training set with `shuffle=False` that only project functions which train nothing
+read (a feature extractor picking exemplars); a custom sampler or batch
 sampler; data sharded by rank by hand (`Subset(ds, range(rank, n, world))`,
 `ds.use_partition(rank)`); evaluation loaders and loaders built on rank 0 only,
 or read only under a rank guard (`if local_rank == 0: next(iter(self.vis_loader))`);
-single-process branches and launcher-parent code; `**kwargs` ddplint cannot
+single-process branches (the innermost arm of a distribution test decides: the
+`elif parallel == "FSDP":` after `if parallel == "DDP":` is distributed) and
+launcher-parent code; `**kwargs` ddplint cannot
 read; loaders prepared by accelerate / Lightning. In a module that sets up
 tensor or pipeline parallelism (`initialize_model_parallel(...)`) the message
 says to shard over the data-parallel group: the ranks of a model-parallel group
@@ -288,7 +293,7 @@ def _handed_only_to_non_training(index: SemanticIndex, site: CallSite, target: s
     A loop over it here, or a call we cannot see into, may train."""
     function = enclosing_function(index, site.node) or index.module
     reads = [read for read in name_reads(index, target)
-             if (enclosing_function(index, read) or index.module) is function and read is not site.node]
+             if (enclosing_function(index, read) or index.module) is function]
     if not reads:
         return False
     for read in reads:

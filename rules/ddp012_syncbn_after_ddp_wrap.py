@@ -21,8 +21,10 @@ script intends, and BN statistics silently differ across ranks.
     model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     model = DDP(model, device_ids=[local_rank])
 
-Not flagged: conversion before the wrap; a DataParallel wrapper; a wrap of
-another model.
+Not flagged: conversion before the wrap, also in a method that `__init__` runs
+before it wraps the attribute (`self.start = self.load_from_ckpt()` converting
+`self.net`, then `self.net = DDP(self.net)`), when nothing else calls it; a
+DataParallel wrapper; a wrap of another model.
 
 ## References
 - https://pytorch.org/docs/stable/generated/torch.nn.SyncBatchNorm.html
@@ -74,7 +76,8 @@ class SyncBnAfterDdpWrap(Rule):
     invalid = [
         # ... but run again after the wrap (a reload during training), the conversion comes too late.
         Invalid(IMPORTS + "class Model:\n    def __init__(self, args):\n        self.net = Net()\n"
-                          "        if args.distributed:\n            self.net = DDP(self.net, device_ids=[args.local_rank])\n"
+                          "        if args.distributed:\n"
+                          "            self.net = DDP(self.net, device_ids=[args.local_rank])\n"
                           "        self.restore(args.ckpt)\n"
                           "    def restore(self, path):\n        self.net.load_state_dict(load(path))\n"
                           "        self.net = nn.SyncBatchNorm.convert_sync_batchnorm(self.net)\n",

@@ -64,7 +64,10 @@ through a helper of the project that all-reduces a value and returns it
 values all-reduced before each append (`np.mean(logs["loss"])`); step and epoch counters
 (`if step >= max_steps: break`, also the index of `enumerate` behind a
 progress bar: `bar = tqdm(enumerate(loader))`, `for i, batch in bar:`, or
-`with tqdm(range(n)) as bar: for epoch in bar:`); loops over configuration (optimizers,
+`with tqdm(range(n)) as bar: for epoch in bar:`, or `pbar = tqdm(pbar)` over a
+`pbar = range(n)`); the `else: raise NotImplementedError` of a switch over one configuration
+value (`if name == "kitti": ... elif name == "nuscenes": ...`), the same on every
+rank even under a rank guard; loops over configuration (optimizers,
 parameter groups, `dict.items()`) skipping on counters; `sys.exit` on a
 non-finite loss (the process ends and the launcher tears the job down); loops
 that only some ranks enter (under a rank guard, or in a function every call of

@@ -7,7 +7,8 @@ repository) never satisfy each other, and a comment that names the call is not
 the call. A destroy inside a function that nothing runs (a `cleanup()` helper no
 code calls, names or registers) is no destroy, while the set-up is known to run;
 when neither is known to run (a library's `setup()`/`teardown()` pair), the
-pair counts.
+pair counts. Each `init_process_group` is reported, except one whose own function
+destroys the group it made (a local launcher `run_local(): init; main(); destroy`).
 
 ## Why is this bad?
 Without `destroy_process_group()` the communicators are torn down by interpreter

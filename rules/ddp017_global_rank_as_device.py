@@ -38,7 +38,11 @@ and a value read from `LOCAL_RANK` is fine whatever it is called. Not flagged:
 its target (a local index on every node), only when the function really is the
 target of a spawn call (a function named `worker(gpu, ...)` that is called with
 `dist.get_rank()` is flagged); a parameter whose callers disagree (one passes
-the local rank); `get_rank(group)` (a subgroup rank); code that is not a DDP
+the local rank); an attribute read before the same function rebinds it to the
+global rank (`set_device(args.local_rank)`, then `args.local_rank = dist.get_rank()`:
+only later uses are flagged), or one another function binds on its own object
+(`args.rank` of `setup_mp(args)`, whose callers pass the spawn index, is not
+`setup_launch`'s `args.rank = int(os.environ["RANK"])`); `get_rank(group)` (a subgroup rank); code that is not a DDP
 worker (launcher-parent code, single-process branches); unit tests (`test_*.py`,
 `tests/`), which run on one node; values ddplint cannot trace.
 

@@ -23,7 +23,9 @@ LOCAL_RANK is no read of the environment variable.
 Not flagged: scripts that read `LOCAL_RANK` from the environment (as a fallback,
 a default, or behind a version check; a read only compared with an integer, as in a
 `print0` helper's `int(os.environ["LOCAL_RANK"]) == 0`, chooses no device and does not count); a parsed `--local_rank` that is never
-used as a device; scripts that are their own launcher (the parent sets
+used as a device (a variable merely called `local_rank` that the script binds from
+something else, `local_rank = dist.get_rank()`, is not the flag; a parameter called
+so, filled by its callers, is);  scripts that are their own launcher (the parent sets
 `args.local_rank = i` before `Process(target=...)` / `mp.spawn`, or the spawned
 worker stores the index it was given: `def main(gpu, args): args.local_rank = gpu`). A longer
 variable that ends in LOCAL_RANK (`OMPI_COMM_WORLD_LOCAL_RANK`) is not the one

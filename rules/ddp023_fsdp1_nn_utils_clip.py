@@ -6,7 +6,9 @@ that the project passes an FSDP model to, or an attribute of a container object
 (`models.generator`) that this module builds with an FSDP model as that keyword
 (`return Models(generator=fsdp_model)`, `SimpleNamespace(model=fsdp_model)`).
 The parameters may be filtered (`[p for p in model.parameters() if p.requires_grad]`,
-inline or through a name bound only to that list: no fix is offered then).
+inline or through a name bound only to that list), or a submodule's
+(`list(model.base_model.parameters())`: its parameters are shards too); no fix is
+offered then.
 A `model.clip_grad_norm_(...)` elsewhere in the function excuses the free function
 only when the two sit in opposite arms of one `if` (the non-FSDP path); a remainder
 step after the loop that uses the free function is still flagged.

@@ -146,7 +146,8 @@ class DDPWrapperStateDict(Rule):
         # Saved only where the mode test says the model was not wrapped (a75 TotalSegmentatorProj).
         Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nclass Trainer:\n"
               "    def setup(self, gpu_id):\n        model = Net().to(gpu_id)\n        if self.mode == 'DDP':\n"
-              "            self.model = DDP(model, device_ids=[gpu_id])\n        else:\n            self.model = model\n"
+              "            self.model = DDP(model, device_ids=[gpu_id])\n"
+              "        else:\n            self.model = model\n"
               "    def train(self):\n        if self.mode != 'DDP':\n"
               "            torch.save({'model': self.model.state_dict()}, 'ckpt.pt')\n"),
         # The module's weights saved beside the wrapper's, in the same checkpoint (a71 DEKR).

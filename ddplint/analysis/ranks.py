@@ -112,13 +112,19 @@ _RANK_TAGS = frozenset({"global_rank", "local_rank", "argv_local_rank", "spawn_i
 def _parameter_filled_with_rank(index: SemanticIndex, expr: cst.Name) -> bool:
     """``def fit(gpu_index): ... if gpu_index == 0:`` where every call site of
     the project passes a rank (``fit(args.local_rank)``, ``mp.spawn(fit)``)."""
+    tags = _parameter_tags(index, expr)
+    return bool(tags) and tags <= _RANK_TAGS
+
+
+def _parameter_tags(index: SemanticIndex, expr: cst.Name) -> Optional[frozenset[str]]:
+    """What the project's call sites pass for the parameter ``expr`` names (its
+    only reaching binding), or None when it is no parameter or no call is known."""
     from ddplint.analysis.models import parameter_values
 
     bindings = index.reaching(expr.value, expr)
     if len(bindings) != 1 or bindings[0].kind != "param":
-        return False
-    tags = parameter_values(index, bindings[0])
-    return bool(tags) and tags <= _RANK_TAGS
+        return None
+    return parameter_values(index, bindings[0])
 
 
 def _first_gpu(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
@@ -136,13 +142,9 @@ def _parameter_filled_with_rank_flag(index: SemanticIndex, expr: cst.Name) -> bo
     """``def train(rank, flags, verbose): ... if verbose:`` where every call site
     of the project passes a rank test's outcome (``FLAGS.verbose = dist.get_rank()
     == 0; train(..., FLAGS.verbose)``)."""
-    from ddplint.analysis.models import parameter_values
     from ddplint.screen.facts import RANK_FLAG
 
-    bindings = index.reaching(expr.value, expr)
-    if len(bindings) != 1 or bindings[0].kind != "param":
-        return False
-    return parameter_values(index, bindings[0]) == frozenset({RANK_FLAG})
+    return _parameter_tags(index, expr) == frozenset({RANK_FLAG})
 
 
 def _keyword_filled_with_rank(index: SemanticIndex, holder: cst.BaseExpression, key: str) -> bool:
