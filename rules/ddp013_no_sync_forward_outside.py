@@ -63,6 +63,14 @@ class NoSyncForwardOutside(Rule):
     needs_ddp_context = True
 
     valid = [
+        # ... and with the forward inside the chosen context.
+        Valid(DDP + """\
+for i, (x, y) in enumerate(loader):
+    context = contextlib.nullcontext() if (i + 1) % k == 0 else model.no_sync()
+    with context:
+        loss = criterion(model(x), y) / k
+        loss.backward()
+"""),
         Valid(DDP + """\
 for x, y in micro_batches[:-1]:
     with model.no_sync():
@@ -158,6 +166,14 @@ for i, (x, y) in enumerate(loader):
 """),
     ]
     invalid = [
+        # The context chosen into a name first (simpler-fsdp): still the forward ran before it.
+        Invalid(DDP + """\
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y) / k
+    context = contextlib.nullcontext() if (i + 1) % k == 0 else model.no_sync()
+    with context:
+        loss.backward()
+""", line=8, column=5),
         Invalid(DDP + """\
 loss = criterion(model(x), y)
 with model.no_sync():
@@ -278,7 +294,7 @@ for i, (x, y) in enumerate(loader):
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         for with_node in index.withs:
-            if not any(_is_no_sync(item.item) for item in with_node.items):
+            if not any(_is_no_sync(_context(index, item.item)) for item in with_node.items):
                 continue
             for backward in flow.backward_events(index, _region(index, with_node)):
                 if not flow.is_inside(index, backward.anchor, with_node):
@@ -314,18 +330,18 @@ def _forward_unsynced(index: SemanticIndex, forward: cst.Call, with_node: cst.Wi
         helper = flow.enclosing_function(index, backward.site.node)
         if helper is not None and flow.is_inside(index, forward, helper):
             return True
-    model = _no_sync_receiver(with_node)
+    model = _no_sync_receiver(index, with_node)
     for ancestor in index.ancestors(forward):
         if isinstance(ancestor, cst.With) and any(
-                _is_no_sync(item.item) and flow.same_text(_no_sync_receiver(ancestor), model)
+                _is_no_sync(_context(index, item.item)) and flow.same_text(_no_sync_receiver(index, ancestor), model)
                 for item in ancestor.items):
             return True
     return False
 
 
-def _no_sync_receiver(with_node: cst.With):
+def _no_sync_receiver(index: SemanticIndex, with_node: cst.With):
     for item in with_node.items:
-        expr = item.item
+        expr = _context(index, item.item)
         for candidate in ((expr.body, expr.orelse) if isinstance(expr, cst.IfExp) else (expr,)):
             if _is_no_sync(candidate) and isinstance(candidate, cst.Call):
                 return candidate.func.value
@@ -361,6 +377,17 @@ def _region(index: SemanticIndex, node: cst.With) -> cst.CSTNode:
     """Where to look for the backward calls of a ``with`` block: the function
     (or module) that holds it; ``is_inside`` then keeps those in the block."""
     return flow.enclosing_function(index, node) or index.module
+
+
+def _context(index: SemanticIndex, expr: cst.BaseExpression) -> cst.BaseExpression:
+    """The context manager a ``with`` enters: the expression itself, or the one
+    value bound to the name it names (``context = nullcontext() if step else
+    model.no_sync()`` then ``with context:``)."""
+    if isinstance(expr, cst.Name):
+        values = index.reaching_values(expr) or []
+        if len(values) == 1:
+            return values[0]
+    return expr
 
 
 def _is_no_sync(expr: cst.BaseExpression) -> bool:
