@@ -110,6 +110,16 @@ class TensorAccumulatedWithGraph(Rule):
     triggers = ("=", "append", "extend", "insert", ".add(")
 
     valid = [
+        # A trainer attribute reset on every iteration: it holds one step's graph.
+        Valid(TRAIN + """\
+class Trainer:
+    def run(self, loader):
+        for xb in loader:
+            loss = self.net(xb).mean()
+            self.loss += loss
+            self.loss.backward()
+            self.opt.step(); self.opt.zero_grad(); self.loss = 0
+"""),
         # The fallback of ``.item()``: the value is no tensor when the handler runs (a63 UFDN-Reid).
         Valid(TRAIN + """\
 
@@ -1055,6 +1065,27 @@ def train(net, loader, opt, k):
             loss.backward(); continue
         loss.backward(); opt.step(); acc = 0.0
 """),
+        # A trainer attribute reset only at the optimizer step (every k-th iteration): it keeps
+        # k micro-steps' graphs and is read by the logger, not by backward() (LiteASR).
+        Invalid(TRAIN + """\
+class Trainer:
+    def run(self, loader, k):
+        for i, xb in enumerate(loader, start=1):
+            loss = self.net(xb).mean()
+            self.loss += loss / k
+            loss.backward()
+            if i % k == 0:
+                self.opt.step(); self.opt.zero_grad(); self.loss = 0
+""", line=8, column=13, severity="warning", fixed=TRAIN + """\
+class Trainer:
+    def run(self, loader, k):
+        for i, xb in enumerate(loader, start=1):
+            loss = self.net(xb).mean()
+            self.loss += (loss / k).detach()
+            loss.backward()
+            if i % k == 0:
+                self.opt.step(); self.opt.zero_grad(); self.loss = 0
+"""),
         # A meter of this module that keeps its argument (`self.sum += val`).
         Invalid(TRAIN + """\
 class AverageMeter:
@@ -1672,8 +1703,10 @@ def _severity(index: SemanticIndex, node: cst.CSTNode, accumulator: cst.BaseExpr
         return _per_call_severity(index, node, name, value, order)
     if not flow.carries_graph(index, value, order):
         return None
-    if "." in name:  # ``self.history``: outlives the loop unless rebound in it
-        surviving = [loop for loop in loops if not flow.binds_inside(index, name, loop, node)]
+    if "." in name:  # ``self.history``: outlives the loop unless rebound in it on every path
+        # (``if i % k == 0: self.loss = 0`` keeps k steps' graphs: no reset of every iteration)
+        surviving = [loop for loop in loops if not flow.binds_inside(index, name, loop, node)
+                     or loop in flow.surviving_loops(index, name, node, [loop])]
     else:
         surviving = flow.surviving_loops(index, name, node, loops)
         # Reset on every iteration of an enclosing loop, and the inner loop runs

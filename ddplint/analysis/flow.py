@@ -1351,13 +1351,16 @@ def surviving_loops(index: SemanticIndex, name: str, node: cst.CSTNode, loops: l
     """The loops among ``loops`` (those around ``node``) whose next iteration
     still sees the object that ``name`` holds at ``node``: no rebinding of the
     name lies on some path from ``node`` back to the loop's head (a reset
-    skipped by ``continue`` does not count). ``name`` is a plain local name;
-    the question is answered by reaching definitions with a marker binding at
+    skipped by ``continue``, or made only every k-th iteration, does not count).
+    ``name`` is a local name or an attribute (``self.loss``: this function's
+    bindings of it); the question is answered by reaching definitions with a marker binding at
     ``node``."""
     from ddplint.analysis.reaching import ScopeFlow
 
     scope = index.enclosing_scope(node)
     bindings = index.bindings_of(name, scope)
+    if "." in name:  # ``self.loss``: the bindings this function makes (dotted names are module-wide)
+        bindings = [b for b in index.visible_bindings(name, node) or () if index.enclosing_scope(b.node) is scope]
     if not bindings:
         return list(loops)  # a global or a name of an enclosing function: never reset here
     marker = Binding(name, "marker", None, node, scope, 0)
