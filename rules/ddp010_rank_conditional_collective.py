@@ -73,7 +73,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint.analysis.flow import calls_in_function, helper_functions
-from ddplint.analysis.models import (guard_encloses_wrap, not_instance_of, project_callee, project_of,
+from ddplint.analysis.models import (guard_encloses_wrap, may_hold_wrap, not_instance_of, project_callee, project_of,
                                      wrap_process_group, wrapped_kind, wrapped_slots)
 from ddplint.screen.facts import COLLECTIVE_STATE_DICT, COLLECTIVES
 from ddplint import names
@@ -98,6 +98,24 @@ class RankConditionalCollective(Rule):
     uses_project = True
 
     valid = [
+        # ... but not in the arm the switch made DDP.
+        Valid(FSDP_IMPORT + "from torch.nn.parallel import DistributedDataParallel as DDP\n" + """\
+class Trainer:
+    def __init__(self, model, strategy):
+        self.strategy = strategy
+        self.model = self._setup(model)
+
+    def _setup(self, model):
+        if self.strategy == "ddp":
+            model = DDP(model)
+        elif self.strategy == "fsdp":
+            model = FSDP(model)
+        return model
+
+    def save(self, path):
+        if dist.get_rank() == 0 and self.strategy == "ddp":
+            torch.save(self.model.module.state_dict(), path)
+"""),
         # An instance attribute that is FSDP only under ``self.<flag>``, used where that flag says
         # otherwise (its other store keeps the plain model): an ordinary state_dict().
         Valid(FSDP_IMPORT + "class Trainer:\n    def __init__(self, net, cfg):\n        self.use_fsdp = cfg.fsdp\n"
@@ -289,6 +307,26 @@ def train(conf, local_rank, loader):
 """),
     ]
     invalid = [
+        # A strategy switch may make the model FSDP: its state_dict() after the rank-0 return is a
+        # collective (JayDS22's trainer).
+        Invalid(FSDP_IMPORT + "from torch.nn.parallel import DistributedDataParallel as DDP\n" + """\
+class Trainer:
+    def __init__(self, model, strategy):
+        self.strategy = strategy
+        self.model = self._setup(model)
+
+    def _setup(self, model):
+        if self.strategy == "ddp":
+            model = DDP(model)
+        elif self.strategy == "fsdp":
+            model = FSDP(model)
+        return model
+
+    def save(self, path):
+        if dist.get_rank() != 0:
+            return
+        torch.save(self.model.state_dict(), path)
+""", line=20, column=20),
         # ``convert_sync_batchnorm`` hands back the module it was given: still the DDP model (a56 sewformer).
         Invalid(DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
                        "model = DDP(net.cuda(), device_ids=[local_rank])\n"
@@ -511,7 +549,7 @@ if __name__ == "__main__":
                 and _sharded_optimizer(index, site.receiver):
             return "collective consolidate_state_dict() (gathers the optimizer shards from every rank)", HANGS
         if site.method == "state_dict" and site.receiver is not None \
-                and wrapped_kind(index, site.receiver, site.order) == "fsdp":
+                and may_hold_wrap(index, site.receiver, site.order, "fsdp"):
             return "FSDP state_dict() (all-gathers parameters)", HANGS
         if isinstance(site.node.func, (cst.Name, cst.Attribute)) and qualified == "":
             kind = wrapped_kind(index, site.node.func, site.order)

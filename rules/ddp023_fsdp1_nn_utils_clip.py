@@ -46,7 +46,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint.analysis.flow import exclusive
-from ddplint.analysis.models import overridden_where_wrapped, wrapped_kind
+from ddplint.analysis.models import may_hold_wrap, overridden_where_wrapped, wrapped_kind
 from ddplint.fixes import UNSAFE, NodeFix, delete_until, node_fix, replace
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
@@ -63,6 +63,24 @@ class Fsdp1NnUtilsClip(Rule):
     uses_project = True
 
     valid = [
+        # A strategy switch makes the model DDP or FSDP; the DDP arm clips the module's parameters.
+        Valid(IMPORTS + "from torch.nn.parallel import DistributedDataParallel as DDP\n" + """\
+class Trainer:
+    def __init__(self, model, strategy):
+        self.strategy = strategy
+        self.model = self._setup(model)
+
+    def _setup(self, model):
+        if self.strategy == "ddp":
+            model = DDP(model)
+        elif self.strategy == "fsdp":
+            model = FSDP(model)
+        return model
+
+    def clip(self):
+        if self.strategy == "ddp":
+            torch.nn.utils.clip_grad_norm_(self.model.module.parameters(), 1.0)
+"""),
         # The base method clips a plain model: the subclass that shards it clips its own way.
         Valid(IMPORTS + "class Learner:\n    def __init__(self, net):\n        self.net = net.cuda()\n"
                         "    def clip(self, limit):\n"
@@ -101,6 +119,27 @@ class Fsdp1NnUtilsClip(Rule):
                         "    torch.nn.utils.clip_grad_norm_(cfg.model.parameters(), 1.0)\n"),
     ]
     invalid = [
+        # ... its other arm clips the FSDP model's shards (JayDS22's trainer); no fix: the model
+        # may be plain there too.
+        Invalid(IMPORTS + "from torch.nn.parallel import DistributedDataParallel as DDP\n" + """\
+class Trainer:
+    def __init__(self, model, strategy):
+        self.strategy = strategy
+        self.model = self._setup(model)
+
+    def _setup(self, model):
+        if self.strategy == "ddp":
+            model = DDP(model)
+        elif self.strategy == "fsdp":
+            model = FSDP(model)
+        return model
+
+    def clip(self):
+        if self.strategy == "ddp":
+            torch.nn.utils.clip_grad_norm_(self.model.module.parameters(), 1.0)
+        else:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+""", line=20, column=13),
         # A submodule's parameters of the FSDP model, through a list (a69 CoT-Internalize): shards too.
         Invalid(IMPORTS + "model = FSDP(build(), device_id=torch.cuda.current_device())\n"
                           "trainable = list(model.base_model.parameters())\nloss.backward()\n"
@@ -236,18 +275,19 @@ class Fsdp1NnUtilsClip(Rule):
         for site in index.calls_to(CLIP):
             params = site.argument("parameters", 0)
             model = _parameters_receiver(params.value, index) if params is not None else None
-            if model is not None and wrapped_kind(index, model, site.order) != "fsdp":
+            if model is not None and not may_hold_wrap(index, model, site.order, "fsdp"):
                 # ``list(model.base_model.parameters())``: a submodule of the FSDP model holds shards too
                 model = _fsdp_root(index, model, site.order)
                 submodule = True
             else:
                 submodule = False
-            if model is not None and wrapped_kind(index, model, site.order) == "fsdp" \
+            if model is not None and may_hold_wrap(index, model, site.order, "fsdp") \
                     and not _fsdp_path_elsewhere(index, site, model) and not _overridden(index, site, model):
                 # A filtered list (``[p for p in m.parameters() if ...]``) or a name bound to one, or a
-                # submodule's parameters: the method clips every parameter, so no fix is offered.
+                # submodule's parameters: the method clips every parameter, so no fix is offered; nor for
+                # a model that a strategy switch may also leave plain or DDP (no ``clip_grad_norm_`` there).
                 direct = isinstance(params.value, cst.Call) and _parameters_receiver(params.value) is not None \
-                    and not submodule
+                    and not submodule and wrapped_kind(index, model, site.order) == "fsdp"
                 yield self.report(site.node, fix=_fix(site.node, params, model) if direct else None)
 
 
@@ -256,7 +296,7 @@ def _fsdp_root(index: SemanticIndex, expr: cst.BaseExpression, order: int) -> Op
     ``model.base_model``, ``model.module.encoder``), or None."""
     while isinstance(expr, cst.Attribute):
         expr = expr.value
-        if wrapped_kind(index, expr, order) == "fsdp":
+        if may_hold_wrap(index, expr, order, "fsdp"):
             return expr
     return None
 

@@ -68,6 +68,59 @@ def wrapped_kind(index, expr, at_order: int) -> str:
 
 
 
+def may_hold_wrap(index, expr, at_order: int, kind: str) -> bool:
+    """Can ``expr`` hold a ``kind`` ("ddp"/"fsdp") model where it is used? Yes
+    when ``wrapped_kind`` says so, and also when it says the other kind but a
+    wrap of this kind reaches the use on some path whose tested flags the use
+    does not contradict: a model a strategy switch makes DDP or FSDP
+    (``if self.strategy == "ddp": m = DDP(m) elif self.strategy == "fsdp": m =
+    FSDP(m); return m`` stored in ``self.model``) is FSDP in ``save()`` and in the
+    ``else`` arm of ``if self.strategy == "ddp":``, but not in its ``if`` arm."""
+    found = wrapped_kind(index, expr, at_order)
+    if found == kind:
+        return True
+    if not found:
+        return False
+    use = condition_facts(index, expr)
+    return any(found_kind == kind and not _contradicts(condition_facts(index, node), use)
+               for found_kind, node in _wrap_sites(index, expr))
+
+
+def _wrap_sites(index, expr, depth: int = 0) -> list:
+    """The DDP/FSDP wrap calls of this module whose model ``expr`` may hold, as
+    (kind, the binding's node): through the bindings of the name or attribute,
+    plain aliases, and the returns of this module's functions it is bound from
+    (``self.model = self._setup_model(model)``)."""
+    import libcst as cst
+
+    from ddplint.analysis import flow
+    from ddplint.analysis.semantic import dotted_name
+    from ddplint.analysis.values import _is_wrap_call
+
+    name = dotted_name(expr)
+    if name is None or depth > 3:
+        return []
+    found = []
+    for binding in index.reaching(name, expr):
+        value = binding.value
+        if binding.kind not in ("assign", "annassign") or value is None or value is expr:
+            continue
+        wrapped = [kind for wrapper, kind in ((names.DDP, "ddp"), (names.FSDP, "fsdp"))
+                   if _is_wrap_call(index, value, (wrapper,))]
+        if wrapped:
+            found.append((wrapped[0], binding.node))
+        elif isinstance(value, (cst.Name, cst.Attribute)):
+            found.extend(_wrap_sites(index, value, depth + 1))
+        elif isinstance(value, cst.Call):
+            site = index.call_site(value)
+            for function in flow.helper_functions(index, site) if site is not None else ():
+                for exit_node in index.exits:
+                    if isinstance(exit_node, cst.Return) and isinstance(exit_node.value, (cst.Name, cst.Attribute)) \
+                            and flow.enclosing_function(index, exit_node) is function:
+                        found.extend(_wrap_sites(index, exit_node.value, depth + 1))
+    return found
+
+
 def _kind_of_live_bindings(index, expr, at_order: int, kind: str) -> str:
     """``kind`` unless the wrap bindings of ``expr`` are made under a condition
     that the use contradicts: ``if cfg.only_eval: m = DDP(net) else: m =
