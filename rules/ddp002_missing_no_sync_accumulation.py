@@ -526,6 +526,24 @@ for it, (x, y) in enumerate(loader):
 """),
     ]
     invalid = [
+        # The trainer is handed its model, annotated as the FSDP wrapper (epochraft): an inner
+        # micro-step loop accumulates without no_sync().
+        Invalid("""\
+import torch
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+class Trainer:
+    def __init__(self, model: FSDP, optimizer, k):
+        self.model = model
+        self.optimizer, self.k = optimizer, k
+
+    def train_step(self, it):
+        for _ in range(self.k):
+            loss = self.model(next(it)).mean()
+            loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+""", line=12, column=13),
         # The generator's micro-batch loop accumulates; the critic's arm of the same
         # helper is switched off for that call by the literal argument (not reported).
         Invalid(DDP + """\

@@ -253,6 +253,11 @@ def is_rank_condition(index: SemanticIndex, test: cst.BaseExpression, lenient: b
             return True  # ``def train(..., verbose): if verbose:`` with ``train(..., dist.get_rank() == 0)``
         if isinstance(test, cst.Attribute) and _rank_property(index, test, depth):
             return True  # ``if self.should_save_on_this_rank:`` (a property returning a rank test)
+        if isinstance(test, cst.Attribute) and all(_is_none(v) for v in values):
+            from ddplint.analysis.models import project_of
+
+            if project_of(index).is_switched_off_main(test.attr.value):
+                return True  # ``if self.save_models:`` that set-up turns off on every rank but the main one
         if lenient and is_rank_value(index, test, lenient):
             return True  # ``if not rank:``
         if lenient and isinstance(test, cst.Attribute) and not values:
@@ -263,6 +268,10 @@ def is_rank_condition(index: SemanticIndex, test: cst.BaseExpression, lenient: b
             project = project_of(index)
             return project.is_rank_flag_attribute(test.attr.value) or project.is_nulled_off_main(test.attr.value)
     return False
+
+
+def _is_none(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Name) and expr.value == "None"
 
 
 def _nulled_off_main_test(index: SemanticIndex, comparison: cst.Comparison) -> bool:

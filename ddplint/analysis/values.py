@@ -143,7 +143,7 @@ def rank_sources(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0)
     if not reaching and "." in name and name.rsplit(".", 1)[1] in FRAMEWORK_GLOBAL_RANKS:
         return frozenset({GLOBAL})  # ``accelerator.process_index``, ``fabric.global_rank``
     if not reaching and "." in name:
-        carried = _parameter_attribute_sources(index, expr, name)
+        carried = _attribute_set_by_callee(index, expr, name) or _parameter_attribute_sources(index, expr, name)
         if carried is not None:
             return carried
     for binding in reaching:
@@ -275,6 +275,63 @@ def _call_rank_sources(index: SemanticIndex, call: cst.Call, depth: int) -> froz
     if last in ("get_local_rank", "local_rank"):
         return frozenset({LOCAL})
     return frozenset({UNKNOWN})
+
+
+def _attribute_set_by_callee(index: SemanticIndex, expr: cst.BaseExpression,
+                             name: str) -> Optional[frozenset[str]]:
+    """``dist_setup_launch(args)`` then ``rank = args.rank``, the helper in another
+    module of the project (``args.rank = int(os.environ["RANK"])`` there): the rank
+    that project functions the object was handed to earlier in this function set
+    in that attribute (FunctionFacts.sets_param_ranks); None when none sets it.
+    (A helper of this module binds ``args.rank`` here: index.reaching finds it.)"""
+    from ddplint.analysis.flow import precedes
+    from ddplint.analysis.models import project_of
+    from ddplint.screen.facts import GLOBAL_RANK, LOCAL_RANK
+
+    head, _, attribute = name.partition(".")
+    if "." in attribute or head in ("self", "cls"):
+        return None
+    scope = index.enclosing_scope(expr)
+    project = project_of(index)
+    found: set[str] = set()
+    for site in index.calls:
+        if site.scope is not scope or site.method is not None and site.receiver is not None \
+                and dotted_name(site.receiver) == head:
+            continue
+        params = _params_handed(site, head)
+        if not params or not precedes(index, site.node, expr):
+            continue
+        callee = dotted_name(site.node.func)
+        function = project.callee_facts(index.path, callee, index.imports) if callee is not None else None
+        if function is None:
+            continue
+        declared = function.params[1:] if site.method is not None and function.params[:1] in (("self",), ("cls",)) \
+            else function.params
+        for param in params(declared):
+            tag = function.sets_param_ranks.get(f"{param}.{attribute}")
+            if tag is not None:
+                found.add(GLOBAL if tag == GLOBAL_RANK else LOCAL if tag == LOCAL_RANK else UNKNOWN)
+    return frozenset(found) if found else None
+
+
+def _params_handed(site: CallSite, head: str):
+    """The parameters (as a function of the callee's parameter names) that a call
+    fills with the name ``head``; None when it does not pass it."""
+    positions, keywords = [], []
+    position = 0
+    for arg in site.node.args:
+        if arg.star:
+            break
+        if arg.keyword is not None:
+            if isinstance(arg.value, cst.Name) and arg.value.value == head:
+                keywords.append(arg.keyword.value)
+            continue
+        if isinstance(arg.value, cst.Name) and arg.value.value == head:
+            positions.append(position)
+        position += 1
+    if not positions and not keywords:
+        return None
+    return lambda params: [params[p] for p in positions if p < len(params)] + [k for k in keywords if k in params]
 
 
 def _parameter_attribute_sources(index: SemanticIndex, expr: cst.BaseExpression,

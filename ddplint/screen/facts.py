@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "74"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "77"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -217,6 +217,14 @@ class FunctionFacts:
     # items) -> GLOBAL_RANK / LOCAL_RANK, when every return gives that rank or an integer
     # constant there (``return 0, 1, dev`` ... ``return int(os.environ["RANK"]), world, dev``).
     returns_ranks: dict[str, str] = field(default_factory=dict)
+    # Attributes of parameters the function sets from a rank ("args.rank" -> GLOBAL_RANK for
+    # ``def dist_setup_launch(args): args.rank = int(os.environ["RANK"])``), when every
+    # assignment there gives that rank or an integer constant: a caller that hands its
+    # object over reads the rank back in ``args.rank`` (values.rank_sources).
+    sets_param_ranks: dict[str, str] = field(default_factory=dict)
+    # Params annotated with the wrapper class (``def __init__(self, model: FSDP)``) -> "ddp"/"fsdp":
+    # the author says what callers pass (seeds Project.ddp_params).
+    annotated_wrapped: dict[str, str] = field(default_factory=dict)
     # Tuple items ("0", "1", ...) every return hands back without autograd history
     # (``return loss, torch.cat(parts).detach()``): unpacking them gives no graph (DDP001).
     returns_detached: set[str] = field(default_factory=set)
@@ -311,6 +319,10 @@ class ModuleFacts:
     # of a rank test that rank 0 never takes (``if rank != 0: cfg.ckpt_dir = None``):
     # ``if cfg.ckpt_dir is not None:`` / ``if self.verbose:`` then lets rank 0 through.
     nulled_off_main: set[str] = field(default_factory=set)
+    # ... of those, the ones set to False there (``if dist.get_rank() != self.main_gpu:
+    # self.save_models = False``): a boolean switch only the main rank keeps on, so
+    # ``if self.save_models:`` is a rank condition (Project.is_switched_off_main).
+    switched_off_main: set[str] = field(default_factory=set)
     # Class names (the module's classes, imported names) used otherwise than called
     # or subclassed: read as a value (``REGISTRY = {"t": Trainer}``, ``build(Trainer)``)
     # or a decorated class of the module (a registry's ``@register``). Such a class
@@ -450,6 +462,8 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
         facts.super_calls = ()  # type: ignore[assignment]
     if not facts.nulled_off_main:
         facts.nulled_off_main = EMPTY_SET
+    if not facts.switched_off_main:
+        facts.switched_off_main = EMPTY_SET
     return facts
 
 
@@ -1011,6 +1025,8 @@ class _Extractor:
                         if self.off_main and _empty_literal(node.value):
                             # ``if rank != 0: cfg.ckpt_dir = None`` / ``self.verbose = False``
                             self.facts.nulled_off_main.add(target.attr)
+                            if node.value.value is False:
+                                self.facts.switched_off_main.add(target.attr)
                     elif _same_length_tuples(target, node.value):  # ``a, b = 0, 0``: element by element
                         for element, value in zip(target.elts, node.value.elts):
                             name = _dotted(element)
@@ -1209,6 +1225,20 @@ class _Extractor:
                 found[position] = ranks.pop()
         return found
 
+    def param_attribute_ranks(self, params: tuple[str, ...]) -> dict[str, str]:
+        """FunctionFacts.sets_param_ranks: ``param.attr`` -> the one rank kind every
+        assignment of that attribute in the function gives (integer constants allowed)."""
+        found = {}
+        for dotted, values in self.assigned[-1].items():
+            head, _, attribute = dotted.partition(".")
+            if head not in params or head in ("self", "cls") or not attribute or "." in attribute:
+                continue
+            tags = set().union(*(self.value_tags(value) for value in values))
+            ranks = tags & {GLOBAL_RANK, LOCAL_RANK}
+            if len(ranks) == 1 and tags <= ranks | {LITERAL}:
+                found[dotted] = ranks.pop()
+        return found
+
     def detached_positions(self, returns: list[ast.AST]) -> set[str]:
         """Positions of the returned tuples that hold no autograd history in every return."""
         tuples = [r for r in returns if isinstance(r, ast.Tuple)]
@@ -1257,6 +1287,9 @@ class _Extractor:
         self.given, self.unguarded_saves = [], []
         self.none_defaults = _params_defaulting_to(args, None)
         facts.true_defaults = _params_defaulting_to(args, True)
+        facts.annotated_wrapped = {
+            a.arg: kind for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]
+            if a.annotation is not None and (kind := self.wrapper_class(a.annotation))}
         outer_node, self.function_node = self.function_node, node
         self.assigned.append({})
         self.unpacked.append({})
@@ -1273,6 +1306,7 @@ class _Extractor:
             self.passes_through(value, p) for value in self.returns[-1])}
         self.loop_facts(node, facts)
         facts.sampler_switch = self.sampler_switch(node)
+        facts.sets_param_ranks = self.param_attribute_ranks(params)
         if outer_owner and params and params[0] == "self" and node.name != "__init__":
             facts.reshapes_self = self.reshapes_self(node)
         self.agreed.pop()
@@ -1922,6 +1956,11 @@ class _Extractor:
             values = self.values_of(expr.id)
             return bool(values) and all(self.is_environ(v, depth + 1) for v in values)
         return False
+
+    def wrapper_class(self, annotation: ast.AST) -> str:
+        """"ddp"/"fsdp" for an annotation naming the wrapper class."""
+        qualified = self.qualified(annotation)
+        return DDP_MODEL if qualified == names.DDP else FSDP_MODEL if qualified == names.FSDP else ""
 
     def wrapper_of(self, expr: ast.AST) -> str:
         if isinstance(expr, ast.Call):

@@ -47,6 +47,10 @@ class Project:
         self.weak_callers: dict[FunctionKey, list[tuple[str, CallFact]]] = {}
         self._link_calls()
         self.ddp_params: dict[FunctionKey, dict[str, str]] = {}  # param -> "ddp"/"fsdp"
+        for path, module in self.modules.items():  # ``model: FSDP``: what the author says callers pass
+            for name, function in module.functions.items():
+                for param, kind in function.annotated_wrapped.items():
+                    self.ddp_params.setdefault((path, name), {}).setdefault(param, kind)
         self._propagate_wrapped_params()
         self._reaches_collective: dict[FunctionKey, bool] = {}
         self._propagate_collectives()
@@ -279,6 +283,7 @@ class Project:
                         self.is_rank_predicate(path, module.imports, g) for g in call.maybe_guards):
                     call.guarded = call.guarded_lenient = True
                 keys = self.resolve_functions(path, call.callee)
+                keys = [*keys, *(override for key in keys for override in self._self_call_overrides(key, call))]
                 for key in keys:
                     self.callers.setdefault(key, []).append((path, call))
                 if keys:
@@ -293,6 +298,25 @@ class Project:
             # project is pickled to every worker process.
             module.calls = resolved
 
+    def _self_call_overrides(self, key: FunctionKey, call: CallFact) -> list[FunctionKey]:
+        """``self._sample_loop(model, x)`` in a method of ``Base``: on an instance of a
+        project subclass the subclass's override runs (a template method: ``Base.sample``
+        calls the loop each sampler implements), so those overrides are callees too."""
+        caller_class = call.caller.rpartition(".")[0]
+        owner, _, method = key[1].rpartition(".")
+        if not call.instance or not caller_class or call.callee.rpartition(".")[0] != caller_class:
+            return []
+        found, seen, pending = [], set(), list(self._subclasses().get((key[0], owner), ()))
+        while pending:
+            sub = pending.pop()
+            if sub in seen:
+                continue
+            seen.add(sub)
+            if f"{sub[1]}.{method}" in self.modules[sub[0]].functions:
+                found.append((sub[0], f"{sub[1]}.{method}"))
+            pending.extend(self._subclasses().get(sub, ()))
+        return found
+
     def _by_method_name(self, call: CallFact) -> Optional[FunctionKey]:
         """The one method of the project named like the unresolved instance call
         ``obj.m(...)`` whose parameters take the call's tagged arguments, when the call
@@ -303,6 +327,11 @@ class Project:
             return None  # ``self.m`` / ``Cls.m`` / dunders: the ordinary resolution's
         if not any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith(PARAM_PREFIX) for tag in call.args.values()):
             return None
+        fitting = [key for key in self._methods_named(method) if self._takes_arguments(key, call)]
+        return fitting[0] if len(fitting) == 1 else None
+
+    def _methods_named(self, method: str) -> list[FunctionKey]:
+        """Every method of a project class named ``method``."""
         if not hasattr(self, "_methods_by_name"):
             self._methods_by_name: dict[str, list[FunctionKey]] = {}
             for path, module in self.modules.items():
@@ -310,8 +339,7 @@ class Project:
                     owner, _, name = key.rpartition(".")
                     if owner in module.classes:
                         self._methods_by_name.setdefault(name, []).append((path, key))
-        fitting = [key for key in self._methods_by_name.get(method, []) if self._takes_arguments(key, call)]
-        return fitting[0] if len(fitting) == 1 else None
+        return self._methods_by_name.get(method, [])
 
     def _takes_arguments(self, key: FunctionKey, call: CallFact) -> bool:
         function = self.function(key)
@@ -754,8 +782,24 @@ class Project:
         "load" (a load_state_dict into it), or None. A method of what a factory
         returns answers when every class it may build answers alike."""
         keys = self.resolve_functions(path, callee, imports)
+        if not keys and wrapped_slots:
+            # ``self.diffusion.sample(model=self.model)``, the instance's class unknown: the one
+            # method of the project so named that takes those arguments (as _by_method_name links)
+            fitting = self._method_named_taking(callee, wrapped_slots)
+            keys = [fitting] if fitting is not None else []
         found = {self._key_reaches(key, callee, wrapped_slots) for key in keys}
         return found.pop() if len(found) == 1 else None
+
+    def _method_named_taking(self, callee: str, slots: dict[str, str]) -> Optional[FunctionKey]:
+        """The one project method named like the unresolved instance call ``callee``
+        (``holder.m`` with a dotted, lower-case holder) whose parameters take ``slots``."""
+        holder, _, method = callee.rpartition(".")
+        if not holder or "." not in holder and holder in ("self", "cls") \
+                or holder.split(".")[-1][:1].isupper() or method.startswith("__"):
+            return None
+        call = CallFact(callee, "", False, False, args=dict(slots), instance=True)
+        fitting = [key for key in self._methods_named(method) if self._takes_arguments(key, call)]
+        return fitting[0] if len(fitting) == 1 else None
 
     def _key_reaches(self, key: FunctionKey, callee: str, wrapped_slots: dict[str, str]) -> Optional[str]:
         if self.reaches_collective(key):
@@ -916,6 +960,15 @@ class Project:
         if nulled is None:
             nulled = self._nulled_off_main = frozenset().union(*(m.nulled_off_main for m in self.modules.values()))
         return attribute in nulled
+
+    def is_switched_off_main(self, attribute: str) -> bool:
+        """Does some module of the project set ``obj.<attribute> = False`` only in
+        an arm of a rank test that rank 0 never takes (``ModuleFacts.switched_off_main``)?"""
+        switched = getattr(self, "_switched_off_main", None)
+        if switched is None:
+            switched = self._switched_off_main = frozenset().union(
+                *(m.switched_off_main for m in self.modules.values()))
+        return attribute in switched
 
     def fills(self, key: FunctionKey, param: str, positional: Optional[int], keywords: Iterable[str],
               instance: bool) -> bool:
@@ -1099,7 +1152,19 @@ class Project:
             return True
         if path in self._receives_wrapped or path in self._gets_wrapped_back:
             return True
-        return path in self._imported_by_ddp_modules
+        return path in self._imported_by_ddp_modules or self._subclasses_ddp_class(path, module)
+
+    def _subclasses_ddp_class(self, path: str, module: ModuleFacts) -> bool:
+        """Does a class of the module subclass a project class that stores a DDP/FSDP
+        model (``class DM(Base)`` with ``Base.__init__`` wrapping ``self.model``)? Its
+        methods run on that object: DDP code, whatever the module imports."""
+        for bases in module.classes.values():
+            for base in bases:
+                found = self._definition(path, base)
+                if found is not None and found[0] != path and found[0] in self.modules \
+                        and self.modules[found[0]].wrapped_attributes.get(found[1]):
+                    return True
+        return False
 
     @property
     def _gets_wrapped_back(self) -> set[str]:
