@@ -121,6 +121,21 @@ class RankDivergentSkipBeforeBackward(Rule):
     needs_ddp_context = True
 
     valid = [
+        # A handler of the loader's exhaustion only (the try runs no step): every rank goes on.
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+def train(net, loader, opt, steps):
+    model = DDP(net.cuda())
+    it = iter(loader)
+    for _ in range(steps):
+        try:
+            x = next(it)
+        except Exception:
+            it = iter(loader)
+            continue
+        model(x).mean().backward()
+        opt.step()
+"""),
         # The else of a switch over a configuration value (no such dataset): the same on every rank (a75 samtemp).
         Valid(DIST + """\
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -730,6 +745,27 @@ def train(net, loader, opt):
 """),
     ]
     invalid = [
+        # An out-of-memory error in this rank's forward: the step function returns before the
+        # backward its peers run (aps).
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+class Trainer:
+    def __init__(self, net):
+        self.model = DDP(net.cuda())
+    def train_one_step(self, batch):
+        try:
+            loss = self.model(batch).mean()
+        except RuntimeError as err:
+            if "out of memory" in str(err):
+                torch.cuda.empty_cache()
+                return False
+            raise
+        loss.backward()
+        return True
+    def run(self, loader):
+        for batch in loader:
+            self.train_one_step(batch)
+""", line=15, column=17),
         # A failed assert on this rank's non-finite loss is a raise in all but name: a warning.
         Invalid(DIST + """\
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -1239,7 +1275,8 @@ def _skip_severity(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str
         tests = [branch.test for branch, _ in flow.if_ancestors(index, exit_node, stop=loop)]
         if isinstance(exit_node, cst.Assert):
             tests.append(exit_node.test)
-        if not tests:
+        failed = _handles_a_failed_step(index, exit_node, loop)
+        if not tests and not failed:
             continue
         leaves = not isinstance(exit_node, cst.Continue)
         if leaves and any(_rank_condition(index, t) for t in tests):
@@ -1249,9 +1286,36 @@ def _skip_severity(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str
         # also skips every later iteration's backward.
         if not leaves and not any(flow.precedes(index, exit_node, s) for s in syncs):
             continue
-        if any(_per_rank_data_condition(index, t, loops) for t in tests):
+        if failed or any(_per_rank_data_condition(index, t, loops) for t in tests):
             return "warning" if isinstance(exit_node, (cst.Raise, cst.Assert)) else "error"
     return None
+
+
+# What a forward or backward raises on one rank alone (out of memory, a bad sample's shape).
+_STEP_FAILURES = ("Exception", "BaseException", "RuntimeError", "OutOfMemoryError", "MemoryError")
+
+
+def _handles_a_failed_step(index: SemanticIndex, exit_node: cst.CSTNode, stop: cst.CSTNode) -> bool:
+    """A ``return`` / ``continue`` / ``break`` in an ``except`` handler (bare, ``Exception``,
+    ``RuntimeError``, out of memory) of a ``try`` whose body runs the step: the exception
+    is this rank's alone (``except RuntimeError as e: if "out of memory" in str(e):
+    return False``, aps), so only this rank skips what follows."""
+    if not isinstance(exit_node, (cst.Return, cst.Continue, cst.Break)):
+        return False
+    below: cst.CSTNode = exit_node
+    for ancestor in index.ancestors(exit_node):
+        if ancestor is stop or isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            return False
+        if isinstance(ancestor, cst.Try) and below in ancestor.handlers:
+            caught = below.type
+            kinds = [e.value for e in caught.elements] if isinstance(caught, cst.Tuple) else [caught]
+            if not all(kind is None or (dotted_name(kind) or "").split(".")[-1] in _STEP_FAILURES
+                       for kind in kinds):
+                return False
+            return any(flow.is_inside(index, site.node, ancestor.body) and (dotted_name(site.node.func) or "")
+                       not in ("next", "iter") for site in index.calls)
+        below = ancestor
+    return False
 
 
 def _unknown_option_raise(index: SemanticIndex, raise_node: cst.Raise, loop: cst.CSTNode) -> bool:
@@ -1312,6 +1376,8 @@ def _step_function_exit(index: SemanticIndex, exit_node: cst.CSTNode) -> Optiona
     branches = list(flow.if_ancestors(index, exit_node, stop=function))
     tests = [branch.test for branch, _ in branches] + (
         [exit_node.test] if isinstance(exit_node, cst.Assert) else [])
+    if _handles_a_failed_step(index, exit_node, function):
+        return "error"  # ``except RuntimeError: ... return False`` before the backward
     if not tests:
         return None
     if any(_switched_off(index, function, branch, in_body) for branch, in_body in branches):
