@@ -50,6 +50,7 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
+from ddplint.analysis import flow
 from ddplint.analysis.values import literal_bool
 from ddplint.analysis.models import parameter_values, project_of
 from ddplint.screen.facts import TRUE, ModuleFacts, summarize
@@ -69,6 +70,12 @@ class SamplerSetEpochMissing(Rule):
     uses_project = True
 
     valid = [
+        # The epoch and the data go to a training function of a package the repository does not
+        # ship (open_clip's train_one_epoch calls set_epoch on what it is given): not visible here.
+        Valid(IMPORTS + "from training.train import train_one_epoch\n"
+                        "def main(ds, model, epochs):\n    sampler = DistributedSampler(ds)\n"
+                        "    data = {'train': (DataLoader(ds, sampler=sampler), sampler)}\n"
+                        "    for epoch in range(epochs):\n        train_one_epoch(model, data, epoch)\n"),
         # ... and on both samplers.
         Valid(IMPORTS + "class Loaders:\n    def __init__(self, a, b):\n"
                         "        self.main_sampler = DistributedSampler(a)\n"
@@ -128,6 +135,13 @@ class SamplerSetEpochMissing(Rule):
                         "        self.loader = DataLoader(ds, sampler=self.sampler)\n"),
     ]
     invalid = [
+        # ... but a function of that package that only reports the epoch trains nothing.
+        Invalid(IMPORTS + "from reporting import report\n"
+                          "def main(ds, model, epochs):\n    sampler = DistributedSampler(ds)\n"
+                          "    loader = DataLoader(ds, sampler=sampler)\n"
+                          "    for epoch in range(epochs):\n        report(epoch)\n"
+                          "        for x in loader:\n            model(x).sum().backward()\n",
+                line=6, column=15),
         # A ``while`` over a flag that goes over a loader bound to ``DataLoader(...)`` (a67 gns).
         Invalid(IMPORTS + "def train(dataset, n_steps):\n"
                           "    sampler = DistributedSampler(dataset, num_replicas=dist.get_world_size(), "
@@ -255,6 +269,8 @@ class SamplerSetEpochMissing(Rule):
         here = mine.has_epoch_loop or _epoch_loop_through_a_name(index)
         if not here and (not project.complete or not project.in_scope(index.path, lambda m: m.has_epoch_loop)):
             return
+        if not own and _epoch_handed_to_unseen_trainer(index):
+            return
         for site in index.calls_to(names.DISTRIBUTED_SAMPLER):
             shuffle = site.argument("shuffle")
             if shuffle is not None and literal_bool(shuffle.value) is not True \
@@ -267,6 +283,36 @@ class SamplerSetEpochMissing(Rule):
             yield self.report(site.node, None if not own else
                               "DistributedSampler shuffles but set_epoch is called only on the other samplers, "
                               "never on this one: the same order every epoch")
+
+
+# Libraries whose functions are known not to call set_epoch on what they are given.
+_KNOWN_LIBRARIES = ("torch", "numpy", "math", "logging", "os", "time", "json", "wandb", "tqdm", "builtins")
+_TRAINING_WORDS = ("train", "epoch", "fit")
+
+
+def _epoch_handed_to_unseen_trainer(index: SemanticIndex) -> bool:
+    """The epoch loop hands its epoch to an imported training function that is
+    not in the project (``from training.train import train_one_epoch`` of a
+    package the repository does not ship; ``train_one_epoch(model, data, loss,
+    epoch, ...)``): such a function usually calls ``set_epoch`` on the data it is
+    given (open_clip's), and its body is not here to tell."""
+    project = project_of(index)
+    for loop in index.loops:
+        if not isinstance(loop, cst.For) or "epoch" not in index.module.code_for_node(loop.target).lower():
+            continue
+        epochs = {name.value for name in _names(loop.target)}
+        for site in index.calls:
+            callee = dotted_name(site.node.func)
+            qualified = site.qualified_name or ""
+            if not isinstance(site.node.func, cst.Name) or not qualified or not flow.is_inside(index, site.node, loop):
+                continue
+            if qualified.split(".")[0] in _KNOWN_LIBRARIES or project.resolve_function(index.path, callee, index.imports):
+                continue
+            if not any(word in callee.split(".")[-1].lower() for word in _TRAINING_WORDS):
+                continue
+            if any(isinstance(arg.value, cst.Name) and arg.value.value in epochs for arg in site.node.args):
+                return True
+    return False
 
 
 def _relay(index: SemanticIndex, site: CallSite) -> bool:
