@@ -1066,12 +1066,13 @@ def train(net, loader, opt, k):
         loss.backward(); opt.step(); acc = 0.0
 """),
         # A trainer attribute reset only at the optimizer step (every k-th iteration): it keeps
-        # k micro-steps' graphs and is read by the logger, not by backward() (LiteASR).
+        # k micro-steps' graphs and is read by the logger, not by backward() (LiteASR, whose
+        # criterion runs the model itself: the loss has history, backward() is run on it).
         Invalid(TRAIN + """\
 class Trainer:
     def run(self, loader, k):
         for i, xb in enumerate(loader, start=1):
-            loss = self.net(xb).mean()
+            loss = self.criterion(self.net, xb)
             self.loss += loss / k
             loss.backward()
             if i % k == 0:
@@ -1080,7 +1081,7 @@ class Trainer:
 class Trainer:
     def run(self, loader, k):
         for i, xb in enumerate(loader, start=1):
-            loss = self.net(xb).mean()
+            loss = self.criterion(self.net, xb)
             self.loss += (loss / k).detach()
             loss.backward()
             if i % k == 0:

@@ -124,6 +124,20 @@ class MissingNoSyncAccumulation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # FSDP2 sharded in place, the sync switched off on the accumulating steps.
+        Valid("""\
+import torch
+from torch.distributed.fsdp import fully_shard
+
+fully_shard(model)
+for step, (x, y) in enumerate(loader):
+    model.set_requires_gradient_sync(step % k == k - 1)
+    loss = model(x, y)
+    loss.backward()
+    if step % k == k - 1:
+        opt.step()
+        opt.zero_grad()
+"""),
         # The same sync choice written once per input mode, around a step helper that steps
         # only on the syncing iteration: the no_sync arm covers the accumulating ones.
         Valid(DDP + "def run_epoch(model, loader, opt, k, packed):\n"
@@ -526,6 +540,20 @@ for it, (x, y) in enumerate(loader):
 """),
     ]
     invalid = [
+        # FSDP2 shards the model in place (fully_shard(model), no new name): accumulating every
+        # step without set_requires_gradient_sync(False) (simpler-fsdp).
+        Invalid("""\
+import torch
+from torch.distributed.fsdp import fully_shard
+
+fully_shard(model)
+for step, (x, y) in enumerate(loader):
+    loss = model(x, y)
+    loss.backward()
+    if step % k == k - 1:
+        opt.step()
+        opt.zero_grad()
+""", line=7, column=5),
         # The trainer is handed its model, annotated as the FSDP wrapper (epochraft): an inner
         # micro-step loop accumulates without no_sync().
         Invalid("""\

@@ -1048,12 +1048,26 @@ def binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) ->
     return found[1]
 
 
+def _backward_is_run_on(index: SemanticIndex, binding: Binding) -> bool:
+    """``loss = self.criterion(self.model, *batch)`` then ``loss.backward()`` that
+    this binding reaches: whatever the call is, the value has autograd history
+    (LiteASR's criterion that runs the model itself)."""
+    if "." in binding.name:
+        return False
+    for site in index.method_calls("backward"):
+        receiver = site.receiver
+        if isinstance(receiver, cst.Name) and receiver.value == binding.name and site.scope is binding.scope \
+                and any(b is binding for b in index.reaching(binding.name, receiver)):
+            return True
+    return False
+
+
 def _binding_carries_graph(index: SemanticIndex, binding: Binding, depth: int) -> bool:
     node = binding.node
     if in_no_grad_region(index, node):
         return False  # bound under ``torch.no_grad()``: no history, whatever is read later
     if binding.kind in ("assign", "annassign"):
-        return carries_graph(index, binding.value, binding.order, depth + 1)
+        return carries_graph(index, binding.value, binding.order, depth + 1) or _backward_is_run_on(index, binding)
     if binding.kind == "augassign":
         # ``snap /= n`` keeps whatever history ``snap`` already had.
         if carries_graph(index, binding.value, binding.order, depth + 1):
@@ -1921,6 +1935,19 @@ def model_of_forward(call: cst.Call) -> cst.BaseExpression:
     return func
 
 
+def _sharded_in_place(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    """``fully_shard(model)`` (FSDP2) earlier in the same function: it turns the
+    module itself into an FSDP module, with no new name to bind."""
+    name = dotted_name(expr)
+    scope = index.enclosing_scope(expr)
+    for site in index.calls_to(names.FULLY_SHARD):
+        module = site.argument("module", 0)
+        if module is not None and name is not None and dotted_name(module.value) == name \
+                and index.enclosing_scope(site.node) is scope and precedes(index, site.node, expr):
+            return True
+    return False
+
+
 def wrapped_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int,
                   wrappers: tuple[str, ...] = WRAPPERS) -> bool:
     """Is ``expr`` a DDP/FSDP-wrapped model: wrapped here, or a parameter that
@@ -1930,6 +1957,8 @@ def wrapped_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int,
         return True
     if not isinstance(expr, (cst.Name, cst.Attribute)):
         return False
+    if names.FSDP in wrappers and _sharded_in_place(index, expr):
+        return True
     from ddplint.analysis.models import wrapped_kind
 
     if wrapped_kind(index, expr, at_order):
