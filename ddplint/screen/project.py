@@ -1152,7 +1152,33 @@ class Project:
             return True
         if path in self._receives_wrapped or path in self._gets_wrapped_back:
             return True
-        return path in self._imported_by_ddp_modules or self._subclasses_ddp_class(path, module)
+        return path in self._imported_by_ddp_modules or self._subclasses_ddp_class(path, module) \
+            or self._subclassed_by_ddp_code(path, module)
+
+    def _subclassed_by_ddp_code(self, path: str, module: ModuleFacts) -> bool:
+        """Does a DDP class of another module (``_ddp_class``) subclass a class of this
+        one (``class DDPTrainer(DDPBaseTask, Trainer)`` over a plain ``Trainer``)? The
+        inherited methods run in its workers."""
+        subclasses = self._subclasses()
+        for cls in module.classes:
+            for sub_path, sub_class in subclasses.get((path, cls), ()):
+                if sub_path != path and self._ddp_class(sub_path, sub_class):
+                    return True
+        return False
+
+    def _ddp_class(self, path: str, cls: str, depth: int = 0) -> bool:
+        """Is the class in a module with DDP code of its own, or has it a project base
+        class that is (``class DDPTrainer(DDPBaseTask, Trainer)``)?"""
+        module = self.modules.get(path)
+        if module is None or depth > 4:
+            return False
+        if module.own_ddp_context:
+            return True
+        for base in module.classes.get(cls, ()):
+            found = self._definition(path, base)
+            if found is not None and found != (path, cls) and self._ddp_class(found[0], found[1], depth + 1):
+                return True
+        return False
 
     def _subclasses_ddp_class(self, path: str, module: ModuleFacts) -> bool:
         """Does a class of the module subclass a project class that stores a DDP/FSDP
