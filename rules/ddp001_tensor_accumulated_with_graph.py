@@ -12,10 +12,14 @@ and project helpers that hand back their argument or a copy of it
 (`reduce_tensor(loss)` doing `rt = loss.clone(); dist.all_reduce(rt); return rt`),
 and training-step helpers of the module (`f(...)`, `self.m(...)`) that run
 `loss.backward()` and return that loss, or a named term of it, undetached
-(`loss, logs = self.update_fn(batch)`; `return actor_loss, critic_loss`).
+(`loss, logs = self.update_fn(batch)`; `return actor_loss, critic_loss`). A
+value that `backward()` is run on has history whatever call made it
+(`loss = self.criterion(self.model, *batch)` then `loss.backward()`).
 
 An accumulator counts as reset only when every path through the iteration
-resets it: a reset that a `continue` skips does not count. A per-batch method
+resets it: a reset that a `continue` skips does not count, nor one made only at
+the optimizer step (`if i % k == 0: self.loss = 0`, also for an attribute: it
+keeps k steps' graphs). A per-batch method
 without a loop of its own (`def step(self, xb): ... self.history.append(loss)`)
 is flagged when a loop of the module calls it: the instance's container
 outlives every call.

@@ -40,7 +40,10 @@ two calls down, to a call that runs its forward
 (`self.diffusion.train_losses(self.model, ...)`). A subclass of DDP/FSDP
 defined in the module (`class _DDP(torch.nn.parallel.DistributedDataParallel)`,
 then `model = _DDP(task)`) wraps like DDP itself, and defining one puts the
-module in DDP context.
+module in DDP context. A parameter annotated with the wrapper class (`def
+__init__(self, model: FSDP)`) holds a wrapped model, and `fully_shard(model)`
+(FSDP2) earlier in the function makes `model` itself an FSDP module (its switch
+is `model.set_requires_gradient_sync(False)`).
 
 ## Why is this bad?
 DDP all-reduces every gradient bucket in every `backward()`. With `k`

@@ -14,7 +14,10 @@ callers all pass `shuffle=True`, or leave out a parameter whose default is
 `True` (`def mk_loaders(ds, bs, shuffle=True)` called as `mk_loaders(ds, 32)`).
 
 Not flagged: `shuffle=False` (or a value ddplint cannot read); single-pass scripts without an epoch loop;
-validation/test samplers; a helper that calls `set_epoch`. The module need not
+validation/test samplers; a helper that calls `set_epoch`; an epoch loop that hands its
+epoch to a training function imported from a package the project does not ship
+(`train_one_epoch(model, data, epoch)` from open_clip's `training.train`: it may call
+`set_epoch` on the data, and its body is not visible). The module need not
 import `torch.distributed` (the sampler is evidence enough), and an epoch loop
 may iterate a name bound to the epochs (`bar = trange(n_epochs)`,
 `for i, _ in enumerate(bar):`).

@@ -13,7 +13,14 @@ function of the project that reaches one (`if rank == 0: evaluate(ddp_model)`,
 which checks parameter shapes across ranks and broadcasts rank 0's weights; a
 method of the class that stores the DDP model, `self.evaluate()` or
 `learner.predict(x)` running `self.net(x)` where `self.net = net` was given `DDP(...)`,
-itself or through other methods of `self`). When
+itself or through other methods of `self`; a method of an instance whose class is not
+known, when one project method has that name and takes the model,
+`self.diffusion.sample(model=self.model)`, also through the override of a subclass that
+a base's method calls on `self`). An FSDP state dict is collective also for a model
+that a strategy switch may make FSDP (`if self.strategy == "ddp": DDP(m) elif ...:
+FSDP(m)`) where the use's tested flags allow it. A boolean attribute that set-up
+turns off on every rank but the main one (`if dist.get_rank() != main_gpu:
+self.save_models = False`) is a rank condition (`if self.save_models:`). When
 the two arms of a rank test issue different collectives, the first arm is
 reported once. A wrapped model handed under a
 rank condition to an evaluation function whose body is not visible

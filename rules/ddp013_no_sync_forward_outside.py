@@ -1,6 +1,7 @@
 """## What it does
-Flags `with model.no_sync():` whose body calls `backward()` on a loss whose
-forward pass ran before the `with`, outside the context (also a loss that a
+Flags `with model.no_sync():` (also `with context:` where `context =
+nullcontext() if step else model.no_sync()`) whose body calls `backward()` on a
+loss whose forward pass ran before the `with`, outside the context (also a loss that a
 helper built from outputs it collected, `outs.append(model(x))` then
 `torch.cat(outs)`, and a loss summed from a dict of per-criterion losses,
 `parts[name] = crit(out, y)` then `sum(parts.values())` or a loop of

@@ -29,6 +29,12 @@ a training function (`fit_one_epoch(model, ...)`, imported or not). A backward
 on a private copy of the model (`copy.deepcopy(module)`) or on the unwrapped
 `ddp.module` arms no reducer and does not count.
 
+A `return` / `continue` / `break` in an `except` handler (bare, `Exception`,
+`RuntimeError`, out of memory) of a `try` that runs the step before its backward
+counts as per-rank: the exception is this rank's alone (`except RuntimeError as e:
+if "out of memory" in str(e): return False` before the backward). Not when the `try`
+holds the backward or a collective itself: that may be what failed, on every rank.
+
 A `raise` is reported as a warning: it fails fast on the rank that raises, but
 its peers wait in the all-reduce until the collective timeout. So is an `assert`
 on a non-finite check of this rank's values (`assert not torch.isnan(loss)`), a
@@ -121,6 +127,19 @@ class RankDivergentSkipBeforeBackward(Rule):
     needs_ddp_context = True
 
     valid = [
+        # The try holds the backward itself: the all-reduce may be what failed, on every rank.
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+def train(net, loader, opt):
+    model = DDP(net.cuda())
+    for x in loader:
+        loss = model(x).mean()
+        try:
+            loss.backward()
+        except RuntimeError:
+            break
+        opt.step()
+"""),
         # A handler of the loader's exhaustion only (the try runs no step): every rank goes on.
         Valid(DIST + """\
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -1297,9 +1316,11 @@ _STEP_FAILURES = ("Exception", "BaseException", "RuntimeError", "OutOfMemoryErro
 
 def _handles_a_failed_step(index: SemanticIndex, exit_node: cst.CSTNode, stop: cst.CSTNode) -> bool:
     """A ``return`` / ``continue`` / ``break`` in an ``except`` handler (bare, ``Exception``,
-    ``RuntimeError``, out of memory) of a ``try`` whose body runs the step: the exception
-    is this rank's alone (``except RuntimeError as e: if "out of memory" in str(e):
-    return False``, aps), so only this rank skips what follows."""
+    ``RuntimeError``, out of memory) of a ``try`` whose body runs the step before its
+    backward: the exception is this rank's alone (``except RuntimeError as e: if "out of
+    memory" in str(e): return False``, aps), so only this rank skips what follows. Not
+    when the ``try`` holds the backward or a collective: that may be what failed, on
+    every rank alike."""
     if not isinstance(exit_node, (cst.Return, cst.Continue, cst.Break)):
         return False
     below: cst.CSTNode = exit_node
@@ -1312,8 +1333,11 @@ def _handles_a_failed_step(index: SemanticIndex, exit_node: cst.CSTNode, stop: c
             if not all(kind is None or (dotted_name(kind) or "").split(".")[-1] in _STEP_FAILURES
                        for kind in kinds):
                 return False
-            return any(flow.is_inside(index, site.node, ancestor.body) and (dotted_name(site.node.func) or "")
-                       not in ("next", "iter") for site in index.calls)
+            inside = [site for site in index.calls if flow.is_inside(index, site.node, ancestor.body)]
+            if any(site.method == "backward" or (site.qualified_name or "").startswith("torch.distributed.")
+                   for site in inside):
+                return False  # the collective itself may have failed, on every rank alike
+            return any((dotted_name(site.node.func) or "") not in ("next", "iter") for site in inside)
         below = ancestor
     return False
 

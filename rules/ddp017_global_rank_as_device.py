@@ -15,7 +15,10 @@ rebound from `SLURM_PROCID` on one branch), copies of the environment
 calls (`fit(int(os.environ["RANK"]))` then `set_device(proc)` inside `fit`,
 also in another module), the attributes of objects passed in (`CFG.rank =
 int(os.environ["RANK"]); train(CFG)` then `device_ids=[config.rank]` inside
-`train(config)`) and the tuples a setup helper returns (`rank, world = setup_ddp()`).
+`train(config)`), the attributes a setup helper of the project writes into an object
+handed to it (`dist_setup_launch(args)` doing `args.rank = int(os.environ["RANK"])`,
+then `device_ids=[args.rank]`, also from another module) and the tuples a setup
+helper returns (`rank, world = setup_ddp()`).
 
 ## Why is this bad?
 The global rank counts processes across all nodes; the device index counts GPUs

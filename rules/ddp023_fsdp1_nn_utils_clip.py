@@ -5,7 +5,11 @@ attribute (`net = self.net`, `net, opt = self.net, self.opt`), a parameter
 that the project passes an FSDP model to, or an attribute of a container object
 (`models.generator`) that this module builds with an FSDP model as that keyword
 (`return Models(generator=fsdp_model)`, `SimpleNamespace(model=fsdp_model)`).
-The parameters may be filtered (`[p for p in model.parameters() if p.requires_grad]`,
+The model may also be one that a strategy switch makes DDP or FSDP (`if
+self.strategy == "ddp": m = DDP(m) elif self.strategy == "fsdp": m = FSDP(m)`,
+returned into `self.model`): flagged where the tested flags leave the FSDP wrap
+possible (the `else` of `if self.strategy == "ddp":`), with no fix (the model
+may be plain there). The parameters may be filtered (`[p for p in model.parameters() if p.requires_grad]`,
 inline or through a name bound only to that list), or a submodule's
 (`list(model.base_model.parameters())`: its parameters are shards too); no fix is
 offered then.

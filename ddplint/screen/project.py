@@ -320,12 +320,13 @@ class Project:
     def _by_method_name(self, call: CallFact) -> Optional[FunctionKey]:
         """The one method of the project named like the unresolved instance call
         ``obj.m(...)`` whose parameters take the call's tagged arguments, when the call
-        passes a wrapped model (or a parameter that may hold one) on."""
+        passes a wrapped model (or a parameter or instance attribute that may hold one) on."""
         holder, _, method = call.callee.rpartition(".")
         if not holder or holder.split(".")[0] in ("self", "cls") and "." not in holder \
                 or holder.split(".")[-1][:1].isupper() or method.startswith("__"):
             return None  # ``self.m`` / ``Cls.m`` / dunders: the ordinary resolution's
-        if not any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith(PARAM_PREFIX) for tag in call.args.values()):
+        if not any(tag in (DDP_MODEL, FSDP_MODEL) or tag.startswith((PARAM_PREFIX, SELF_ATTRIBUTE_PREFIX))
+                   for tag in call.args.values()):
             return None
         fitting = [key for key in self._methods_named(method) if self._takes_arguments(key, call)]
         return fitting[0] if len(fitting) == 1 else None
