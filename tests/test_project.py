@@ -16,7 +16,7 @@ import pytest
 from ddplint.config import Settings
 from ddplint.discovery import find_project_root, module_key
 from ddplint.engine import Linter, lint_document, lint_files, lint_paths
-from ddplint.screen.facts import summarize
+from ddplint.screen.facts import GLOBAL_RANK, LOCAL_RANK, summarize
 from ddplint.screen.project import Project
 from tests.helpers import run_cli, write
 
@@ -642,3 +642,24 @@ def test_a_method_of_what_a_factory_builds_is_every_built_class_s_method():
     # one call of close() through the name; ``make(cfg).close()`` is not read (a call's own
     # result is nearly always a library's: ``AutoModel.from_pretrained(p).to(d)``)
     assert [path for path, _ in project.callers[("engines.py", "Base.close")]] == ["train.py"]
+
+
+def test_set_up_helpers_annotations_and_switches_are_project_facts():
+    """The facts behind three cross-module answers: a helper that writes the global rank
+    into the object it is handed, a parameter annotated with the wrapper class, and a
+    boolean switched off on every rank but the main one."""
+    project = _project({
+        "utils.py": "import os\nimport torch.distributed as dist\n"
+                    "def setup(args):\n    args.rank = int(os.environ['RANK'])\n"
+                    "    args.local_rank = int(os.environ['LOCAL_RANK'])\n    args.name = 'run'\n",
+        "trainer.py": "import torch.distributed as dist\n"
+                      "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                      "class Trainer:\n    def __init__(self, model: FSDP, main_gpu=0):\n"
+                      "        self.model = model\n        self.save_models = True\n"
+                      "        if dist.get_rank() != main_gpu:\n            self.save_models = False\n",
+    })
+    setup = project.function(("utils.py", "setup"))
+    assert setup.sets_param_ranks == {"args.rank": GLOBAL_RANK, "args.local_rank": LOCAL_RANK}
+    assert project.wrapped_param("trainer.py", "Trainer.__init__", "model") == "fsdp"
+    assert project.is_switched_off_main("save_models")
+    assert not project.is_switched_off_main("model")
