@@ -314,6 +314,21 @@ def train(conf, local_rank, loader):
 """),
     ]
     invalid = [
+        # A method that runs the stored DDP model through a local alias (rq-vae's reconstruct).
+        Invalid(DDP_IMPORT + """\
+class Trainer:
+    def __init__(self, net, ema):
+        self.model = DDP(net)
+        self.model_ema = ema
+
+    def reconstruct(self, xs, mode):
+        model = self.model_ema if "ema" in mode else self.model
+        return model(xs)
+
+    def evaluate(self, xs):
+        if dist.get_rank() == 0:
+            self.reconstruct(xs, "valid")
+""", line=15, column=13),
         # A strategy switch may make the model FSDP: its state_dict() after the rank-0 return is a
         # collective (JayDS22's trainer).
         Invalid(FSDP_IMPORT + "from torch.nn.parallel import DistributedDataParallel as DDP\n" + """\

@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "77"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "78"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1533,6 +1533,12 @@ class _Extractor:
                     and node.func.value.id == "self" and self.self_class \
                     and node.func.attr not in self.class_methods.get(self.self_class, ()):
                 function.forwards_attributes.add(node.func.attr)
+            elif isinstance(node.func, ast.Name) and self.self_class:
+                # ``model = self.model_ema if "ema" in mode else self.model`` then ``model(x)``
+                for value in self.assigned[-1].get(node.func.id, ()):
+                    function.forwards_attributes.update(
+                        attribute for attribute in _self_attributes(value)
+                        if attribute not in self.class_methods.get(self.self_class, ()))
             if method == "load_state_dict" and isinstance(node.func, ast.Attribute):
                 root = _dotted(node.func.value) or ""
                 head = root.split(".")[0]
@@ -2147,6 +2153,15 @@ _STATE_WORDS = ("model", "net", "ckpt", "checkpoint", "state", "optim", "weights
 
 
 _MODULE_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+def _self_attributes(value: ast.AST) -> list[str]:
+    """``self.model`` -> ["model"]; both arms of ``self.a if c else self.b``."""
+    if isinstance(value, ast.IfExp):
+        return _self_attributes(value.body) + _self_attributes(value.orelse)
+    if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id == "self":
+        return [value.attr]
+    return []
 
 
 def _empty_literal(value: ast.AST) -> bool:
