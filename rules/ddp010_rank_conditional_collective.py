@@ -105,6 +105,14 @@ class RankConditionalCollective(Rule):
     uses_project = True
 
     valid = [
+        # Only when not launched by torchrun: a single-process run, no peers.
+        Valid(DDP_IMPORT + """\
+import os
+def fit(net, loader, evaluate):
+    model = DDP(net)
+    if "RANK" not in os.environ:
+        evaluate(model(loader))
+"""),
         # ... but not in the arm the switch made DDP.
         Valid(FSDP_IMPORT + "from torch.nn.parallel import DistributedDataParallel as DDP\n" + """\
 class Trainer:
@@ -314,6 +322,15 @@ def train(conf, local_rank, loader):
 """),
     ]
     invalid = [
+        # "Not launched by torchrun, or rank 0": in a distributed run, rank 0 only (PersonReID).
+        Invalid(DDP_IMPORT + """\
+import os
+def fit(net, loader, evaluate):
+    model = DDP(net)
+    for epoch in range(10):
+        if "RANK" not in os.environ or int(os.environ["RANK"]) == 0:
+            evaluate(model(loader))
+""", line=9, column=22),
         # A method that runs the stored DDP model through a local alias (rq-vae's reconstruct).
         Invalid(DDP_IMPORT + """\
 class Trainer:

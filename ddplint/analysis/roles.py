@@ -282,8 +282,16 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
             inner = flag_polarity(index, test.left)
             negated = (target.comparator.value == "False") != isinstance(target.operator, (cst.IsNot, cst.NotEqual))
             return None if inner is None else (not inner if negated else inner)
+        if isinstance(target.operator, (cst.In, cst.NotIn)) and literal_str(test.left) in _LAUNCHER_VARIABLES \
+                and dotted_name(target.comparator) in ("os.environ", "environ"):
+            # ``"RANK" in os.environ``: started by a launcher (torchrun) as one of several processes
+            return isinstance(target.operator, cst.In)
         return _comparison_polarity(test)
     return None
+
+
+# Variables a distributed launcher (torchrun, torch.distributed.launch) sets for each process.
+_LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 
 
 # Predicates named for a distributed run: ``is_dist()``, ``is_distributed()``,
