@@ -123,6 +123,29 @@ class Trainer:
                         "    torch.nn.utils.clip_grad_norm_(cfg.model.parameters(), 1.0)\n"),
     ]
     invalid = [
+        # Built with a tokenizer by a method that wraps DDP or, through a helper, FSDP (ljm565's
+        # trainer): the model may be FSDP wherever no flag says otherwise.
+        Invalid(IMPORTS + "from torch.nn.parallel import DistributedDataParallel as DDP\n" + """\
+def wrap_fsdp(model):
+    model = FSDP(model)
+    return model
+
+class Trainer:
+    def __init__(self, cfg):
+        self.is_ddp, self.is_fsdp = cfg.ddp, cfg.fsdp
+        self.model, self.tokenizer = self._init_model(cfg)
+
+    def _init_model(self, cfg):
+        model, tokenizer = cfg.build()
+        if self.is_ddp:
+            model = DDP(model)
+        elif self.is_fsdp:
+            model = wrap_fsdp(model)
+        return model, tokenizer
+
+    def optimizer_step(self):
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm=10.0)
+""", line=22, column=9),
         # ... its other arm clips the FSDP model's shards (JayDS22's trainer); no fix: the model
         # may be plain there too.
         Invalid(IMPORTS + "from torch.nn.parallel import DistributedDataParallel as DDP\n" + """\

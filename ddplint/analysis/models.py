@@ -97,27 +97,64 @@ def _wrap_sites(index, expr, depth: int = 0) -> list:
     from ddplint.analysis.semantic import dotted_name
     from ddplint.analysis.values import _is_wrap_call
 
+    from ddplint.analysis.semantic import unpack_position
+
     name = dotted_name(expr)
     if name is None or depth > 3:
         return []
     found = []
     for binding in index.reaching(name, expr):
-        value = binding.value
-        if binding.kind not in ("assign", "annassign") or value is None or value is expr:
+        value, position = binding.value, None
+        if binding.kind == "unpack" and isinstance(binding.node, cst.Assign):
+            # ``self.model, self.tokenizer = self._init_model(cfg)``: the item at that position
+            value, position = binding.node.value, unpack_position(binding.node, name)
+            if position is None:
+                continue
+        elif binding.kind not in ("assign", "annassign"):
+            continue
+        if value is None or value is expr:
             continue
         wrapped = [kind for wrapper, kind in ((names.DDP, "ddp"), (names.FSDP, "fsdp"))
-                   if _is_wrap_call(index, value, (wrapper,))]
+                   if _is_wrap_call(index, value, (wrapper,))] if position is None else []
         if wrapped:
             found.append((wrapped[0], binding.node))
-        elif isinstance(value, (cst.Name, cst.Attribute)):
+        elif isinstance(value, (cst.Name, cst.Attribute)) and position is None:
             found.extend(_wrap_sites(index, value, depth + 1))
         elif isinstance(value, cst.Call):
-            site = index.call_site(value)
-            for function in flow.helper_functions(index, site) if site is not None else ():
-                for exit_node in index.exits:
-                    if isinstance(exit_node, cst.Return) and isinstance(exit_node.value, (cst.Name, cst.Attribute)) \
-                            and flow.enclosing_function(index, exit_node) is function:
-                        found.extend(_wrap_sites(index, exit_node.value, depth + 1))
+            found.extend(_returned_wrap_sites(index, value, binding.node, position, depth))
+    return found
+
+
+def _returned_wrap_sites(index, call, binding_node, position, depth: int) -> list:
+    """The wrap sites of what a call hands back: a function of this module (its
+    returns, the item at ``position`` of a returned tuple), or a project function
+    of another module whose facts say it returns a wrap (``get_wrapped_model(cfg,
+    m)`` returning ``FSDP(m)``), which counts as made at the binding."""
+    import libcst as cst
+
+    from ddplint.analysis import flow
+
+    site = index.call_site(call)
+    if site is None:
+        return []
+    found = []
+    helpers = flow.helper_functions(index, site)
+    for function in helpers:
+        for exit_node in index.exits:
+            if not isinstance(exit_node, cst.Return) or flow.enclosing_function(index, exit_node) is not function:
+                continue
+            returned = exit_node.value
+            if position is not None:
+                items = returned.elements if isinstance(returned, cst.Tuple) else ()
+                returned = items[position].value if position < len(items) else None
+            if isinstance(returned, (cst.Name, cst.Attribute)):
+                found.extend(_wrap_sites(index, returned, depth + 1))
+    if not helpers:
+        callee = project_callee(index, call)
+        facts = project_of(index).callee_facts(index.path, callee) if callee else None
+        kind = facts.returns_wrapped.get("" if position is None else str(position), "") if facts is not None else ""
+        if kind:
+            found.append((kind, binding_node))
     return found
 
 
