@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "78"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "79"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -301,6 +301,9 @@ class ModuleFacts:
     # "Cls" -> {"dis": ("__init__", "Dis")} for ``self.dis = Dis`` with ``Dis`` a
     # parameter of the method: the attribute holds what callers pass there.
     attribute_params: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+    # "Cls" -> {"model": "ret:prepare_dp_model:"} for ``self.model = prepare_dp_model(...)`` with
+    # a possible project function: wrapped when its returns are (Project.attribute_wrapped).
+    attribute_returns: dict[str, dict[str, str]] = field(default_factory=dict)
     # "Cls.method" for ``super().method(...)`` (or ``super(Cls, self).method``)
     # called in a method of class Cls: the base class's method runs there too.
     super_calls: list[str] = field(default_factory=list)
@@ -399,7 +402,7 @@ EMPTY_MAP = _EmptyMap()
 _FUNCTION_SETS = ("forwards", "true_defaults", "forwards_globals", "forwards_attributes", "loads", "device_params", "keeps", "saves", "saves_unguarded",
                   "returns_detached", "hands_on")
 _MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes", "attribute_params",
-                "attribute_flags")
+                "attribute_returns", "attribute_flags")
 
 
 def intern_strings(facts: "ModuleFacts") -> None:
@@ -1084,6 +1087,9 @@ class _Extractor:
         stored = _attribute_params(node, self.subtrees)
         if stored:
             self.facts.attribute_params.setdefault(key, stored)
+        returned = self.attribute_returns(node, wrapped)
+        if returned:
+            self.facts.attribute_returns.setdefault(key, returned)
         for method in node.body:
             if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for call in self.subtrees.of_kind(method, ast.Call):
@@ -1112,6 +1118,22 @@ class _Extractor:
                             and target.value.id == "self":
                         found.setdefault(target.attr, set()).add(cls)
         return {name: refs.pop() for name, refs in found.items() if len(refs) == 1 and "" not in refs}
+
+    def attribute_returns(self, node: ast.ClassDef, wrapped: dict[str, str]) -> dict[str, str]:
+        """``self.NAME = f(...)`` in the class's methods with ``f`` a possible project
+        function (not a library's, not a class): NAME -> RETURN_PREFIX tag(s)."""
+        found: dict[str, set[str]] = {}
+        for child in self.subtrees.of_kind(node, ast.Assign):
+            value = child.value
+            callee = _dotted(value.func) if isinstance(value, ast.Call) else None
+            if callee is None or not self.may_be_project_callee(callee) or callee.split(".")[-1][:1].isupper() \
+                    or (self.qualified(value.func) or "").startswith(_LIBRARY_PREFIXES):
+                continue
+            for target in child.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self" and target.attr not in wrapped:
+                    found.setdefault(target.attr, set()).add(f"{RETURN_PREFIX}{callee}:")
+        return {name: "|".join(sorted(tags)) for name, tags in found.items()}
 
     def wrapped_attributes(self, node: ast.ClassDef) -> dict[str, str]:
         """``self.NAME = DDP(...)`` / ``FSDP(...)`` in the class's methods, and

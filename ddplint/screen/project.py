@@ -669,6 +669,9 @@ class Project:
             stored = module.attribute_params.get(owner[1], {}).get(attribute)
             if not kind and stored is not None:  # ``self.dis = dis`` with a wrapped ``dis`` passed in
                 kind = self.ddp_params.get((owner[0], f"{owner[1]}.{stored[0]}"), {}).get(stored[1], "")
+            returned = module.attribute_returns.get(owner[1], {}).get(attribute)
+            if not kind and returned:  # ``self.model = prepare_dp_model(...)`` returning ``FSDP(...)``
+                kind = self.returned_tag(owner[0], returned)
             if kind:
                 return kind
             for base in module.classes.get(owner[1], ()):
