@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "79"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "80"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1065,11 +1065,16 @@ class _Extractor:
             self.expressions(children)
 
     def imported_calls(self, test: ast.AST) -> list[str]:
+        """Calls in an ``if`` test whose answer the join knows: imported helpers, and
+        methods called on ``self`` ("Trainer._should_save", a rank test when a project
+        subclass overrides it with one: Project.override_is_rank_predicate)."""
         found = []
         for node in self.subtrees.of_kind(test, ast.Call):
             dotted = _dotted(node.func)
             if dotted is not None and dotted.split(".")[0] in self.facts.imports:
                 found.append(dotted)
+            elif dotted is not None and dotted.startswith("self.") and dotted.count(".") == 1 and self.self_class:
+                found.append(f"{self.self_class}.{dotted[5:]}")
         return found
 
     def class_def(self, node: ast.ClassDef) -> None:

@@ -282,6 +282,9 @@ class Project:
                 if call.maybe_guards and not call.guarded and any(
                         self.is_rank_predicate(path, module.imports, g) for g in call.maybe_guards):
                     call.guarded = call.guarded_lenient = True
+                elif call.maybe_guards and not call.guarded_lenient and any(
+                        self.override_is_rank_predicate(path, g, module.imports) for g in call.maybe_guards):
+                    call.guarded_lenient = True  # ``if self._should_save():`` a DDP subclass overrides with a rank test
                 keys = self.resolve_functions(path, call.callee)
                 keys = [*keys, *(override for key in keys for override in self._self_call_overrides(key, call))]
                 for key in keys:
@@ -902,6 +905,33 @@ class Project:
         key = self.resolve_function(path, callee, imports)
         function = self.function(key) if key else None
         return function is not None and function.rank_predicate
+
+    def override_is_rank_predicate(self, path: str, callee: str, imports: dict[str, str]) -> bool:
+        """Is ``callee`` (a method called on ``self``, "Trainer._should_save") overridden in
+        a project subclass by a method whose returns are rank tests (``DDPTrainer.
+        _should_save`` returning ``self.rank == 0``)? On such an instance the base
+        class's ``if self._should_save(epoch):`` lets only that rank through."""
+        key = self.resolve_function(path, callee, imports)
+        if key is None or "." not in key[1]:
+            return False
+        owner, _, method = key[1].rpartition(".")
+        seen, pending = set(), list(self._subclasses().get((key[0], owner), ()))
+        while pending:
+            sub = pending.pop()
+            if sub in seen:
+                continue
+            seen.add(sub)
+            # the subclass's own method, or a sibling base's that comes first in its MRO
+            # (``class DDPTrainer(DDPBaseTask, Trainer)`` with ``DDPBaseTask.should_save``)
+            candidates = [sub] + [found for base in self.modules[sub[0]].classes.get(sub[1], ())
+                                  if (found := self._definition(sub[0], base)) is not None
+                                  and found != (key[0], owner) and found[0] in self.modules]
+            for holder in candidates:
+                function = self.modules[holder[0]].functions.get(f"{holder[1]}.{method}")
+                if function is not None and function.rank_predicate_lenient:  # (``self._rank == 0``: a spawn index)
+                    return True
+            pending.extend(self._subclasses().get(sub, ()))
+        return False
 
     def destroys_process_group(self, path: str) -> bool:
         """Does module ``path`` destroy the process group where something may run
