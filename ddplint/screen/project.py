@@ -309,15 +309,17 @@ class Project:
         owner, _, method = key[1].rpartition(".")
         if not call.instance or not caller_class or call.callee.rpartition(".")[0] != caller_class:
             return []
-        found, seen, pending = [], set(), list(self._subclasses().get((key[0], owner), ()))
+        return [(sub[0], f"{sub[1]}.{method}") for sub in self._descendants((key[0], owner))
+                if f"{sub[1]}.{method}" in self.modules[sub[0]].functions]
+
+    def _descendants(self, owner: tuple[str, str]) -> list[tuple[str, str]]:
+        """Every project subclass of the class ``owner`` (path, class key), at any depth."""
+        found, pending = [], list(self._subclasses().get(owner, ()))
         while pending:
             sub = pending.pop()
-            if sub in seen:
-                continue
-            seen.add(sub)
-            if f"{sub[1]}.{method}" in self.modules[sub[0]].functions:
-                found.append((sub[0], f"{sub[1]}.{method}"))
-            pending.extend(self._subclasses().get(sub, ()))
+            if sub not in found:
+                found.append(sub)
+                pending.extend(self._subclasses().get(sub, ()))
         return found
 
     def _by_method_name(self, call: CallFact) -> Optional[FunctionKey]:
@@ -915,12 +917,7 @@ class Project:
         if key is None or "." not in key[1]:
             return False
         owner, _, method = key[1].rpartition(".")
-        seen, pending = set(), list(self._subclasses().get((key[0], owner), ()))
-        while pending:
-            sub = pending.pop()
-            if sub in seen:
-                continue
-            seen.add(sub)
+        for sub in self._descendants((key[0], owner)):
             # the subclass's own method, or a sibling base's that comes first in its MRO
             # (``class DDPTrainer(DDPBaseTask, Trainer)`` with ``DDPBaseTask.should_save``)
             candidates = [sub] + [found for base in self.modules[sub[0]].classes.get(sub[1], ())
@@ -930,7 +927,6 @@ class Project:
                 function = self.modules[holder[0]].functions.get(f"{holder[1]}.{method}")
                 if function is not None and function.rank_predicate_lenient:  # (``self._rank == 0``: a spawn index)
                     return True
-            pending.extend(self._subclasses().get(sub, ()))
         return False
 
     def destroys_process_group(self, path: str) -> bool:
