@@ -87,17 +87,14 @@ def may_hold_wrap(index, expr, at_order: int, kind: str) -> bool:
 
 
 def _wrap_sites(index, expr, depth: int = 0) -> list:
-    """The DDP/FSDP wrap calls of this module whose model ``expr`` may hold, as
-    (kind, the binding's node): through the bindings of the name or attribute,
-    plain aliases, and the returns of this module's functions it is bound from
-    (``self.model = self._setup_model(model)``)."""
+    """The DDP/FSDP wraps whose model ``expr`` may hold, as (kind, the node whose
+    tested flags decide where it holds): through the bindings of the name or
+    attribute, plain aliases, tuple items, and what calls return
+    (``self.model = self._setup_model(model)``, ``_returned_wrap_sites``)."""
     import libcst as cst
 
-    from ddplint.analysis import flow
-    from ddplint.analysis.semantic import dotted_name
+    from ddplint.analysis.semantic import dotted_name, unpack_position
     from ddplint.analysis.values import _is_wrap_call
-
-    from ddplint.analysis.semantic import unpack_position
 
     name = dotted_name(expr)
     if name is None or depth > 3:

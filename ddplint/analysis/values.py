@@ -295,43 +295,42 @@ def _attribute_set_by_callee(index: SemanticIndex, expr: cst.BaseExpression,
     project = project_of(index)
     found: set[str] = set()
     for site in index.calls:
-        if site.scope is not scope or site.method is not None and site.receiver is not None \
-                and dotted_name(site.receiver) == head:
-            continue
-        params = _params_handed(site, head)
-        if not params or not precedes(index, site.node, expr):
+        if site.scope is not scope or (site.receiver is not None and dotted_name(site.receiver) == head):
+            continue  # (``args.update(...)``: a method of the object itself)
+        positions, keywords = _slots_holding(site, head)
+        if not (positions or keywords) or not precedes(index, site.node, expr):
             continue
         callee = dotted_name(site.node.func)
         function = project.callee_facts(index.path, callee, index.imports) if callee is not None else None
         if function is None:
             continue
-        declared = function.params[1:] if site.method is not None and function.params[:1] in (("self",), ("cls",)) \
-            else function.params
-        for param in params(declared):
+        declared = function.params
+        if site.receiver is not None and declared[:1] in (("self",), ("cls",)):
+            declared = declared[1:]  # a bound method: ``self`` is not among the arguments
+        handed = [declared[p] for p in positions if p < len(declared)] + [k for k in keywords if k in declared]
+        for param in handed:
             tag = function.sets_param_ranks.get(f"{param}.{attribute}")
             if tag is not None:
                 found.add(GLOBAL if tag == GLOBAL_RANK else LOCAL if tag == LOCAL_RANK else UNKNOWN)
     return frozenset(found) if found else None
 
 
-def _params_handed(site: CallSite, head: str):
-    """The parameters (as a function of the callee's parameter names) that a call
-    fills with the name ``head``; None when it does not pass it."""
-    positions, keywords = [], []
-    position = 0
+def _slots_holding(site: CallSite, head: str) -> tuple[list[int], list[str]]:
+    """The positions and keywords at which a call passes the name ``head``
+    (positions stop at a ``*args``)."""
+    positions, keywords, position = [], [], 0
     for arg in site.node.args:
         if arg.star:
             break
+        holds = isinstance(arg.value, cst.Name) and arg.value.value == head
         if arg.keyword is not None:
-            if isinstance(arg.value, cst.Name) and arg.value.value == head:
+            if holds:
                 keywords.append(arg.keyword.value)
             continue
-        if isinstance(arg.value, cst.Name) and arg.value.value == head:
+        if holds:
             positions.append(position)
         position += 1
-    if not positions and not keywords:
-        return None
-    return lambda params: [params[p] for p in positions if p < len(params)] + [k for k in keywords if k in params]
+    return positions, keywords
 
 
 def _parameter_attribute_sources(index: SemanticIndex, expr: cst.BaseExpression,
