@@ -305,13 +305,13 @@ def _epoch_handed_to_unseen_trainer(index: SemanticIndex) -> bool:
             continue
         epochs = {name.value for name in _names(loop.target)}
         for site in index.calls:
-            callee = dotted_name(site.node.func)
             qualified = site.qualified_name or ""
             if not isinstance(site.node.func, cst.Name) or not qualified or not flow.is_inside(index, site.node, loop):
-                continue
+                continue  # (an imported function called by its name: ``train_one_epoch(...)``)
+            callee = site.node.func.value
             if qualified.split(".")[0] in _KNOWN_LIBRARIES or project.resolve_function(index.path, callee, index.imports):
                 continue
-            if not any(word in callee.split(".")[-1].lower() for word in _TRAINING_WORDS):
+            if not any(word in callee.lower() for word in _TRAINING_WORDS):
                 continue
             if any(isinstance(arg.value, cst.Name) and arg.value.value in epochs for arg in site.node.args):
                 return True

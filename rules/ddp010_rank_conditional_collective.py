@@ -94,6 +94,21 @@ DIST = "import torch\nimport torch.distributed as dist\n"
 DDP_NAME, FSDP_NAME = names.DDP, names.FSDP
 DDP_IMPORT = DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
 FSDP_IMPORT = DIST + "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+# A trainer whose strategy switch makes its model DDP or FSDP (JayDS22's shape): the shared
+# head of the examples that ask which arm holds which wrap.
+STRATEGY_SWITCH = FSDP_IMPORT + "from torch.nn.parallel import DistributedDataParallel as DDP\n" + """\
+class Trainer:
+    def __init__(self, model, strategy):
+        self.strategy = strategy
+        self.model = self._setup(model)
+
+    def _setup(self, model):
+        if self.strategy == "ddp":
+            model = DDP(model)
+        elif self.strategy == "fsdp":
+            model = FSDP(model)
+        return model
+"""
 
 
 class RankConditionalCollective(Rule):
@@ -114,18 +129,7 @@ def fit(net, loader, evaluate):
         evaluate(model(loader))
 """),
         # ... but not in the arm the switch made DDP.
-        Valid(FSDP_IMPORT + "from torch.nn.parallel import DistributedDataParallel as DDP\n" + """\
-class Trainer:
-    def __init__(self, model, strategy):
-        self.strategy = strategy
-        self.model = self._setup(model)
-
-    def _setup(self, model):
-        if self.strategy == "ddp":
-            model = DDP(model)
-        elif self.strategy == "fsdp":
-            model = FSDP(model)
-        return model
+        Valid(STRATEGY_SWITCH + """\
 
     def save(self, path):
         if dist.get_rank() == 0 and self.strategy == "ddp":
@@ -348,18 +352,7 @@ class Trainer:
 """, line=15, column=13),
         # A strategy switch may make the model FSDP: its state_dict() after the rank-0 return is a
         # collective (JayDS22's trainer).
-        Invalid(FSDP_IMPORT + "from torch.nn.parallel import DistributedDataParallel as DDP\n" + """\
-class Trainer:
-    def __init__(self, model, strategy):
-        self.strategy = strategy
-        self.model = self._setup(model)
-
-    def _setup(self, model):
-        if self.strategy == "ddp":
-            model = DDP(model)
-        elif self.strategy == "fsdp":
-            model = FSDP(model)
-        return model
+        Invalid(STRATEGY_SWITCH + """\
 
     def save(self, path):
         if dist.get_rank() != 0:

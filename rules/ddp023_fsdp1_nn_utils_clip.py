@@ -57,18 +57,9 @@ from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
 IMPORTS = "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
 CLIP = "torch.nn.utils.clip_grad_norm_"
-
-
-class Fsdp1NnUtilsClip(Rule):
-    code, name, severity = "DDP023", "fsdp1-nn-utils-clip", "error"
-    message = "nn.utils.clip_grad_norm_ on an FSDP1 model clips by the local shard's norm; use model.clip_grad_norm_"
-    triggers = ("clip_grad_norm_",)
-    needs_ddp_context = True
-    uses_project = True
-
-    valid = [
-        # A strategy switch makes the model DDP or FSDP; the DDP arm clips the module's parameters.
-        Valid(IMPORTS + "from torch.nn.parallel import DistributedDataParallel as DDP\n" + """\
+# A trainer whose strategy switch makes its model DDP or FSDP (JayDS22's shape): the shared
+# head of the examples that ask which arm holds which wrap.
+STRATEGY_SWITCH = IMPORTS + "from torch.nn.parallel import DistributedDataParallel as DDP\n" + """\
 class Trainer:
     def __init__(self, model, strategy):
         self.strategy = strategy
@@ -80,6 +71,19 @@ class Trainer:
         elif self.strategy == "fsdp":
             model = FSDP(model)
         return model
+"""
+
+
+class Fsdp1NnUtilsClip(Rule):
+    code, name, severity = "DDP023", "fsdp1-nn-utils-clip", "error"
+    message = "nn.utils.clip_grad_norm_ on an FSDP1 model clips by the local shard's norm; use model.clip_grad_norm_"
+    triggers = ("clip_grad_norm_",)
+    needs_ddp_context = True
+    uses_project = True
+
+    valid = [
+        # A strategy switch makes the model DDP or FSDP; the DDP arm clips the module's parameters.
+        Valid(STRATEGY_SWITCH + """\
 
     def clip(self):
         if self.strategy == "ddp":
@@ -148,18 +152,7 @@ class Trainer:
 """, line=22, column=9),
         # ... its other arm clips the FSDP model's shards (JayDS22's trainer); no fix: the model
         # may be plain there too.
-        Invalid(IMPORTS + "from torch.nn.parallel import DistributedDataParallel as DDP\n" + """\
-class Trainer:
-    def __init__(self, model, strategy):
-        self.strategy = strategy
-        self.model = self._setup(model)
-
-    def _setup(self, model):
-        if self.strategy == "ddp":
-            model = DDP(model)
-        elif self.strategy == "fsdp":
-            model = FSDP(model)
-        return model
+        Invalid(STRATEGY_SWITCH + """\
 
     def clip(self):
         if self.strategy == "ddp":
