@@ -42,7 +42,8 @@ from typing import Iterator
 
 import libcst as cst
 
-from ddplint.analysis import flow
+from ddplint import names
+from ddplint.analysis import flow, models, values
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex
 
@@ -165,8 +166,40 @@ for i, (x, y) in enumerate(loader):
             loss += part
         loss.backward()
 """),
+        # The project's own data-parallel wrapper: its no_sync() sets a flag its gradient
+        # hook reads at backward time, so the forward may run before the block.
+        Valid("""\
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class HomeGrownDDP(torch.nn.Module):
+    def __init__(self, module):
+        super().__init__()
+        self.module, self.do_sync = module, True
+
+    def no_sync(self):
+        return _flag_off(self)
+
+
+def accumulate(model, x, y):
+    loss = criterion(model(x), y)
+    with model.no_sync():
+        loss.backward()
+"""),
     ]
     invalid = [
+        # A home-grown wrapper elsewhere in the project does not excuse torch's DDP.
+        Invalid(DDP + """\
+class HomeGrownDDP(torch.nn.Module):
+    def no_sync(self):
+        return _flag_off(self)
+
+
+loss = criterion(model(x), y)
+with model.no_sync():
+    loss.backward()
+""", line=11, column=1),
         # The context chosen into a name first (simpler-fsdp): still the forward ran before it.
         Invalid(DDP + """\
 for i, (x, y) in enumerate(loader):
@@ -297,6 +330,8 @@ for i, (x, y) in enumerate(loader):
         for with_node in index.withs:
             if not any(_is_no_sync(_context(index, item.item)) for item in with_node.items):
                 continue
+            if _home_grown_no_sync(index, with_node):
+                continue
             for backward in flow.backward_events(index, _region(index, with_node)):
                 if not flow.is_inside(index, backward.anchor, with_node):
                     continue
@@ -338,6 +373,17 @@ def _forward_unsynced(index: SemanticIndex, forward: cst.Call, with_node: cst.Wi
                 for item in ancestor.items):
             return True
     return False
+
+
+def _home_grown_no_sync(index: SemanticIndex, with_node: cst.With) -> bool:
+    """The project defines its own ``no_sync`` (a data-parallel wrapper of its own,
+    whose ``no_sync`` may just set a flag read at backward time) and the receiver
+    is not a torch DDP / FSDP wrap in this function: which ``no_sync`` runs, and
+    what it needs from the forward, is the project's."""
+    receiver = _no_sync_receiver(index, with_node)
+    if receiver is None or not models.project_of(index).defines_own_method("no_sync"):
+        return False
+    return not values.is_ddp_model(index, receiver, 0, (names.DDP, names.FSDP))
 
 
 def _no_sync_receiver(index: SemanticIndex, with_node: cst.With):

@@ -28,6 +28,7 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint import names
+from ddplint.analysis import flow
 from ddplint.analysis.values import literal_bool
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
@@ -62,6 +63,12 @@ class OptimizerBeforeFsdpWrap(Rule):
         Valid(IMPORTS + "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\nif use_fsdp:\n"
                         "    model = FSDP(model, device_id=rank)\n    log('wrapped')\n"
                         "    optimizer = torch.optim.SGD([{'params': model.parameters()}], lr=0.1)\n"),
+        # Two stages: stage one wraps then builds its optimizer; the later wrap runs only
+        # when stage one did not (``== False`` is the opposite test), so never after it.
+        Valid(IMPORTS + "def main(args):\n    if args.first:\n        model = FSDP(model)\n"
+                        "    if args.first:\n        opt = torch.optim.AdamW(model.parameters())\n        train(model, opt)\n"
+                        "    if args.first == False:\n        model = FSDP(model)\n"
+                        "    opt2 = torch.optim.AdamW(model.parameters())\n"),
     ]
     invalid = [
         Invalid(IMPORTS + "opt = torch.optim.AdamW(model.parameters(), lr=1e-3)\nmodel = FSDP(model)\n",
@@ -107,7 +114,8 @@ class OptimizerBeforeFsdpWrap(Rule):
             for wrap in wraps:
                 inner = wrap.argument("module", 0)
                 if wrap.order > site.order and wrap.scope is site.scope and inner is not None \
-                        and dotted_name(inner.value) == model and not _rebuilt_after(index, site, wrap):
+                        and dotted_name(inner.value) == model and not flow.exclusive(index, site.node, wrap.node) \
+                        and not _rebuilt_after(index, site, wrap):
                     yield self.report(site.node)
                     break
 

@@ -1813,8 +1813,9 @@ def exclusive(index: SemanticIndex, a: cst.CSTNode, b: cst.CSTNode) -> bool:
 
 
 def _normalised(test: cst.BaseExpression) -> tuple[cst.BaseExpression, bool]:
-    """``(x, False)`` for ``not x`` and ``x is None``; ``(x, True)`` for ``x`` and
-    ``x is not None``, so that ``if amp:`` and ``if not amp:`` compare."""
+    """``(x, False)`` for ``not x``, ``x is None`` and ``x == False``; ``(x, True)``
+    for ``x``, ``x is not None`` and ``x == True``, so that ``if amp:`` and
+    ``if not amp:`` compare."""
     polarity = True
     while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         test, polarity = test.expression, not polarity
@@ -1825,6 +1826,13 @@ def _normalised(test: cst.BaseExpression) -> tuple[cst.BaseExpression, bool]:
                 return test.left, not polarity
             if isinstance(target.operator, cst.IsNot):
                 return test.left, polarity
+        # ``if args.fsdp == False:`` / ``is True``: the flag itself, with its polarity.
+        if isinstance(target.comparator, cst.Name) and target.comparator.value in ("True", "False") \
+                and isinstance(target.operator, (cst.Equal, cst.Is, cst.NotEqual, cst.IsNot)):
+            holds = target.comparator.value == "True"
+            if isinstance(target.operator, (cst.NotEqual, cst.IsNot)):
+                holds = not holds
+            return test.left, polarity if holds else not polarity
     return test, polarity
 
 

@@ -1088,6 +1088,18 @@ class Project:
         calls = self.callers.get(self.function_key(path, function))
         return [self.modules[caller] for caller, _ in calls] if calls else None
 
+    def defines_own_method(self, method: str) -> bool:
+        """Does a project class that subclasses neither DDP nor FSDP define
+        ``method`` (a home-grown data-parallel wrapper with its own ``no_sync``)?"""
+        for module in self.modules.values():
+            for key in module.functions:
+                owner, _, name = key.rpartition(".")
+                if name == method and owner in module.classes and not any(
+                        "DistributedDataParallel" in base or "FullyShardedDataParallel" in base
+                        or base.rpartition(".")[2] in ("DDP", "FSDP") for base in module.classes[owner]):
+                    return True
+        return False
+
     def any_module(self, attribute: str) -> bool:
         """Whole-project question (every file under the root); rules ask
         ``in_scope`` instead, which follows what the entry script reaches."""
