@@ -172,8 +172,29 @@ class Runner:
                         "    if dist:\n        train_loader = DataLoader(d_train, sampler=make_sampler(d_train))\n"
                         "    else:\n        train_loader = DataLoader(d_train, batch_size=4, shuffle=True)\n"
                         "    for x in train_loader:\n        step(x)\n"),
+        # The indices it takes are this rank's slice (a79 tokengt): sharded by hand.
+        Valid(IMPORTS + "import math\ndef run(rank, world, dataset, idx):\n"
+                        "    dist.init_process_group('nccl', rank=rank, world_size=world)\n"
+                        "    if world > 1:\n        idx = idx.split(math.ceil(len(idx) / world))[rank]\n"
+                        "    train_dataset = dataset[idx]\n"
+                        "    train_loader = DataLoader(train_dataset, batch_size=8, shuffle=True)\n"),
+        # The other arm of the flag builds the DistributedSampler: this arm is the single-process run
+        # (a56 sewformer's ``if multiprocess:``).
+        Valid(IMPORTS + "from torch.utils.data import DistributedSampler\n"
+                        "def loaders(train_set, bs, multiprocess):\n    if multiprocess:\n"
+                        "        sampler = DistributedSampler(train_set, drop_last=True)\n"
+                        "        train_loader = DataLoader(train_set, bs, sampler=sampler)\n    else:\n"
+                        "        train_loader = DataLoader(train_set, bs, shuffle=True)\n"
+                        "    for batch in train_loader:\n        step(batch)\n"
+                        "dist.init_process_group('nccl')\n"),
     ]
     invalid = [
+        # An option whose other arm builds no sampler says nothing about the run: flagged.
+        Invalid(IMPORTS + "from torch.utils.data import DistributedSampler\n"
+                          "def loaders(train_set, bs, cfg):\n    dist.init_process_group('nccl')\n"
+                          "    if cfg.balanced:\n        train_loader = DataLoader(train_set, bs, sampler=balanced(train_set))\n"
+                          "    else:\n        train_loader = DataLoader(train_set, bs, shuffle=True)\n"
+                          "    for batch in train_loader:\n        step(batch)\n", line=9, column=24),
         # ... but a helper that trains on it needs the sampler.
         Invalid(IMPORTS + "import torch\ndef fit(loader, model):\n    for x, _ in loader:\n"
                           "        loss = model(x).sum()\n        loss.backward()\n"
@@ -569,11 +590,48 @@ def _not_map_style(index: SemanticIndex, site: CallSite) -> bool:
             for arg in value.args[:1]:
                 if isinstance(arg.value, cst.Name) and arg.keyword is None:
                     texts.extend(index.module.code_for_node(v) for v in index.reaching_values(arg.value) or [])
+        if isinstance(value, cst.Subscript):
+            # ``dataset[train_idx]`` with ``train_idx = train_idx.split(n)[rank]``: the indices it takes
+            for element in value.slice:
+                index_value = getattr(element.slice, "value", None)
+                if isinstance(index_value, cst.Name):  # (a parameter among the bindings has no value)
+                    texts.extend(index.module.code_for_node(b.value) for b in index.reaching(index_value.value, index_value)
+                                 if b.value is not None)
+    if _built_by_rank_sharding_class(index, dataset.value, 0):
+        return True
     joined = " ".join(texts)
     if _SHARDED_BY_HAND.search(joined) or "Iterable" in joined or "Stream" in joined \
             or _STREAMING.search(joined):
         return True  # (a Hugging Face ``load_dataset(..., streaming=True)`` is an IterableDataset)
     return _sharded_by_a_call(index, site, dotted_name(dataset.value))
+
+
+def _built_by_rank_sharding_class(index: SemanticIndex, expr: cst.CSTNode, depth: int) -> bool:
+    """Does the dataset come out of a project class that keeps its rank's slice
+    itself (it asks for the rank and the world size), through the calls, names
+    and ``self`` attributes it is made from? ``next(self.datasets)`` with
+    ``self.datasets = create_dataset(cfg)(split="train").get_data()`` and
+    ``create_dataset`` returning ``DatasetDDP``, whose loader slices by rank."""
+    if depth > 3:
+        return False
+    project = project_of(index)
+    stack, values = [expr], []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
+            callee = dotted_name(node.func)
+            if callee and project.builds_rank_sharded(index.path, callee, index.imports):
+                return True
+        name = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if name is not None and name.startswith("self.") and name.count(".") == 1:
+            values.extend(b.value for (_, bound), bindings in index.bindings.items() if bound == name
+                          for b in bindings if b.value is not None)
+            continue
+        if isinstance(node, cst.Name):
+            values.extend(index.reaching_values(node) or [])
+            continue
+        stack.extend(node.children)
+    return any(value is not expr and _built_by_rank_sharding_class(index, value, depth + 1) for value in values)
 
 
 def _sharded_by_a_call(index: SemanticIndex, site: CallSite, name: Optional[str]) -> bool:

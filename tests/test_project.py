@@ -663,3 +663,33 @@ def test_set_up_helpers_annotations_and_switches_are_project_facts():
     assert project.wrapped_param("trainer.py", "Trainer.__init__", "model") == "fsdp"
     assert project.is_switched_off_main("save_models")
     assert not project.is_switched_off_main("model")
+
+
+def test_data_classes_that_shard_themselves_and_single_process_calls_are_project_facts():
+    """The facts behind DDP009's cross-module answers: a data class that asks for the rank
+    and the world size (it keeps its rank's slice), a factory returning that class itself
+    through a star import, a call made only in a single-process arm, and a home-grown
+    ``no_sync`` (DDP013)."""
+    project = _project({
+        "data/__init__.py": "from .dataset import *\n"
+                            "def create_dataset(name):\n    if name:\n        return Sharded\n    return Sharded\n"
+                            "def create_plain(name):\n    return Plain\n",
+        "data/dataset.py": "import torch.distributed as dist\n"
+                           "class Sharded:\n    def __init__(self, files):\n        self.rank = dist.get_rank()\n"
+                           "        self.world = dist.get_world_size()\n"
+                           "class Plain:\n    def __init__(self, files):\n        self.rank = dist.get_rank()\n",
+        "train.py": "from data import create_dataset, create_plain\n"
+                    "def build(f):\n    pass\ndef build_distributed(f):\n    pass\ndef single(f):\n    pass\n"
+                    "def main(args, files):\n    if args.local_rank == -1:\n        build(files)\n"
+                    "    else:\n        build_distributed(files)\n    if not args.distributed:\n        single(files)\n"
+                    "    build(files)\n",
+        "wrapper.py": "import torch\nclass MyDDP(torch.nn.Module):\n    def no_sync(self):\n        pass\n",
+    })
+    assert project.modules["data/dataset.py"].rank_sharding_classes == {"Sharded"}
+    assert project.function(("data/__init__.py", "create_dataset")).returns_class_objects == ("Sharded",)
+    assert project.builds_rank_sharded("train.py", "create_dataset", None)
+    assert not project.builds_rank_sharded("train.py", "create_plain", None)  # the rank alone shards nothing
+    calls = {(c.callee, c.single_process) for c in project.modules["train.py"].calls}
+    assert calls == {("build", True), ("build_distributed", False), ("single", True), ("build", False)}
+    assert project.defines_own_method("no_sync")
+    assert not project.defines_own_method("forward")

@@ -446,6 +446,9 @@ def _in_single_process_arm(index: SemanticIndex, node: cst.CSTNode) -> bool:
     for ancestor in index.ancestors(node):
         if isinstance(ancestor, (cst.If, cst.IfExp)):
             polarity = flag_polarity(index, ancestor.test)
+            if polarity is None and isinstance(ancestor, cst.If) and child is ancestor.orelse \
+                    and _plain_option(ancestor.test) and _arm_distributes(index, ancestor.body):
+                polarity = True  # ``if multiprocess: DistributedSampler(...) else: ...``: the flag is the run's mode
             if polarity is not None:
                 if (child is ancestor.body and polarity is False) or (child is ancestor.orelse and polarity is True):
                     return True
@@ -453,6 +456,19 @@ def _in_single_process_arm(index: SemanticIndex, node: cst.CSTNode) -> bool:
                     return False
         child = ancestor
     return False
+
+
+_DISTRIBUTING_CALLS = (names.DISTRIBUTED_SAMPLER, names.DDP, names.INIT_PROCESS_GROUP)
+
+
+def _arm_distributes(index: SemanticIndex, arm: cst.CSTNode) -> bool:
+    """Does this arm of an ``if`` shard data, wrap in DDP or start the process
+    group? Then its test tells the distributed run from the single-process one."""
+    key = ("roles.arm_distributes", id(arm))
+    if key not in index.cache:
+        index.cache[key] = any(site.qualified_name in _DISTRIBUTING_CALLS and any(a is arm for a in index.ancestors(site.node))
+                               for site in index.calls)
+    return index.cache[key]
 
 
 def _in_single_process_function(index: SemanticIndex, node: cst.CSTNode, depth: int) -> bool:
@@ -1076,6 +1092,8 @@ def _single_process_calls(project, key, seen: set, depth: int) -> bool:
         return False
     seen.add(key)
     for caller_path, call in calls:
+        if call.single_process:
+            continue  # ``if args.local_rank == -1: loader = get_dataloader(...)``
         # A call from the function's own (DDP) module counts against; deeper, the
         # module was already found outside the DDP context (``run()`` in its main block).
         if (depth == 0 and caller_path == key[0]) or project.module_in_ddp_context(caller_path) \

@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "80"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "82"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -168,6 +168,9 @@ class CallFact:
     # None with ``*args`` / ``**kwargs`` (it may fill any parameter)
     positional: Optional[int] = 0
     keywords: tuple[str, ...] = ()
+    # in the arm of a test that only a single-process run takes (``if args.local_rank == -1:``,
+    # ``else`` of ``if args.distributed:``): the call runs in no DDP worker
+    single_process: bool = False
 
 
 @dataclass(slots=True)
@@ -213,6 +216,8 @@ class FunctionFacts:
     # (``return YoloTrainer(args)`` / ``return YoloxTrainer(args)``): those classes, as
     # written. ``trainer = build_trainer(...); trainer.train(model)`` may run either's method.
     returns_classes: tuple[str, ...] = ()
+    # the classes themselves (not instances) that every return names: ``return DatasetDDP``
+    returns_class_objects: tuple[str, ...] = ()
     # What the returns hand back as a rank ("" for the value, "0", "1", ... for a tuple's
     # items) -> GLOBAL_RANK / LOCAL_RANK, when every return gives that rank or an integer
     # constant there (``return 0, 1, dev`` ... ``return int(os.environ["RANK"]), world, dev``).
@@ -307,6 +312,9 @@ class ModuleFacts:
     # "Cls.method" for ``super().method(...)`` (or ``super(Cls, self).method``)
     # called in a method of class Cls: the base class's method runs there too.
     super_calls: list[str] = field(default_factory=list)
+    # Classes whose methods read both ``dist.get_rank()`` and ``dist.get_world_size()``:
+    # a data class that keeps its rank's slice itself (DDP009's hand sharding).
+    rank_sharding_classes: set[str] = field(default_factory=set)
     # Code that strips the 'module.' prefix of a loaded state dict (see ``prefix_strips``).
     prefix_strips: list["PrefixStrip"] = field(default_factory=list)
     # This module's decorators that call what they wrap under a rank test only
@@ -682,6 +690,7 @@ class _Extractor:
         # every other rank runs): what saves (DDP011) and their callers ask.
         self.main_guards: list[bool] = []
         self.off_main = 0  # enclosing arms of rank tests that rank 0 never takes
+        self.single_arms = 0  # enclosing arms that only a single-process run takes
         self.maybe_guards: list[str] = []  # imported calls in other enclosing ``if`` tests
         # Attributes tested in the body of enclosing ``if``s that are no rank test
         # here (``if args.should_save:``): a rank flag set in another module, maybe.
@@ -969,6 +978,8 @@ class _Extractor:
                     self.main_guards.append(strict)
                 off_main = lenient and self.off_main_arm(node.test, truth)  # the arm rank 0 never takes
                 self.off_main += off_main
+                single = _single_process_arm(node.test, truth)
+                self.single_arms += single
                 flagged = flags if truth else []
                 self.flag_guards.extend(flagged)
                 given = self.given_by(node.test, truth)
@@ -981,6 +992,7 @@ class _Extractor:
                 if main:
                     self.main_guards.pop()
                 self.off_main -= off_main
+                self.single_arms -= single
             self.opaque -= opaque
             if lenient:
                 self.guards.pop()
@@ -1095,6 +1107,8 @@ class _Extractor:
         returned = self.attribute_returns(node, wrapped)
         if returned:
             self.facts.attribute_returns.setdefault(key, returned)
+        if self.reads_rank_and_world(node):
+            self.facts.rank_sharding_classes.add(key)
         for method in node.body:
             if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for call in self.subtrees.of_kind(method, ast.Call):
@@ -1222,6 +1236,10 @@ class _Extractor:
                     tag = self.return_tag(item)
                     if tag:
                         facts.returns_through.setdefault("" if position is None else str(position), tag)
+        objects = [value.id for value in self.returns[-1] if isinstance(value, ast.Name) and value.id[:1].isupper()
+                   and (value.id in self.facts.classes or value.id in self.facts.imports or self.facts.star_imports)]
+        if objects and len(objects) == len(self.returns[-1]):
+            facts.returns_class_objects = tuple(sorted(set(objects)))  # ``return DatasetDDP`` (the class itself)
         classes = set().union(*(self.instance_classes(value) or {""} for value in self.returns[-1]))
         if classes and "" not in classes:
             facts.returns_classes = tuple(sorted(classes))
@@ -1778,6 +1796,13 @@ class _Extractor:
             return refs.pop() if len(refs) == 1 else ""
         return ""
 
+    def reads_rank_and_world(self, node: ast.ClassDef) -> bool:
+        """ModuleFacts.rank_sharding_classes: the class's code asks torch.distributed
+        for both the rank and the world size."""
+        asked = {(self.qualified(call.func) or "").rsplit(".", 1)[-1] for call in self.subtrees.of_kind(node, ast.Call)
+                 if (self.qualified(call.func) or "").startswith("torch.distributed.")}
+        return {"get_rank", "get_world_size"} <= asked
+
     def instance_classes(self, expr: ast.AST) -> set[str]:
         """The classes the instance ``expr`` may hold: ``instance_class``, or for a
         name rebound through several classes (``dataset = DataList(files)`` then
@@ -1838,7 +1863,8 @@ class _Extractor:
                                          tuple(self.maybe_guards) + tuple(FLAG_PREFIX + a for a in self.flag_guards),
                                          instance, self.no_grad > 0,
                                          None if starred else len(node.args),
-                                         tuple(k.arg for k in node.keywords if k.arg is not None)))
+                                         tuple(k.arg for k in node.keywords if k.arg is not None),
+                                         self.single_arms > 0))
 
     def attribute_rank_slots(self, node: ast.Call, slots: dict[str, str]) -> None:
         """``train(CFG)`` after ``CFG.rank = int(os.environ["RANK"])``: slot "0.rank"
@@ -2661,6 +2687,24 @@ def _is_distribution_test(test: ast.AST) -> bool:
     the same on every rank of one run."""
     text = _text_of(test).lower()
     return any(word in text for word in _DISTRIBUTION_WORDS)
+
+
+_DISTRIBUTED_SWITCH = re.compile(r"distributed|(^|_)(ddp|multi_?gpu|multiprocess)($|_)", re.IGNORECASE)
+
+
+def _single_process_arm(test: ast.AST, truth: bool) -> bool:
+    """Does the arm (``truth``: the body, else the ``else``) run only in a
+    single-process run? ``if args.local_rank == -1:``, ``if not args.distributed:``,
+    the ``else`` of ``if dist.is_initialized():`` / ``if args.local_rank != -1:``."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _single_process_arm(test.operand, not truth)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _int(test.comparators[0]) == -1 \
+            and RANK_NAME.match((_dotted(test.left) or "").split(".")[-1]):
+        return isinstance(test.ops[0], ast.Eq) == truth and isinstance(test.ops[0], (ast.Eq, ast.NotEq))
+    if isinstance(test, ast.Call) and (_dotted(test.func) or "").endswith("dist.is_initialized"):
+        return not truth
+    dotted = _dotted(test)
+    return dotted is not None and not truth and bool(_DISTRIBUTED_SWITCH.search(dotted.split(".")[-1]))
 
 
 def _is_distributed_flag_test(test: ast.Compare) -> bool:

@@ -177,6 +177,26 @@ class Project:
             owners = [found] if found[1] in module.classes else []
         return bool(owners) and all(owner is not None and self._derives_from(owner, word) for owner in owners)
 
+    def builds_rank_sharded(self, path: str, callee: str, imports: Optional[dict[str, str]]) -> bool:
+        """Does ``callee`` (as written in module ``path``) name a project class that
+        keeps its rank's slice of the data itself (ModuleFacts.rank_sharding_classes),
+        or a project function every return of which is such a class or an instance
+        of one (``create_dataset(cfg)`` returning ``DatasetDDP``)?"""
+        found = self._definition(path, callee, imports)
+        if found is None:
+            return False
+        module = self.modules[found[0]]
+        if found[1] in module.classes:
+            owners = [found]
+        elif found[1] in module.functions:
+            function = module.functions[found[1]]
+            owners = [self._definition(found[0], cls)
+                      for cls in (*function.returns_classes, *function.returns_class_objects)]
+        else:
+            return False
+        return bool(owners) and all(owner is not None and owner[1] in self.modules[owner[0]].rank_sharding_classes
+                                    for owner in owners)
+
     def _derives_from(self, owner: tuple[str, str], word: str, depth: int = 0) -> bool:
         path, cls = owner
         for base in self.modules[path].classes.get(cls, ()):
