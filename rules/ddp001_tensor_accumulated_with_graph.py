@@ -555,6 +555,27 @@ def fit(model, loader, optimizer):
         loss.backward()
         optimizer.step()
 """),
+        # ... also when the function that cuts the input is handed in by the caller
+        # (a75 nerf_ddp: ``get_minibatches_function=get_minibatches``).
+        Valid(TRAIN + """\
+def get_minibatches(inputs):
+    size = 4096
+    return [inputs[i:i + size] for i in range(0, inputs.shape[0], size)]
+
+def render(model, points, get_minibatches_function):
+    batches = get_minibatches_function(points)
+    predictions = []
+    for batch in batches:
+        predictions.append(model(batch))
+    return torch.cat(predictions, dim=0)
+
+def fit(model, loader, optimizer):
+    for points, target in loader:
+        loss = criterion(render(model, points, get_minibatches), target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""),
         # ... and over `x.split(n)` pieces named like batches.
         Valid(TRAIN + """\
 def predict(model, x):
@@ -676,6 +697,44 @@ def train(model, loader, optimizer, log):
 """),
     ]
     invalid = [
+        # The handed-in function builds a loader over a whole data set: every batch's graph is kept.
+        Invalid(TRAIN + """\
+def make_loader(dataset):
+    return torch.utils.data.DataLoader(dataset, batch_size=64)
+
+def predict_all(model, dataset, loader_function):
+    batches = loader_function(dataset)
+    predictions = []
+    for batch in batches:
+        predictions.append(model(batch))
+    return torch.cat(predictions, dim=0)
+
+def fit(model, loader, optimizer, val_set):
+    for points, target in loader:
+        loss = criterion(model(points), target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    print(predict_all(model, val_set, make_loader).argmax(1))
+""", line=11, column=9, fixed=TRAIN + """\
+def make_loader(dataset):
+    return torch.utils.data.DataLoader(dataset, batch_size=64)
+
+def predict_all(model, dataset, loader_function):
+    batches = loader_function(dataset)
+    predictions = []
+    for batch in batches:
+        predictions.append(model(batch).detach())
+    return torch.cat(predictions, dim=0)
+
+def fit(model, loader, optimizer, val_set):
+    for points, target in loader:
+        loss = criterion(model(points), target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    print(predict_all(model, val_set, make_loader).argmax(1))
+"""),
         # The handler of a ``try`` that stored ``.item()`` of another value still keeps this one.
         Invalid(TRAIN + """\
 

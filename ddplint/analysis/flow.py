@@ -1498,7 +1498,57 @@ def iterates_chunks(index: SemanticIndex, loop: Loop) -> bool:
         return False
     # ``chunks = split(data, k) if k > 1 else [data]``: the single-chunk arm is bounded too
     cuts = [value for value in values if not _few_items(value)]
-    return bool(cuts) and all(_cuts_into_chunks(value) for value in cuts)
+    return bool(cuts) and all(_cuts_into_chunks(value) or _cuts_through_parameter(index, value) for value in cuts)
+
+
+def _cuts_through_parameter(index: SemanticIndex, value: cst.BaseExpression) -> bool:
+    """``batches = get_minibatches_function(points)`` where the function is a
+    parameter and every same-module call passes a function of this module that
+    returns the pieces of its input (``[inputs[i:i + n] for i in range(...)]``,
+    or a cut such as ``inputs.split(n)``)."""
+    if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+        return False
+    bindings = index.reaching(value.func.value, value.func)
+    if len(bindings) != 1 or bindings[0].kind != "param" or not isinstance(bindings[0].scope, cst.FunctionDef):
+        return False
+    function, name = bindings[0].scope, value.func.value
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    position = params.index(name) if name in params else None
+    passed = []
+    for site in callers(index, function):
+        arg = site.keyword(name)
+        if arg is None and position is not None:
+            positional = [a for a in site.node.args if a.keyword is None and not a.star]
+            arg = positional[position] if position < len(positional) and not any(
+                a.star for a in site.node.args[:position + 1]) else None
+        passed.append(arg.value if arg is not None else None)
+    return bool(passed) and all(isinstance(v, cst.Name) and _returns_pieces(index, v) for v in passed)
+
+
+def _returns_pieces(index: SemanticIndex, name: cst.Name) -> bool:
+    definitions = [b.node for b in index.reaching(name.value, name) if b.kind == "def"]
+    if len(definitions) != 1 or not isinstance(definitions[0], cst.FunctionDef):
+        return False
+    returns = [node.value for node in _returns_of(definitions[0])]
+    return bool(returns) and all(_pieces_of_input(r) for r in returns)
+
+
+def _returns_of(function: cst.FunctionDef) -> list[cst.Return]:
+    found, stack = [], list(function.body.children)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Return) and node.value is not None:
+            found.append(node)
+        elif not isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            stack.extend(node.children)
+    return found
+
+
+def _pieces_of_input(value: cst.BaseExpression) -> bool:
+    """``[x[i:i + n] for i in range(...)]`` (slices of one input) or a cut call."""
+    if isinstance(value, cst.ListComp) and isinstance(value.elt, cst.Subscript):
+        return any(isinstance(element.slice, cst.Slice) for element in value.elt.slice)
+    return _cuts_into_chunks(value)
 
 
 def _few_items(value: cst.BaseExpression) -> bool:
