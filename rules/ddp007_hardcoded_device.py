@@ -41,7 +41,9 @@ device (`args.device = "cuda:0"`, then `if args.distributed: args.device =
 "cuda:%d" % args.local_rank`); code that runs on
 rank 0 only (`if rank == 0:`, or a function every caller runs under a rank
 guard: rank 0 owns GPU 0); the self-test block (`if __name__ == "__main__":`)
-of a module that is in DDP context only because a DDP script imports it; a round trip
+of a module that is in DDP context only because a DDP script imports it, or that
+starts no process group nor workers (itself, or through the functions it calls:
+a data module's check of its loader); a round trip
 through the GPU whose result stays on the CPU (`.to(0).to("cpu")`); code that is
 not a DDP worker: launcher-parent code before or after `mp.spawn` (also in
 functions only the launcher calls, such as a test pass after the join), the single-process
@@ -176,6 +178,15 @@ class HardcodedDevice(Rule):
         Valid("import torch\nclass FrameReducer(torch.nn.Module):\n    pass\n"
               "if __name__ == '__main__':\n    x = torch.randn(8, 4, device='cuda:0')\n    FrameReducer()(x)\n",
               filename="frame_reducer.py"),
+        # the data check of a data module that builds DistributedSamplers for the trainer: its
+        # main block starts no process group, itself or through what it calls (a68 dtmol)
+        Valid("import torch\nfrom torch.utils.data import DataLoader\n"
+              "from torch.utils.data.distributed import DistributedSampler\n"
+              "def get_dataloader(data, batch_size, device, distributed=False):\n"
+              "    sampler = DistributedSampler(data) if distributed else None\n"
+              "    return DataLoader(data, batch_size, sampler=sampler, collate_fn=lambda b: collate(b, device))\n"
+              "if __name__ == '__main__':\n    loader = get_dataloader(load('test.lmdb'), batch_size=4, device=0)\n"
+              "    for batch in loader:\n        check(batch)\n", filename="data_input.py"),
         # a round trip through the GPU whose result stays on the CPU
         Valid(DIST + "w = Int8Params(value).to(0).to('cpu')\nscales = w.SCB.cuda(0).cpu()\n"),
         # An inference helper whose trainer is built with its single-process defaults (rank=0, world_size=1).
@@ -329,6 +340,10 @@ def worker(rank, world_size):
         # the main block of a DDP script is worker code
         Invalid(DIST + "if __name__ == '__main__':\n    dist.init_process_group('nccl')\n"
                        "    model = Net().to('cuda:0')\n", line=5, column=22),
+        # ... also when a function of the module it calls starts the process group
+        Invalid("import torch\nfrom torch.utils.data.distributed import DistributedSampler\n"
+                "def setup():\n    torch.distributed.init_process_group('nccl')\n"
+                "if __name__ == '__main__':\n    setup()\n    model = Net().to('cuda:0')\n", line=7, column=22),
         # the distributed arm of a flag read from nested option dicts is a worker
         Invalid(DIST + """\
 class Engine:

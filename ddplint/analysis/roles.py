@@ -857,7 +857,54 @@ def in_standalone_main_block(index: SemanticIndex, node: cst.CSTNode) -> bool:
     block = next((a for a in index.ancestors(node) if isinstance(a, cst.If) and _is_main_test(a.test)), None)
     if block is None or index.parent(block) is not index.module:
         return False
-    return not _own_ddp_context(index)
+    return not _own_ddp_context(index) or not _main_block_starts_processes(index, block)
+
+
+# Calls that start, or join, a distributed run (``torch.multiprocessing.spawn`` and friends
+# are told by is_spawn_call).
+_LAUNCHER_NAME = re.compile(r"init_dist|dist_init|setup_dist|launch|spawn|start_processes", re.IGNORECASE)
+_STARTING_PREFIXES = ("torch.distributed", "deepspeed", "accelerate", "lightning", "pytorch_lightning", "horovod")
+
+
+def _main_block_starts_processes(index: SemanticIndex, block: cst.If) -> bool:
+    """A data module's ``__main__`` self-check runs as one process: nothing at
+    module level or in the block starts a process group or workers, neither
+    directly nor through the functions it calls (this module's, followed, and
+    the project's, by their facts). A call we cannot see into does not start one."""
+    key = ("roles.main_starts", id(block))
+    if key not in index.cache:
+        outside = [site for site in index.calls if site.scope is index.module and _main_block_of(index, site.node) is None]
+        inside = [site for site in index.calls if any(a is block for a in index.ancestors(site.node))]
+        index.cache[key] = _sites_start_processes(index, outside + inside, set(), 0)
+    return index.cache[key]
+
+
+def _sites_start_processes(index: SemanticIndex, sites: list, seen: set, depth: int) -> bool:
+    from ddplint.analysis.models import project_of
+
+    project = project_of(index)
+    for site in sites:
+        qualified = site.qualified_name or ""
+        if qualified.startswith(_STARTING_PREFIXES) or qualified in (names.DDP, names.FSDP) \
+                or is_spawn_call(index, site):
+            return True
+        callee = dotted_name(site.node.func)
+        if callee is None:
+            continue
+        if _LAUNCHER_NAME.search(callee.rsplit(".", 1)[-1]):
+            return True  # ``init_dist(launcher)`` of a library, ``launch(main, ...)``: a distributed run
+        local = next((f for f in index.functions_named(callee) if index.parent(f) is index.module), None)
+        if local is not None:
+            if id(local) not in seen and depth < 5:
+                seen.add(id(local))
+                body = [other for other in index.calls if any(a is local for a in index.ancestors(other.node))]
+                if _sites_start_processes(index, body, seen, depth + 1):
+                    return True
+            continue
+        resolved = project.resolve_function(index.path, callee, index.imports)
+        if resolved is not None and project.reaches_group_start(resolved):
+            return True
+    return False
 
 
 def _is_main_test(test: cst.BaseExpression) -> bool:

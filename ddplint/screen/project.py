@@ -969,6 +969,25 @@ class Project:
                 for caller, _ in calls}
         return path in starters
 
+    def reaches_group_start(self, key: FunctionKey) -> bool:
+        """Does the project function ``key`` run ``init_process_group``, itself or
+        through the project functions it calls (followed up the call graph from
+        every set-up helper)?"""
+        reaching = getattr(self, "_group_start_reachers", None)
+        if reaching is None:
+            reaching = {k for k in self.callers if self.function(k) is not None and self.function(k).inits_process_group}
+            reaching |= {k for m in self.modules.values() for name, f in m.functions.items()
+                         if f.inits_process_group for k in [(m.path, name)]}
+            frontier = list(reaching)
+            while frontier:
+                for caller_path, call in self.callers.get(frontier.pop(), ()):
+                    caller = (caller_path, call.caller)
+                    if call.caller and caller not in reaching:
+                        reaching.add(caller)
+                        frontier.append(caller)
+            self._group_start_reachers = reaching
+        return key in reaching
+
     def may_run(self, path: str, function: str) -> bool:
         """May something run the function ("cleanup", "Trainer.close") of module
         ``path``: the project calls it, names it as a call or hands it to one
