@@ -41,6 +41,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from ddplint import names
 from ddplint.analysis.flow import calls_in_function, helper_functions
 from ddplint.analysis.models import guard_encloses_wrap, project_callee, project_of, wrapped_root
 from ddplint.screen.facts import COLLECTIVES
@@ -90,6 +91,11 @@ class Rank0OnlyLoadAfterWrap(Rule):
         Valid(IMPORTS + "class T:\n    def __init__(self):\n        self.model = DDP(net)\n"
                         "    def load(self, path):\n        self.model.load_state_dict(torch.load(path))\n"
                         "    def setup(self):\n        self.load(self.path)\n"),
+        # Unwrapped, loaded on rank 0, wrapped again: the new DDP broadcasts rank 0's weights (a73 HVDv1).
+        Valid(IMPORTS + "def main(args, net, best):\n    model = DDP(net, device_ids=[args.local_rank])\n"
+                        "    train(model)\n    model = model.module\n    if args.local_rank == 0:\n"
+                        "        model.load_state_dict(torch.load(best, map_location='cpu'))\n"
+                        "    model = DDP(model, device_ids=[args.local_rank])\n    evaluate(model)\n"),
         # The helper loads weights only into a model of its own (``if model is None:``); the DDP model
         # handed to it on rank 0 is only sampled from (a65 reflow).
         Valid(IMPORTS + "def sample(model=None, model_path=None):\n    if model is None:\n"
@@ -101,6 +107,12 @@ class Rank0OnlyLoadAfterWrap(Rule):
     invalid = [
         Invalid(IMPORTS + "model = DDP(net)\nif rank == 0:\n    model.load_state_dict(sd)\n",
                 line=6, column=5),
+        # ... and a re-wrap that only rank 0 makes broadcasts nothing to the others.
+        Invalid(IMPORTS + "def main(args, net, best):\n    model = DDP(net, device_ids=[args.local_rank])\n"
+                          "    train(model)\n    if args.local_rank == 0:\n        model = model.module\n"
+                          "        model.load_state_dict(torch.load(best, map_location='cpu'))\n"
+                          "        model = DDP(model, device_ids=[args.local_rank])\n    evaluate(model)\n",
+                line=9, column=9),
         # The final evaluation of a script loads the best weights on rank 0 only: flagged all the same
         # (the blind labeller of a56 sewformer; the ranks' models differ from then on).
         Invalid(IMPORTS + "model = DDP(net)\ntrain(model, loader)\nif rank == 0:\n"
@@ -232,8 +244,14 @@ _PARAMETER_WORDS = ("param", "weight", "state_dict", "buffer", ".data", "module"
 
 
 def _broadcast_after(index: SemanticIndex, site: CallSite) -> bool:
-    """A later broadcast of the parameters (not of counters such as the epoch)."""
+    """A later broadcast of the parameters (not of counters such as the epoch),
+    or a new DDP wrap of the model in the same function: DDP's constructor
+    broadcasts rank 0's weights (``model = model.module``, the rank-0 load, then
+    ``model = DDP(model, ...)`` again)."""
     if any(o.order > site.order for o in index.method_calls(*_RESYNC_METHODS)):
+        return True
+    if any(wrap.order > site.order and wrap.scope is site.scope and not rank_guards(index, wrap.node)
+           for wrap in index.calls_to(names.DDP)):
         return True
     return any(other.order > site.order and other.scope is site.scope and _broadcasts_parameters(index, other)
                for other in index.calls_to(*_BROADCASTS))
