@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "82"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "83"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1500,7 +1500,7 @@ class _Extractor:
             function.saves |= params
             target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"), None)
             if not self.main_guards and not self.maybe_guards and not function.rank_zero_only \
-                    and not self.per_rank_path(target):
+                    and not self.per_rank_path(target) and not self.single_arms:  # (not the ``else`` of ``if ddp:``)
                 # A save in a loop of its function, or in a function that trains (the epoch loop of
                 # ``main(cfg, gpu, save_dir)``), is that function's own save, reported there.
                 unguarded = params | self.path_params(target) if not self.loops and not trains else set()

@@ -537,7 +537,7 @@ class Project:
                 for caller_path, call in calls:
                     caller = (caller_path, call.caller)
                     if self.function(caller) is None or (
-                            not through_guards and (call.guarded_lenient or call.maybe_guards)):
+                            not through_guards and (call.guarded_lenient or call.maybe_guards or call.single_process)):
                         continue
                     for slot, tag in call.args.items():
                         if not tag.startswith(PARAM_PREFIX) or tag[6:] in saves.get(caller, ()):
