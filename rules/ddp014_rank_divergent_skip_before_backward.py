@@ -271,6 +271,26 @@ def train(net, dl, sampler, opt, max_iter, n_img_per_gpu):
         loss.backward()
         opt.step()
 """),
+        # ... also from inside a loop that only fetches a usable batch (a92 Mul-Datasets).
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+def train(net, dl, opt, max_iter, n_img_per_gpu):
+    model = DDP(net.cuda())
+    diter = iter(dl)
+    for it in range(max_iter):
+        try:
+            im, lb = next(diter)
+            while torch.min(lb) == 255:
+                im, lb = next(diter)
+                if not im.size()[0] == n_img_per_gpu:
+                    raise StopIteration
+        except StopIteration:
+            diter = iter(dl)
+            im, lb = next(diter)
+        loss = model(im.cuda()).mean()
+        loss.backward()
+        opt.step()
+"""),
         # A returned flag decided by a counter, or by a non-finite test the helper all-reduced first.
         Valid(DIST + """\
 class Trainer:
@@ -764,6 +784,23 @@ def train(net, loader, opt):
 """),
     ]
     invalid = [
+        # A ``raise`` out of the training loop itself: the ``except`` around the loop ends this
+        # rank's epoch while its peers run the next backward.
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+def train(net, dl, opt, epochs):
+    model = DDP(net.cuda())
+    for epoch in range(epochs):
+        try:
+            for im, lb in dl:
+                if torch.min(lb) == 255:
+                    raise StopIteration
+                loss = model(im.cuda()).mean()
+                loss.backward()
+                opt.step()
+        except StopIteration:
+            continue
+""", line=13, column=21, severity="warning"),
         # An out-of-memory error in this rank's forward: the step function returns before the
         # backward its peers run (aps).
         Invalid(DIST + """\
@@ -1230,7 +1267,8 @@ def train_one_epoch(model, loader, optimizer, update: ScaledUpdate):
 
 def _caught_right_there(index: SemanticIndex, raise_node: Union[cst.Raise, cst.Assert]) -> bool:
     """Does a ``try`` around the ``raise`` (or ``assert``), in the same function and
-    inside the same loop, catch what it raises (``raise StopIteration`` under
+    inside the same training loop (loops without a backward in between do not
+    count), catch what it raises (``raise StopIteration`` under
     ``except StopIteration:`` that fetches a fresh batch)? Then the step goes on."""
     if isinstance(raise_node, cst.Assert):
         raised = "AssertionError"
@@ -1241,6 +1279,9 @@ def _caught_right_there(index: SemanticIndex, raise_node: Union[cst.Raise, cst.A
         return False  # a bare ``raise`` re-raises what the handler caught
     below: cst.CSTNode = raise_node
     for ancestor in index.ancestors(raise_node):
+        if isinstance(ancestor, (cst.For, cst.While)) and not flow.is_training_loop(index, ancestor):
+            below = ancestor  # a loop that fetches a usable batch (``while torch.min(lb) == 255:``)
+            continue
         if isinstance(ancestor, (cst.FunctionDef, cst.For, cst.While, cst.ExceptHandler)):
             return False
         if isinstance(ancestor, cst.Try):
