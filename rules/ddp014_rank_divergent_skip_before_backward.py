@@ -800,7 +800,7 @@ def train(net, dl, opt, epochs):
                 opt.step()
         except StopIteration:
             continue
-""", line=13, column=21, severity="warning"),
+""", line=12, column=21, severity="warning"),
         # An out-of-memory error in this rank's forward: the step function returns before the
         # backward its peers run (aps).
         Invalid(DIST + """\
