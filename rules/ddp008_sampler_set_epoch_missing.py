@@ -111,6 +111,14 @@ class SamplerSetEpochMissing(Rule):
         Valid(IMPORTS + "def mk_loaders(ds, bs, *, shuffle=True):\n"
                         "    return DataLoader(ds, batch_size=bs, sampler=DistributedSampler(ds, shuffle=shuffle))\n"
                         "loader = mk_loaders(ds, 32, shuffle=cfg.shuffle)\nfor epoch in range(3):\n    train(loader)\n"),
+        # The DistributedSampler is built only under the test where ``shuffle`` is False; training
+        # uses another sampler (a92 Mul-Datasets).
+        Valid(IMPORTS + "def get_loader(ds, bs, mode, epochs):\n    if mode == 'train':\n        shuffle = True\n"
+                        "    else:\n        shuffle = False\n    if mode == 'train':\n"
+                        "        sampler = RepeatedDistSampler(ds, bs * epochs, shuffle=shuffle)\n    else:\n"
+                        "        sampler = DistributedSampler(ds, shuffle=shuffle)\n"
+                        "    return DataLoader(ds, batch_size=bs, sampler=sampler)\n"
+                        "for epoch in range(3):\n    train(get_loader(ds, 8, 'train', 3))\n"),
         # ... and when a caller passes False (or something unknown), silent.
         Valid(IMPORTS + "def make_sampler(ds, shuffle):\n    return DistributedSampler(ds, shuffle=shuffle)\n"
                         "train_s = make_sampler(ds, shuffle=True)\nval_s = make_sampler(val, shuffle=False)\n"
@@ -378,10 +386,12 @@ def _true_when_training(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
         return True
     if not isinstance(expr, cst.Name):
         return False
-    values = index.reaching_values(expr) or []
+    # A binding under the opposite test never reaches this use (``if mode == "train": shuffle = True``
+    # ... ``if mode == "train": RepeatedSampler(...) else: DistributedSampler(ds, shuffle=shuffle)``).
+    bindings = [b for b in index.reaching(expr.value, expr) if not flow.exclusive(index, b.node, expr)]
+    values = [b.value for b in bindings] if all(b.value is not None and b.kind != "param" for b in bindings) else []
     if values and all(literal_bool(v) is not None for v in values) and any(literal_bool(v) for v in values):
         return True  # ``shuffle_flag = False`` for the test split, ``= True`` otherwise
-    bindings = index.reaching(expr.value, expr)
     return bool(bindings) and all(b.kind == "param" and parameter_values(index, b) == frozenset({TRUE})
                                   for b in bindings)
 
