@@ -100,6 +100,10 @@ class LoadWithoutMapLocation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # Only the global rank 0, spelled out as ``node * gpus + local_rank`` (a91 zarzen), loads.
+        Valid(DIST + "def resume(model, args, path):\n"
+                     "    if args.world_id * args.num_gpu + args.local_rank == 0:\n"
+                     "        model.load_state_dict(torch.load(path)['model'])\n"),
         # The single-process arm of ``if cfg.use_ddp is True:``.
         Valid(DIST + "import os\ndef evaluate(net, folder, cfg):\n    net.cuda()\n    if cfg.use_ddp is True:\n"
                      "        net.module.load_state_dict(torch.load(os.path.join(folder, 'w.pth'), map_location='cpu'))\n"

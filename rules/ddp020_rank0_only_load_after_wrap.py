@@ -113,6 +113,11 @@ class Rank0OnlyLoadAfterWrap(Rule):
                           "        model.load_state_dict(torch.load(best, map_location='cpu'))\n"
                           "        model = DDP(model, device_ids=[args.local_rank])\n    evaluate(model)\n",
                 line=9, column=9),
+        # The global rank spelled out as ``node * gpus + local_rank`` (a91 zarzen).
+        Invalid(IMPORTS + "def main(args, net, path):\n    model = DDP(net.cuda(), device_ids=[args.local_rank])\n"
+                          "    if args.world_id * args.num_gpu + args.local_rank == 0:\n"
+                          "        model.load_state_dict(torch.load(path, map_location='cpu')['model'])\n"
+                          "    train(model)\n", line=7, column=9),
         # The final evaluation of a script loads the best weights on rank 0 only: flagged all the same
         # (the blind labeller of a56 sewformer; the ranks' models differ from then on).
         Invalid(IMPORTS + "model = DDP(net)\ntrain(model, loader)\nif rank == 0:\n"

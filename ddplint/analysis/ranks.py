@@ -89,6 +89,11 @@ def is_rank_value(index: SemanticIndex, expr: cst.BaseExpression, lenient: bool 
     if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Modulo, cst.FloorDivide)):
         # ``args.rank % ngpus_per_node`` is the local rank.
         return is_rank_value(index, expr.left, lenient, depth + 1)
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+        # ``args.world_id * args.num_gpu + args.local_rank``: the global rank, spelled out
+        sides = (expr.left, expr.right)
+        return any(isinstance(side, cst.BinaryOperation) and isinstance(side.operator, cst.Multiply)
+                   for side in sides) and any(is_rank_value(index, side, lenient, depth + 1) for side in sides)
     name = dotted_name(expr)
     if name is None:
         return False

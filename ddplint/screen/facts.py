@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "83"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "84"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -772,6 +772,10 @@ class _Extractor:
                 isinstance(key, ast.Constant) and isinstance(key.value, str) and RANK_NAME.match(key.value) is not None)
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mod, ast.FloorDiv)):
             return self.rank_value(expr.left, lenient, depth + 1)
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):  # mirror of ranks.is_rank_value
+            sides = (expr.left, expr.right)
+            return any(isinstance(side, ast.BinOp) and isinstance(side.op, ast.Mult) for side in sides) \
+                and any(self.rank_value(side, lenient, depth + 1) for side in sides)
         dotted = _dotted(expr)
         if dotted is None:
             return False
