@@ -33,8 +33,8 @@ runs under a rank guard: rank 0 owns device 0); files known to hold CPU tensors
 or none (written in this module from `.cpu()` values, tensors allocated with
 `device="cpu"` or made by a project module that never uses CUDA, files another
 module in reach, or a standalone preprocessing script, that never uses CUDA
-writes, a class's `load_x(path)` whose mirror `save_x` writes only `.cpu()`
-entries), LR scheduler states, random generator states (`torch.cuda.get_rng_state()` is
+writes, a class's `load_x(path)` (or a module's function) whose mirror `save_x` writes only `.cpu()`
+entries or a state gathered with CPU offload, also through a module-level policy), LR scheduler states, random generator states (`torch.cuda.get_rng_state()` is
 a CPU tensor), full state dicts saved with CPU offload (also by another function of the module that writes
 the same file-name template after `cfg.offload_to_cpu = ...`), `GradScaler.state_dict()`, metadata-only files
 such as `meta.pt`, files of the dataset folder (`'DATA/{}/node_features.pt'`,
@@ -80,11 +80,31 @@ from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
 from ddplint.analysis.flow import names_in, precedes
 from ddplint.analysis.ranks import is_rank_value
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name, iter_literal_strings
-from ddplint.analysis.values import literal_str, module_masks_visible_devices
+from ddplint.analysis.values import literal_str, module_masks_visible_devices, name_reads
 from ddplint.fixes import UNSAFE, add_keyword, node_fix, replace, string_literal
 from ddplint.rule import Invalid, Report, Rule, Valid
 
 DIST = "import torch\nimport torch.distributed as dist\n"
+OFFLOAD_POLICY = DIST + """\
+from pathlib import Path
+from torch.distributed.fsdp import FullStateDictConfig, StateDictType
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+save_policy = FullStateDictConfig(offload_to_cpu={offload}, rank0_only=True)
+
+
+def save_model_checkpoint(model, rank, folder):
+    with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, save_policy):
+        cpu_state = model.state_dict()
+    if rank == 0:
+        torch.save(cpu_state, Path(folder) / "total_model.pt")
+
+
+def load_model_checkpoint(model, checkpoint_filepath):
+    model.cuda()
+    path = Path(checkpoint_filepath)
+    model.load_state_dict(torch.load(path))
+"""
 HUB_LOAD = "torch.hub.load_state_dict_from_url"
 # Files that hold metadata, not tensors: meta.pt, metadata.pt, training_args.bin.
 _METADATA_FILE = re.compile(r"(^|[/_.-])(meta|metadata)([_.-]|$)|(^|[/_.-])(training_)?args\.(pt|pth|bin)$")
@@ -201,6 +221,9 @@ class LoadWithoutMapLocation(Rule):
         Valid(DIST + "model.cuda()\nscaler = torch.amp.GradScaler()\n"
                      "scaler.load_state_dict(torch.load(os.path.join(ckpt_dir, SCALER_NAME)))\n"),
         Valid(DIST + "model.cuda()\nmeta = torch.load(ckpt_dir / 'meta.pt', weights_only=True)\n"),
+        # A checkpoint module's load_x reads what its save_x writes, gathered with the module's CPU
+        # offload policy (a93 pytorch-trainer's fsdp_handler).
+        Valid(OFFLOAD_POLICY.format(offload=True)),
         # The class reads back what its mirror method writes: every entry moved to the CPU first.
         Valid(DIST + "import os\nclass Snapshots:\n    def save_weights(self, net, folder, step):\n"
                      "        sd = net.state_dict()\n        for name, t in sd.items():\n            sd[name] = t.cpu()\n"
@@ -284,6 +307,10 @@ class LoadWithoutMapLocation(Rule):
                        "        snap = torch.load(cfg.resume, map_location='cpu')\n    else:\n"
                        "        snap = torch.load(cfg.resume, map_location=f'cuda:{cfg.gpu}')\n"
                        "    net.load_state_dict(snap['net'])\nmp.spawn(worker, nprocs=4, args=(cfg,))\n"),
+        # The module's policy keeps the gathered state on the GPU: the files hold CUDA tensors.
+        Invalid(OFFLOAD_POLICY.format(offload=False), line=20, column=27,
+                fixed=OFFLOAD_POLICY.format(offload=False).replace("torch.load(path)",
+                                                                   "torch.load(path, map_location=\"cpu\")")),
         # The mirror method saves the GPU tensors as they are: the class's files hold CUDA tensors.
         Invalid(DIST + "import os\nclass Snapshots:\n    def save_weights(self, net, folder):\n"
                        "        torch.save(net.state_dict(), os.path.join(folder, 'net.pth'))\n"
@@ -721,20 +748,34 @@ def _class_checkpoints_on_cpu(index: SemanticIndex, site: CallSite, path: cst.Ba
     if not isinstance(path, cst.Name):
         return False
     function = index.enclosing_scope(site.node)
-    if not isinstance(function, cst.FunctionDef) or not any(
-            b.kind == "param" for b in index.reaching(path.value, path)):
+    if not isinstance(function, cst.FunctionDef) or not _given_path(index, path):
         return False
-    owner = index.enclosing(function, cst.ClassDef) or index.parent(index.parent(function))
-    if not isinstance(owner, cst.ClassDef):
-        return False
+    owner = index.parent(function)
+    owner = index.parent(owner) if isinstance(owner, cst.IndentedBlock) else owner
+    if not isinstance(owner, (cst.ClassDef, cst.Module)):
+        return False  # a method, or a module-level function with its mirror beside it
     mirror = re.sub(r"(^|_)load(_|$)", r"\1save\2", function.name.value, count=1)
     if mirror == function.name.value:
         return False
     saves = [s for s in index.calls_to(names.TORCH_SAVE)
              if isinstance(s.scope, cst.FunctionDef) and s.scope.name.value == mirror
-             and index.parent(index.parent(s.scope)) is owner]
+             and _owner_of(index, s.scope) is owner]
     return bool(saves) and all(
         (obj := s.argument("obj", 0)) is not None and _is_cpu_value(index, obj.value, s.scope) for s in saves)
+
+
+def _given_path(index: SemanticIndex, path: cst.Name) -> bool:
+    """A parameter, or a local made from one (``p = Path(checkpoint_filepath)``)."""
+    bindings = index.reaching(path.value, path)
+    return bool(bindings) and all(
+        b.kind == "param" or (b.kind == "assign" and isinstance(b.value, cst.Call) and any(
+            isinstance(arg.value, cst.Name) and any(o.kind == "param" for o in index.reaching(arg.value.value, arg.value))
+            for arg in b.value.args)) for b in bindings)
+
+
+def _owner_of(index: SemanticIndex, function: cst.FunctionDef) -> Optional[cst.CSTNode]:
+    owner = index.parent(function)
+    return index.parent(owner) if isinstance(owner, cst.IndentedBlock) else owner
 
 
 def _entries_moved_to_cpu(index: SemanticIndex, name: cst.Name) -> bool:
@@ -1013,7 +1054,7 @@ def _offloads_to_cpu(index: SemanticIndex, scope: cst.CSTNode) -> bool:
     """``FullStateDictConfig(offload_to_cpu=True)`` / ``StateDictOptions(full_state_dict=True,
     cpu_offload=True)`` in the function."""
     for site in index.calls:
-        if site.scope is not scope:
+        if site.scope is not scope and not _policy_read_in(index, site, scope):
             continue
         for keyword in ("offload_to_cpu", "cpu_offload"):
             arg = site.keyword(keyword)
@@ -1026,6 +1067,19 @@ def _offloads_to_cpu(index: SemanticIndex, scope: cst.CSTNode) -> bool:
                         and any(a is scope for a in index.ancestors(b.node)) for b in bindings):
             return True
     return False
+
+
+def _policy_read_in(index: SemanticIndex, site: CallSite, scope: cst.CSTNode) -> bool:
+    """A module-level ``policy = FullStateDictConfig(offload_to_cpu=True, ...)`` whose
+    name the function reads (``with FSDP.state_dict_type(model, FULL_STATE_DICT, policy):``)."""
+    if site.scope is not index.module:
+        return False
+    statement = index.parent(site.node)
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1 \
+            or not isinstance(statement.targets[0].target, cst.Name):
+        return False
+    name = statement.targets[0].target.value
+    return any(index.enclosing_scope(read) is scope for read in name_reads(index, name))
 
 
 def _framework_save_offloads(index: SemanticIndex, save: CallSite) -> bool:
