@@ -693,3 +693,23 @@ def test_data_classes_that_shard_themselves_and_single_process_calls_are_project
     assert calls == {("build", True), ("build_distributed", False), ("single", True), ("build", False)}
     assert project.defines_own_method("no_sync")
     assert not project.defines_own_method("forward")
+
+
+def test_a_class_saving_its_own_plain_state_saves_no_model_state():
+    """DDP011's facts: ``torch.save(self.state_dict(), ...)`` of a class whose own
+    ``state_dict`` returns plain values (a grad clipper's moving averages) writes no
+    model state; one whose ``state_dict`` gathers a module's does."""
+    project = _project({
+        "clip.py": "import os\nimport torch\n"
+                   "class Clipper:\n    def state_dict(self):\n"
+                   "        return {'max_norm': self.max_norm, 'avg': self.avg}\n"
+                   "    def save(self, output_dir):\n"
+                   "        torch.save(self.state_dict(), os.path.join(output_dir, 'clip.pt'))\n"
+                   "class Keeper:\n    def state_dict(self):\n"
+                   "        return {'step': self.step, 'weights': self.net.state_dict()}\n"
+                   "    def save(self, output_dir):\n"
+                   "        torch.save(self.state_dict(), os.path.join(output_dir, 'keep.pt'))\n",
+    })
+    assert not project.function(("clip.py", "Clipper.save")).saves_state
+    assert project.function(("clip.py", "Keeper.save")).saves_state
+    assert project.function(("clip.py", "Clipper.save")).saves_unguarded == {"output_dir"}  # still a save helper

@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "84"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "85"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -722,6 +722,9 @@ class _Extractor:
         self.self_class = ""
         self.attributes: dict[str, dict[str, str]] = {}
         self.class_methods: dict[str, frozenset] = {}  # class key -> the names of its methods
+        # classes whose own ``state_dict()`` returns a dict of plain values (a grad clipper's
+        # moving averages): ``torch.save(self.state_dict(), ...)`` there is no model state
+        self.scalar_state_classes: set[str] = set()
 
     # ------------------------------------------------------------------ names
     def qualified(self, expr: ast.AST) -> Optional[str]:
@@ -1113,6 +1116,8 @@ class _Extractor:
             self.facts.attribute_returns.setdefault(key, returned)
         if self.reads_rank_and_world(node):
             self.facts.rank_sharding_classes.add(key)
+        if _state_dict_of_plain_values(node):
+            self.scalar_state_classes.add(key)
         for method in node.body:
             if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for call in self.subtrees.of_kind(method, ast.Call):
@@ -1508,7 +1513,7 @@ class _Extractor:
                 # A save in a loop of its function, or in a function that trains (the epoch loop of
                 # ``main(cfg, gpu, save_dir)``), is that function's own save, reported there.
                 unguarded = params | self.path_params(target) if not self.loops and not trains else set()
-                state = saved is not None and (_holds_model_state(saved) or any(
+                state = saved is not None and not self.own_scalar_state(saved) and (_holds_model_state(saved) or any(
                     _holds_model_state(value) for value in (self.values_of(saved.id) if isinstance(saved, ast.Name)
                                                             else ())))
                 if self.flag_guards:
@@ -1799,6 +1804,11 @@ class _Extractor:
             refs = {self.instance_class(value, depth + 1) for value in self.values_of(expr.id)}
             return refs.pop() if len(refs) == 1 else ""
         return ""
+
+    def own_scalar_state(self, saved: ast.AST) -> bool:
+        """``self.state_dict()`` of a class whose own ``state_dict`` returns plain values."""
+        return isinstance(saved, ast.Call) and _dotted(saved.func) == "self.state_dict" \
+            and self.self_class in self.scalar_state_classes
 
     def reads_rank_and_world(self, node: ast.ClassDef) -> bool:
         """ModuleFacts.rank_sharding_classes: the class's code asks torch.distributed
@@ -2276,6 +2286,18 @@ def _iterates_a_loader(body: list[ast.stmt], is_loader_name=None) -> bool:
             return True
         stack.extend(ast.iter_child_nodes(node))
     return False
+
+
+def _state_dict_of_plain_values(node: ast.ClassDef) -> bool:
+    """The class defines ``state_dict`` and every return of it is a dict display
+    whose values call nothing (``{"max_grad_norm": self.max_grad_norm, ...}``)."""
+    method = next((m for m in node.body if isinstance(m, ast.FunctionDef) and m.name == "state_dict"), None)
+    if method is None:
+        return False
+    returns = [n for n in ast.walk(method) if isinstance(n, ast.Return)]
+    return bool(returns) and all(
+        isinstance(r.value, ast.Dict) and None not in r.value.keys
+        and not any(isinstance(n, ast.Call) for v in r.value.values for n in ast.walk(v)) for r in returns)
 
 
 def _holds_model_state(expr: ast.AST) -> bool:
