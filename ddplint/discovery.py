@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
+import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,6 +132,42 @@ def _ignored(path: Path, is_dir: bool, ignores: list[_GitIgnore]) -> bool:
     return verdict
 
 
+def _tracked(path: Path, is_dir: bool) -> bool:
+    """Does git track the file (or a file below the folder)?"""
+    repository = _repository_of(path.parent)
+    if repository is None:
+        return False
+    files, folders = _git_index(repository)
+    relative = _relative_part(path, repository) if files else ""
+    return bool(relative) and (relative in folders if is_dir else relative in files)
+
+
+@functools.lru_cache(maxsize=64)
+def _repository_of(folder: Path) -> Optional[Path]:
+    return next((candidate for candidate in (folder, *folder.parents) if (candidate / ".git").exists()), None)
+
+
+@functools.lru_cache(maxsize=8)
+def _git_index(repository: Path) -> tuple[frozenset[str], frozenset[str]]:
+    """The files the repository at ``repository`` tracks and the folders holding
+    them, relative to it (empty when git is unavailable or it is no repository)."""
+    if not (repository / ".git").exists():
+        return frozenset(), frozenset()
+    try:
+        listing = subprocess.run(["git", "-C", str(repository), "ls-files", "-z", "--cached"],
+                                 capture_output=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return frozenset(), frozenset()
+    files = frozenset(name for name in listing.decode("utf-8", "surrogateescape").split("\0") if name)
+    folders = frozenset(parent for name in files for parent in _parents(name))
+    return files, folders
+
+
+def _parents(name: str) -> Iterable[str]:
+    parts = name.split("/")[:-1]
+    return ("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+
+
 def relative_display(path: Path, root: Path, cwd: Optional[Path] = None, resolved: Optional[Path] = None) -> str:
     """A path as shown to the user: relative to the working directory if inside it.
     ``cwd``: the resolved working directory and ``resolved`` the path resolved,
@@ -162,6 +200,11 @@ class Discovery:
         return f"0 files: no file matching include ({', '.join(self.included)}) in {named}"
 
 
+DEFAULT_EXCLUDE_ORIGIN = "the default excludes"
+# Default excludes that name build outputs: not excluded when they are a package git tracks.
+_ARTIFACT_FOLDERS = ("build", "dist")
+
+
 class _Excludes:
     """The exclude patterns, each with the setting it came from (for messages)."""
 
@@ -171,7 +214,7 @@ class _Excludes:
     @classmethod
     def of(cls, settings: Settings) -> "_Excludes":
         where = f" in {settings.config_path.name}" if settings.config_path else ""
-        origin = "the default excludes" if settings.exclude == DEFAULT_EXCLUDE else f"exclude{where}"
+        origin = DEFAULT_EXCLUDE_ORIGIN if settings.exclude == DEFAULT_EXCLUDE else f"exclude{where}"
         return cls([(pattern, origin) for pattern in settings.exclude]
                    + [(pattern, f"extend-exclude{where}") for pattern in settings.extend_exclude])
 
@@ -228,7 +271,8 @@ def discover(paths: Iterable[str], settings: Settings, force_exclude: bool = Fal
 
         if force_exclude:
             reason = all_excludes.origin_of_match(relative(resolved))
-            if reason is None and _ignored(resolved, path.is_dir(), _gitignores_above(resolved.parent)):
+            if reason is None and _ignored(resolved, path.is_dir(), _gitignores_above(resolved.parent)) \
+                    and not _tracked(resolved, path.is_dir()):
                 reason = ".gitignore"
             if reason is not None:
                 result.skipped[f"{reason} (--force-exclude)"] += 1
@@ -262,8 +306,9 @@ def _check_named_path(path: Path, raw: str) -> None:
 
 
 def _walk(folder: Path, resolved_folder: Path, excluded, included, ignores: list[_GitIgnore], found: set[Path],
-          result: Discovery) -> None:
-    """``excluded`` and ``included`` are asked about resolved paths."""
+          result: Discovery, tracked_only: bool = False) -> None:
+    """``excluded`` and ``included`` are asked about resolved paths; ``tracked_only``
+    below an ignored folder that git tracks files in."""
     try:
         entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
     except OSError as error:
@@ -284,15 +329,41 @@ def _walk(folder: Path, resolved_folder: Path, excluded, included, ignores: list
         if not (is_dir or (is_file and included(resolved))):
             continue
         reason = excluded(resolved)
-        if reason is None and _ignored(resolved, is_dir, ignores):
-            reason = ".gitignore"
+        inner = excluded
+        if reason == DEFAULT_EXCLUDE_ORIGIN and is_dir and entry.name in _ARTIFACT_FOLDERS \
+                and _tracked(resolved / "__init__.py", False):
+            # a committed package named ``dist`` (or ``build``) is source, not a build output
+            # (a committed ``build/lib/pkg`` copy is no package itself and stays out)
+            reason = None
+            inner = _source_folder_excludes(excluded, resolved)
+        # Git ignores untracked files only: a committed file under an ignored pattern is linted,
+        # and so is a folder holding one (its untracked files stay ignored).
+        ignored_folder = tracked_only
+        if reason is None and (tracked_only or _ignored(resolved, is_dir, ignores)):
+            if _tracked(resolved, is_dir):
+                ignored_folder = is_dir
+            else:
+                reason = ".gitignore"
         if reason is not None:
             result.skipped[reason] += 1
         elif is_dir:
-            _walk(path, resolved, excluded, included, ignores, found, result)
+            _walk(path, resolved, inner, included, ignores, found, result, ignored_folder)
         else:
             found.add(path)
             result.resolved[path] = resolved
+
+
+def _source_folder_excludes(excluded, folder: Path):
+    """Below a committed ``dist``/``build`` folder, the default excludes apply to
+    the path inside it only (its ``__pycache__`` stays out, its files do not)."""
+    def inner(candidate: Path) -> Optional[str]:
+        reason = excluded(candidate)
+        inside = _relative_part(candidate, folder)
+        if reason == DEFAULT_EXCLUDE_ORIGIN and inside and not any(
+                path_matches(inside, pattern) for pattern in DEFAULT_EXCLUDE):
+            return None
+        return reason
+    return inner
 
 
 def _relative_part(resolved: Path, resolved_base: Path) -> str:

@@ -1,6 +1,7 @@
 """Configuration files, discovery excludes and noqa suppressions (DESIGN.md)."""
 
 import json
+import subprocess
 
 import pytest
 
@@ -114,6 +115,25 @@ def test_gitignore_negation_and_nested_files(repo):
     write(repo / "lab" / "local.py", BAD_SCRIPT)
     result = run_cli("--format", "json", ".", cwd=repo)
     assert [f["path"] for f in json.loads(result.stdout)["files"]] == ["lab/exp_keep.py", "src/train.py"]
+
+
+def test_tracked_files_are_linted_under_ignore_patterns_and_a_committed_dist_package(repo):
+    """Git ignores untracked files only: a committed file under a .gitignore pattern is
+    linted, and a committed package named ``dist`` is source (a real git repository)."""
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    write(repo / ".gitignore", "dist/\nscratch/\n")
+    write(repo / "dist" / "__init__.py", "")
+    write(repo / "dist" / "fsdp.py", BAD_SCRIPT)
+    write(repo / "dist" / "__pycache__" / "fsdp.py", BAD_SCRIPT)
+    write(repo / "scratch" / "kept.py", BAD_SCRIPT)
+    write(repo / "scratch" / "local.py", BAD_SCRIPT)
+    write(repo / "build" / "lib" / "pkg" / "copy.py", BAD_SCRIPT)
+    for path in ("dist/__init__.py", "dist/fsdp.py", "scratch/kept.py", "build/lib/pkg/copy.py", "src/train.py"):
+        subprocess.run(["git", "-C", str(repo), "add", "-f", path], check=True)
+    result = run_cli("--format", "json", ".", cwd=repo)
+    paths = [f["path"] for f in json.loads(result.stdout)["files"]]
+    # build/lib/pkg is no package of its own: a committed build output stays out
+    assert paths == ["dist/fsdp.py", "scratch/kept.py", "src/train.py"]  # (the empty __init__.py has nothing)
 
 
 def test_exclude_extend_exclude_and_force_exclude(repo):
