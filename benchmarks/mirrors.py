@@ -28,7 +28,7 @@ def lay_out_snapshot(name: str, commit: str, target: Path) -> Path:
     if (git_dir / ".git").is_dir():  # some fetches leave a (bare-looking) work tree holding .git
         git_dir = git_dir / ".git"
     if (target / ".git").exists():
-        return target
+        return _tracked_like_a_checkout(target)
     git = ["git", f"--git-dir={git_dir}"]
     listing = subprocess.run([*git, "ls-tree", "-r", "-z", commit], capture_output=True, check=True).stdout
     wanted = []
@@ -54,4 +54,14 @@ def lay_out_snapshot(name: str, commit: str, target: Path) -> Path:
         destination.write_bytes(batch[position:position + size])
         position += size + 1
     subprocess.run(["git", "init", "-q", str(target)], check=True)
+    return _tracked_like_a_checkout(target)
+
+
+def _tracked_like_a_checkout(target: Path) -> Path:
+    """Stage the laid-out Python files (ignore patterns or not: all came from the
+    commit), so that git tracks them as in a real checkout (ddplint lints tracked
+    files under .gitignore patterns)."""
+    if not (target / ".git" / "index").exists():
+        subprocess.run(["git", "-C", str(target), "add", "-f", "--", "*.py", "*.ipynb"],
+                       check=False, capture_output=True)
     return target

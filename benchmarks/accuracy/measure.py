@@ -7,8 +7,9 @@
 
 For every repository in labels/*.yaml, the script lays the snapshot out from the
 fetched mirror (``/work/.mirror/owner+name``, see the search tool's ``fetch``) at
-the labelled commit into a scratch folder (``git init`` there: a real checkout
-has ``.git`` at its root), then runs ddplint twice:
+the labelled commit into a scratch folder (``git init`` there, its Python files
+staged: a real checkout has ``.git`` at its root and tracks its files), then runs
+ddplint twice:
 
 - **root**: ``ddplint .`` at the repository root (CI, ``ddplint path/``);
 - **named**: ``ddplint FILE...`` with only the labelled files (pre-commit passes
