@@ -9,6 +9,11 @@ code calls, names or registers) is no destroy, while the set-up is known to run;
 when neither is known to run (a library's `setup()`/`teardown()` pair), the
 pair counts. Each `init_process_group` is reported, except one whose own function
 destroys the group it made (a local launcher `run_local(): init; main(); destroy`).
+A script whose `__main__` block starts the run is judged by its own run: a
+module that imports it and destroys the group afterwards (a sweep driver, a test
+script) does not clean up `python train.py`. A call of a `teardown()` of this
+module or the project that never destroys the group (`dist.rpc.shutdown()` is
+not `destroy_process_group()`) is no cleanup; one we cannot see into is.
 
 ## Why is this bad?
 Without `destroy_process_group()` the communicators are torn down by interpreter
@@ -38,8 +43,11 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+import libcst as cst
+
 from ddplint import names
 from ddplint.analysis.models import project_of
+from ddplint.analysis.roles import entry_script_starts_processes
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
 
@@ -52,6 +60,8 @@ _CLEANUP = re.compile(r"cleanup|clean_up|destroy|teardown|tear_down|shutdown|fin
 class ProcessGroupNotDestroyed(Rule):
     code, name, severity = "DDP015", "process-group-not-destroyed", "info"
     message = "init_process_group without destroy_process_group anywhere in the project"
+    RUN_MESSAGE = ("init_process_group without destroy_process_group on this script's own run "
+                   "(only a module that imports it destroys the group)")
     triggers = ("init_process_group",)
     needs_ddp_context = True
     uses_project = True
@@ -81,6 +91,12 @@ class ProcessGroupNotDestroyed(Rule):
                        "    dist.init_process_group('gloo', rank=rank, world_size=world)\n"
                        "    main()\n    dist.destroy_process_group()\nif __name__ == '__main__':\n    main()\n",
                 line=4, column=9),
+        # A teardown of this module that shuts RPC down but never destroys the group (a94 ptd_benchmark).
+        Invalid(DIST + "import os\ndef setup(args):\n    dist.init_process_group('nccl')\n"
+                       "def teardown(args):\n    if args.mode == 'pdp':\n        dist.rpc.shutdown()\n"
+                       "    if int(os.getenv('RANK')) == 0:\n        print('Finished')\n"
+                       "def main(args):\n    setup(args)\n    train(args)\n    teardown(args)\n"
+                       "if __name__ == '__main__':\n    main(parse())\n", line=4, column=5),
         # The only destroy sits in a helper nothing calls, while the set-up runs.
         Invalid(DIST + "class Fitter:\n    def __init__(self, cfg):\n        if cfg.ddp:\n            self.start_group(cfg)\n"
                        "    def start_group(self, cfg):\n        dist.init_process_group('nccl', rank=cfg.rank)\n"
@@ -113,7 +129,17 @@ class ProcessGroupNotDestroyed(Rule):
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
         project = project_of(index)
-        if project.in_scope(index.path, lambda m: project.destroys_process_group(m.path)) or _refers_to_destroy(index):
+        if _refers_to_destroy(index):
+            return
+        message = self.message
+        if entry_script_starts_processes(index):
+            # An entry script's own run: a test module that imports it and destroys the
+            # group afterwards (ptd_benchmark's tests.py) does not clean up this run.
+            if any(project.destroys_process_group(m) for m in project.run_scope(index.path)):
+                return
+            if project.in_scope(index.path, lambda m: project.destroys_process_group(m.path)):
+                message = self.RUN_MESSAGE
+        elif project.in_scope(index.path, lambda m: project.destroys_process_group(m.path)):
             return
         if not _init_may_run(index, project) and project.in_scope(index.path, lambda m: bool(m.destroy_functions)):
             return  # ``def setup(): init`` / ``def teardown(): destroy``: neither is known to run
@@ -125,7 +151,7 @@ class ProcessGroupNotDestroyed(Rule):
         for site in index.calls_to(names.INIT_PROCESS_GROUP):
             if id(index.enclosing_scope(site.node)) in destroyed_in:
                 continue  # ``def run_local(): init ... destroy`` (a launcher nothing runs): this one is paired
-            yield self.report(site.node)
+            yield self.report(site.node, message)
 
 
 # Packages that are never the user's own project modules.
@@ -177,6 +203,19 @@ def _init_may_run(index: SemanticIndex, project) -> bool:
 
 
 def _may_clean_up_elsewhere(index: SemanticIndex) -> bool:
+    """A call of a cleanup helper we cannot see into: not torch's own (``dist.rpc.shutdown()``),
+    not a function of this module (no destroy in it: it would have been found), not a
+    project function (the project's destroys were looked for already)."""
     # (destroy_process_group itself is judged by _refers_to_destroy: in a function nothing runs, it is none)
-    return any(method and method != "destroy_process_group" and _CLEANUP.search(method)
-               for method in index.calls_by_method)
+    project = project_of(index)
+    for site in index.calls:
+        method = site.method
+        if not method or method == "destroy_process_group" or not _CLEANUP.search(method):
+            continue
+        callee = dotted_name(site.node.func)
+        if (site.qualified_name or "").startswith("torch.") or (
+                isinstance(site.node.func, cst.Name) and index.functions_named(method)) or (
+                callee is not None and project.resolve_function(index.path, callee, index.imports) is not None):
+            continue
+        return True
+    return False

@@ -866,6 +866,14 @@ _LAUNCHER_NAME = re.compile(r"init_dist|dist_init|setup_dist|launch|spawn|start_
 _STARTING_PREFIXES = ("torch.distributed", "deepspeed", "accelerate", "lightning", "pytorch_lightning", "horovod")
 
 
+def entry_script_starts_processes(index: SemanticIndex) -> bool:
+    """Is the module an entry script whose ``__main__`` block starts the
+    distributed run (itself or through what it calls)?"""
+    block = next((statement for statement in index.module.body if isinstance(statement, cst.If)
+                  and _is_main_test(statement.test)), None)
+    return block is not None and _main_block_starts_processes(index, block)
+
+
 def _main_block_starts_processes(index: SemanticIndex, block: cst.If) -> bool:
     """A data module's ``__main__`` self-check runs as one process: nothing at
     module level or in the block starts a process group or workers, neither

@@ -1158,6 +1158,13 @@ class Project:
             self._scopes[path] = frozenset(_closure(entries, self.reaches))
         return self._scopes[path]
 
+    def run_scope(self, path: str) -> frozenset[str]:
+        """The modules a run of the script ``path`` reaches (imports, calls, spawn
+        targets), without the modules that import it."""
+        if path not in self.modules:
+            return frozenset(self.modules)
+        return frozenset(_closure([path], self.reaches))
+
     def in_scope(self, path: str, predicate: Callable[[ModuleFacts], bool]) -> bool:
         """Does some module in ``scope(path)`` satisfy ``predicate``?"""
         return any(predicate(self.modules[other]) for other in self.scope(path))
