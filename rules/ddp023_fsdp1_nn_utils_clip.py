@@ -127,6 +127,50 @@ class Fsdp1NnUtilsClip(Rule):
                         "    torch.nn.utils.clip_grad_norm_(cfg.model.parameters(), 1.0)\n"),
     ]
     invalid = [
+        # The model reaches the loop through the trainer's state dict (a93 pytorch-trainer).
+        Invalid("""\
+import torch
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+
+class Trainer:
+    def fit(self, model, optimizer, loader):
+        state = {"model": model, "optimizer": optimizer}
+        for epoch in range(3):
+            self.train_loop(state["model"], state["optimizer"], loader)
+
+    def train_loop(self, model, optimizer, loader):
+        for x in loader:
+            model(x).sum().backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+            optimizer.step()
+
+
+def main(net, loader):
+    model = FSDP(net)
+    Trainer().fit(model, torch.optim.AdamW(model.parameters()), loader)
+""", line=14, column=13, fixed="""\
+import torch
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+
+class Trainer:
+    def fit(self, model, optimizer, loader):
+        state = {"model": model, "optimizer": optimizer}
+        for epoch in range(3):
+            self.train_loop(state["model"], state["optimizer"], loader)
+
+    def train_loop(self, model, optimizer, loader):
+        for x in loader:
+            model(x).sum().backward()
+            model.clip_grad_norm_(max_norm=1.0)
+            optimizer.step()
+
+
+def main(net, loader):
+    model = FSDP(net)
+    Trainer().fit(model, torch.optim.AdamW(model.parameters()), loader)
+"""),
         # Built with a tokenizer by a method that wraps DDP or, through a helper, FSDP (ljm565's
         # trainer): the model may be FSDP wherever no flag says otherwise.
         Invalid(IMPORTS + "from torch.nn.parallel import DistributedDataParallel as DDP\n" + """\

@@ -713,3 +713,19 @@ def test_a_class_saving_its_own_plain_state_saves_no_model_state():
     assert not project.function(("clip.py", "Clipper.save")).saves_state
     assert project.function(("clip.py", "Keeper.save")).saves_state
     assert project.function(("clip.py", "Clipper.save")).saves_unguarded == {"output_dir"}  # still a save helper
+
+
+def test_a_model_passed_on_through_a_dict_display_keeps_its_wrap():
+    """``state = {"model": model}`` then ``self.train_loop(state["model"])``: the
+    loop's parameter receives what ``fit`` was handed (an FSDP model)."""
+    project = _project({
+        "trainer.py": "class Trainer:\n    def fit(self, model, opt):\n"
+                      "        state = {'model': model, 'optimizer': opt}\n"
+                      "        self.train_loop(state['model'], state['optimizer'])\n"
+                      "    def train_loop(self, model, opt):\n        pass\n",
+        "train.py": "from torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                    "from trainer import Trainer\n"
+                    "def main(net, opt):\n    Trainer().fit(model=FSDP(net), opt=opt)\n",
+    })
+    assert project.wrapped_param("trainer.py", "Trainer.train_loop", "model") == "fsdp"
+    assert project.wrapped_param("trainer.py", "Trainer.train_loop", "opt") == ""

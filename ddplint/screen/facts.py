@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "85"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "86"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1920,11 +1920,29 @@ class _Extractor:
                 wrapped = self.wrapper_of(value)
                 if wrapped:
                     return wrapped
+        held = self.dict_entry(expr)
+        if held is not None:
+            return self.arg_tag(held)  # ``state["model"]`` with ``state = {"model": model, ...}``
         found = _one_tag(self.value_tags(expr)) or self.return_tag(expr)
         if not found and isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) \
                 and expr.value.id == "self" and expr.attr in self.facts.attribute_params.get(self.self_class, {}):
             return f"{SELF_ATTRIBUTE_PREFIX}{self.self_class}.{expr.attr}"
         return found
+
+    def dict_entry(self, expr: ast.AST) -> Optional[ast.AST]:
+        """The value a dict display bound to the name holds under the literal key
+        (``state["model"]`` after ``state = {"model": model, ...}``), when the name
+        has that one binding."""
+        if not (isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Name)
+                and isinstance(expr.slice, ast.Constant) and isinstance(expr.slice.value, str)):
+            return None
+        values = self.values_of(expr.value.id)
+        if len(values) != 1 or not isinstance(values[0], ast.Dict):
+            return None
+        for key, value in zip(values[0].keys, values[0].values):
+            if isinstance(key, ast.Constant) and key.value == expr.slice.value:
+                return value
+        return None
 
     def may_be_project_callee(self, callee: str) -> bool:
         """An imported name, or a function or class this module defined so far."""
