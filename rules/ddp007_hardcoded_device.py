@@ -187,6 +187,11 @@ class HardcodedDevice(Rule):
               "    return DataLoader(data, batch_size, sampler=sampler, collate_fn=lambda b: collate(b, device))\n"
               "if __name__ == '__main__':\n    loader = get_dataloader(load('test.lmdb'), batch_size=4, device=0)\n"
               "    for batch in loader:\n        check(batch)\n", filename="data_input.py"),
+        # the fallback for a model without device ids: a DDP worker's model has them (a56 sewformer)
+        Valid(DIST + "def predict_single(model, image):\n"
+                     "    device = model.device_ids[0] if hasattr(model, 'device_ids') and len(model.device_ids) > 0 "
+                     "else torch.device('cuda:0' if torch.cuda.is_available() else 'cpu')\n"
+                     "    return model(image.to(device).unsqueeze(0))\n"),
         # a round trip through the GPU whose result stays on the CPU
         Valid(DIST + "w = Int8Params(value).to(0).to('cpu')\nscales = w.SCB.cuda(0).cpu()\n"),
         # An inference helper whose trainer is built with its single-process defaults (rank=0, world_size=1).
@@ -371,8 +376,25 @@ class Engine:
             if is_worker_code(index, node) and not in_device_list(index, node) and not _left_at_once(index, node) \
                     and not runs_on_rank_zero_only(index, node) \
                     and not _one_gpu_visible(index, node) and not _default_replaced_by_rank(index, node) \
-                    and not _compared(index, node):
+                    and not _compared(index, node) and not _fallback_of_unwrapped_model(index, node):
                 yield self.report(node, _message(index, node))
+
+
+def _fallback_of_unwrapped_model(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """``model.device_ids[0] if hasattr(model, "device_ids") and ... else "cuda:0"``:
+    a DDP worker's model carries its device ids; the literal is the fallback for a
+    plain model (a single-process inference path)."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.IfExp, cst.If)) and child is ancestor.orelse:
+            test = index.module.code_for_node(ancestor.test)
+            if "device_ids" in test and "device_ids" in index.module.code_for_node(
+                    ancestor.body if isinstance(ancestor, cst.IfExp) else ancestor.body):
+                return True
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        child = ancestor
+    return False
 
 
 def _compared(index: SemanticIndex, node: cst.CSTNode) -> bool:
