@@ -41,8 +41,13 @@ the instance: `if self.gpu_index == 0:`); a library's own save (`xm.save`,
 mmengine's, deepspeed's: they decide who writes); helpers that guard themselves
 (`save_on_master`); per-rank file names (also a rank kept in a dict:
 `f"rng_{cfg['rank']}.pt"`); saves into in-memory buffers;
-`torch.distributed.checkpoint` (collective by design); single-process branches
-(`else` of `if args.distributed:`), launcher-parent code, and `nn.DataParallel`
+`torch.distributed.checkpoint` (collective by design), and a helper that writes through
+another one and reaches a collective on the way (a checkpoint client that gathers
+the state, or waits at a barrier while rank 0 writes: every rank must call it);
+`torch.save(self.state_dict())` of a class whose own `state_dict` returns plain
+values (a grad clipper's moving averages: no model state); single-process branches
+(`else` of `if args.distributed:` or `if self.ddp:`, also inside a helper those
+arms call), launcher-parent code, and `nn.DataParallel`
 programs that never create a process group (one process); a save under
 `if out_dir:` where `out_dir` is set on rank 0 only, or under `if self.verbose:` /
 `if cfg.ckpt_dir is not None:` where the project empties that attribute on the
@@ -695,6 +700,8 @@ if __name__ == "__main__":
                 continue
             if not _call_makes_it_save(project, key, site.node):
                 continue  # ``lm_checkpoint(cfg, weight=w)``: saves only when given a model, loads here
+            if _collective_checkpoint_helper(project, key):
+                continue
             trainer = project.function(key)
             if (trainer is not None and trainer.trains) or any(
                     _trains(project, index, helper) for helper in helper_functions(index, site)):
@@ -753,6 +760,15 @@ def _reached_by(index: SemanticIndex, helper: cst.FunctionDef, save, calls) -> b
 
     return not any(arm_switched_off(index, helper, branch, in_body, calls)
                    for branch, in_body in if_ancestors(index, save.node, stop=helper))
+
+
+def _collective_checkpoint_helper(project, key) -> bool:
+    """A helper that writes through another (``self._checkpoint_client.save_checkpoint(...)``)
+    and reaches a collective on the way (it gathers the state, or waits at a barrier
+    while rank 0 writes): every rank must call it. A helper with its own unguarded
+    ``torch.save`` (then a barrier) still writes on every rank."""
+    function = project.function(key)
+    return function is not None and not function.saves_unguarded and project.reaches_collective(key)
 
 
 def _unseen_save_helper_of_ddp_state(index: SemanticIndex, project, site) -> bool:

@@ -729,3 +729,25 @@ def test_a_model_passed_on_through_a_dict_display_keeps_its_wrap():
     })
     assert project.wrapped_param("trainer.py", "Trainer.train_loop", "model") == "fsdp"
     assert project.wrapped_param("trainer.py", "Trainer.train_loop", "opt") == ""
+
+
+def test_a_checkpoint_helper_that_writes_through_a_collective_client_is_called_on_every_rank():
+    """DDP011: ``self._client.save_checkpoint(...)`` reaches a collective (a barrier while
+    rank 0 writes, a DCP save): the recipe's helper must run on every rank. A helper
+    with its own ``torch.save`` followed by a barrier still writes on every rank."""
+    from rules.ddp011_checkpoint_saved_on_every_rank import _collective_checkpoint_helper
+
+    project = _project({
+        "client.py": "import os\nimport torch\nimport torch.distributed as dist\n"
+                     "class Client:\n    def save_checkpoint(self, model, epoch):\n"
+                     "        torch.save(model.state_dict(), os.path.join(self.out, f'epoch_{epoch}.pt'))\n"
+                     "        dist.barrier()\n",
+        "recipe.py": "import torch\nimport torch.distributed as dist\nfrom client import Client\n"
+                     "class Recipe:\n    def __init__(self):\n        self._client = Client()\n"
+                     "    def save_checkpoint(self, epoch):\n        self._client.save_checkpoint(self._model, epoch)\n"
+                     "    def save_and_wait(self, epoch):\n"
+                     "        torch.save(self._model.state_dict(), f'last_{epoch}.pt')\n        dist.barrier()\n",
+    })
+    assert _collective_checkpoint_helper(project, ("recipe.py", "Recipe.save_checkpoint"))
+    assert not _collective_checkpoint_helper(project, ("recipe.py", "Recipe.save_and_wait"))
+    assert not _collective_checkpoint_helper(project, ("client.py", "Client.save_checkpoint"))
