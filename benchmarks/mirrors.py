@@ -12,8 +12,9 @@ from pathlib import Path
 
 MIRRORS = Path(os.environ.get("DDPLINT_MIRRORS", "/work/.mirror"))
 
-# What a lint of the repository reads: Python files, the files that mark or
-# configure a project root, and .gitignore files (discovery honours them).
+# What a lint of the repository reads: Python files, shell launchers (which scripts run
+# with one GPU per process), the files that mark or configure a project root, and
+# .gitignore files (discovery honours them).
 _WANTED_NAMES = ("pyproject.toml", "setup.py", "setup.cfg", ".ddplint.yaml", ".gitignore")
 
 
@@ -37,7 +38,8 @@ def lay_out_snapshot(name: str, commit: str, target: Path) -> Path:
             continue
         meta, path = entry.split("\t", 1)
         mode, kind, sha = meta.split()
-        if kind == "blob" and mode != "120000" and (path.endswith(".py") or path.rsplit("/", 1)[-1] in _WANTED_NAMES):
+        if kind == "blob" and mode != "120000" and (path.endswith((".py", ".sh"))
+                                                    or path.rsplit("/", 1)[-1] in _WANTED_NAMES):
             wanted.append((sha, path))
     batch = subprocess.run([*git, "cat-file", "--batch"], input="".join(f"{sha}\n" for sha, _ in wanted).encode(),
                            capture_output=True, check=True).stdout

@@ -8,7 +8,7 @@ import re
 import stat
 import subprocess
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -404,6 +404,19 @@ def project_files(root: Path, settings: Settings, named: Iterable[Path] = ()) ->
     found: dict[str, Path] = {}
     for path in [*walked, *named]:
         found.setdefault(os.path.abspath(path), Path(path))
+    return [found[key] for key in sorted(found)]
+
+
+def launcher_files(root: Path, settings: Settings, walked: Iterable[Path] = ()) -> list[Path]:
+    """The shell launchers of the project (``*.sh``, excludes and .gitignore applied
+    as for Python files), and of the folders named on the command line (as their
+    Python files are): the project's facts read which scripts they run with one
+    GPU visible per process."""
+    folders = [str(folder) for folder in (root, *walked) if Path(folder).is_dir()]
+    if not folders:
+        return []
+    launchers = replace(settings, include=("*.sh",), extend_include=())
+    found = {os.path.abspath(path): path for path in discover(folders, launchers).files}
     return [found[key] for key in sorted(found)]
 
 

@@ -556,11 +556,13 @@ TOO_LARGE_FACTS = "too-large"
 
 
 def _summarize_bytes(data: bytes, module: str, max_file_size: int = budget.DEFAULT_MAX_FILE_SIZE):
-    from ddplint.screen.facts import summarize
+    from ddplint.screen.facts import LAUNCHER_SUFFIX, summarize, summarize_launcher
 
     source = python_source(data) if is_notebook(module) else decode_source(data)[0]
     if source is None or budget.over_budget(source.encode("utf-8", "surrogatepass"), max_file_size):
         return None
+    if module.endswith(LAUNCHER_SUFFIX):
+        return summarize_launcher(source, module)
     return summarize(source, module)
 
 
@@ -628,14 +630,14 @@ def _project_pairs(root: Path, settings: Settings, named: Sequence[Path],
     ``walked``: folders the caller already discovered ``named`` from (no
     --force-exclude); when the root is one of them, ``named`` is the project
     and the tree is not walked twice (``modules``: their module names, known)."""
-    from ddplint.discovery import module_key, project_files
+    from ddplint.discovery import launcher_files, module_key, project_files
 
     modules = modules or {}
-
+    launchers = [(str(path), module_key(path, root)) for path in launcher_files(root, settings, walked)]
     if any(os.path.realpath(folder) == os.path.realpath(root) for folder in walked):
         files = sorted(dict((os.path.abspath(path), Path(path)) for path in named).items())
-        return [(str(path), modules.get(path) or module_key(path, root)) for _, path in files]
-    return [(str(path), module_key(path, root)) for path in project_files(root, settings, named)]
+        return [(str(path), modules.get(path) or module_key(path, root)) for _, path in files] + launchers
+    return [(str(path), module_key(path, root)) for path in project_files(root, settings, named)] + launchers
 
 
 # ---------------------------------------------------------------------- parallel runs, one component at a time
@@ -676,7 +678,8 @@ def _project_wide(facts) -> bool:
     evaluation script next to the training script that saves it; DDP025 asks
     every such loader of the project). It joins every component, so a parallel
     run answers as a serial one does."""
-    return facts is not None and any(strip.source == "load" for strip in facts.prefix_strips)
+    return facts is not None and (any(strip.source == "load" for strip in facts.prefix_strips)
+                                  or bool(facts.launches_masked))  # a shell launcher masking GPUs
 
 
 def _components(modules: list[str], refs: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:

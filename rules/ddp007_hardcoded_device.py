@@ -27,7 +27,8 @@ Not flagged: `"cuda"` without an index (after `set_device(local_rank)` it means
 the rank's own GPU); `f"cuda:{local_rank}"`; `map_location={"cuda:0": ...}`
 remaps; a literal device that a device is only compared with
 (`torch.device(self.device) == torch.device("cuda:0")`: which process sits on GPU 0);
-scripts that give each process one visible GPU (`CUDA_VISIBLE_DEVICES`
+scripts that give each process one visible GPU (also through a shell launcher of the
+project: `export CUDA_VISIBLE_DEVICES=$1` before `python .../train.py`; `CUDA_VISIBLE_DEVICES`
 set from the rank, not a list of several GPUs joined for the whole run:
 `",".join(str(g) for g in gpu_ids)`, or submitit's
 `TorchDistributedEnvironment().export()`, which masks to the local rank unless

@@ -29,7 +29,8 @@ Not flagged: `set_device` called on the path (here or anywhere the entry script
 reaches; a `set_device` inside a helper function that no module of the project
 calls, spawns or imports by name never runs and does not count); explicit per-rank devices (`.cuda(local_rank)`, `torch.device("cuda",
 local_rank)`, `f"cuda:{local_rank}"`, `device_ids=[local_rank]`); per-process
-`CUDA_VISIBLE_DEVICES` masking to one GPU; frameworks that place each rank
+`CUDA_VISIBLE_DEVICES` masking to one GPU (in the script, or by a shell launcher of
+the project: `export CUDA_VISIBLE_DEVICES=$1` then `python .../train.py`); frameworks that place each rank
 themselves (Accelerate, Lightning, DeepSpeed, ...); launcher-parent code and
 single-process branches.
 

@@ -47,7 +47,8 @@ def lint_fixture(target: Path, cache_dir=None) -> list[str]:
     files = discover([str(target)], settings).files
     shown = {path: path.resolve().relative_to(folder.resolve()).as_posix() for path in files}
     # The project root is this repository, as when a user lints a fixture here.
-    results = lint_paths(files, settings, jobs=1, display=shown, cache_dir=cache_dir)
+    results = lint_paths(files, settings, jobs=1, display=shown, cache_dir=cache_dir,
+                         walked=[target] if target.is_dir() else [])
     found = []
     for result in results:
         for d in result.diagnostics:

@@ -751,3 +751,24 @@ def test_a_checkpoint_helper_that_writes_through_a_collective_client_is_called_o
     assert _collective_checkpoint_helper(project, ("recipe.py", "Recipe.save_checkpoint"))
     assert not _collective_checkpoint_helper(project, ("recipe.py", "Recipe.save_and_wait"))
     assert not _collective_checkpoint_helper(project, ("client.py", "Client.save_checkpoint"))
+
+
+def test_shell_launchers_that_mask_one_gpu_per_process_are_project_facts():
+    """A launcher that exports one device (``$1``, a number) before ``python x.py``
+    masks each process to one GPU; a list of devices, ``python -m``/torchrun, or a
+    mask set after the command do not."""
+    from ddplint.screen.facts import summarize_launcher
+
+    run = summarize_launcher("#!/bin/bash\nexport CUDA_VISIBLE_DEVICES=$1\nsource ~/.bashrc\n"
+                             "python3 /scratch1/me/blox/models/imagenet_ddp.py \\\n    --rank=$4\n"
+                             "CUDA_VISIBLE_DEVICES=$i python -u tools/eval.py &\n", "scripts/run.sh")
+    assert run.launches_masked == ("/scratch1/me/blox/models/imagenet_ddp.py", "tools/eval.py")
+    other = summarize_launcher("CUDA_VISIBLE_DEVICES=0,1,2,3 python train.py\n"
+                               "export CUDA_VISIBLE_DEVICES=$1\npython -m torch.distributed.run bert.py\n"
+                               "torchrun --nproc-per-node 4 gpt.py\n", "scripts/other.sh")
+    assert other.launches_masked == ()
+    project = Project([run, other, summarize("x = 1\n", "models/imagenet_ddp.py"),
+                       summarize("x = 1\n", "tools/eval.py"), summarize("x = 1\n", "train.py")])
+    assert project.masked_by_launcher("models/imagenet_ddp.py")  # the folder and name of a cluster path
+    assert project.masked_by_launcher("tools/eval.py")
+    assert not project.masked_by_launcher("train.py")

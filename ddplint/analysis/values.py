@@ -799,7 +799,7 @@ def module_masks_visible_devices(index: SemanticIndex) -> bool:
         return True
     if index.project is None:
         return False  # a text on its own: nothing imports it
-    return index.project.only_masked_processes_reach(index.path)
+    return index.project.masked_by_launcher(index.path) or index.project.only_masked_processes_reach(index.path)
 
 
 # Launcher helpers whose ``export()`` sets ``CUDA_VISIBLE_DEVICES`` to the local

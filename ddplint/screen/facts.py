@@ -97,7 +97,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "86"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "87"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -312,6 +312,9 @@ class ModuleFacts:
     # "Cls.method" for ``super().method(...)`` (or ``super(Cls, self).method``)
     # called in a method of class Cls: the base class's method runs there too.
     super_calls: list[str] = field(default_factory=list)
+    # A shell launcher (``run.sh``): the Python scripts it runs with one GPU visible per
+    # process (``export CUDA_VISIBLE_DEVICES=$1`` then ``python models/train.py``), as written.
+    launches_masked: tuple[str, ...] = ()
     # Classes whose methods read both ``dist.get_rank()`` and ``dist.get_world_size()``:
     # a data class that keeps its rank's slice itself (DDP009's hand sharding).
     rank_sharding_classes: set[str] = field(default_factory=set)
@@ -342,6 +345,62 @@ class ModuleFacts:
     # The rules' screens on this module (ddplint.screen.screening.Verdict); None
     # when the judge must decide alone.
     screen: Optional[tuple] = None
+
+
+LAUNCHER_SUFFIX = ".sh"
+_MASK = re.compile(r"^(?:export\s+)?CUDA_VISIBLE_DEVICES=(\S*)$")
+_PYTHON = re.compile(r"^python(\d(\.\d+)?)?$")
+
+
+def summarize_launcher(source: str, path: str) -> ModuleFacts:
+    """The facts of a shell launcher: which Python scripts it runs with one GPU
+    visible per process (ModuleFacts.launches_masked). Not a Python module: it
+    imports, calls and defines nothing."""
+    facts = ModuleFacts(path)
+    facts.launches_masked = tuple(_masked_launches(source))
+    return facts
+
+
+def _masked_launches(source: str) -> list[str]:
+    """``export CUDA_VISIBLE_DEVICES=$1`` (or ``CUDA_VISIBLE_DEVICES=$i python ...``)
+    with one device (a variable or a number, no list), then ``python [flags] x.py``
+    (not ``python -m``: torchrun and friends start several processes)."""
+    found, masked = [], False
+    for line in source.replace("\\\n", " ").splitlines():
+        words = line.split("#", 1)[0].split()
+        while words and words[0] in ("srun", "exec", "nohup", "time", "singularity"):
+            words = words[1:]
+        prefix_mask = None
+        while words and _MASK.match(words[0] if words[0] != "export" else " ".join(words[:2])):
+            mask = _MASK.match(words[0] if words[0] != "export" else " ".join(words[:2]))
+            one = _one_device(mask.group(1))
+            words = words[2:] if words[0] == "export" else words[1:]
+            if words:
+                prefix_mask = one
+            else:
+                masked = one
+        script = _python_script(words)
+        if script is not None and (prefix_mask if prefix_mask is not None else masked):
+            found.append(script)
+    return found
+
+
+def _one_device(value: str) -> bool:
+    value = value.strip("\"'")
+    return bool(value) and "," not in value and (value.isdigit() or value.startswith("$"))
+
+
+def _python_script(words: list[str]) -> Optional[str]:
+    if not words or not _PYTHON.match(words[0].rsplit("/", 1)[-1]):
+        return None
+    for word in words[1:]:
+        if word == "-m":
+            return None
+        if word.endswith(".py"):
+            return word
+        if not word.startswith("-"):
+            return None
+    return None
 
 
 def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFacts]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import posixpath
 from typing import Callable, Iterable, Optional
 
 from ddplint import names
@@ -1181,13 +1182,34 @@ class Project:
                 return True
         return False
 
+    def masked_by_launcher(self, path: str) -> bool:
+        """Does a shell launcher of the project run the script ``path`` with one GPU
+        visible per process (``export CUDA_VISIBLE_DEVICES=$1`` then ``python
+        .../models/train.py``, the path written as on the machine it ran on)?"""
+        launched = getattr(self, "_masked_launches", None)
+        if launched is None:
+            launched = self._masked_launches = [
+                (module.path, script) for module in self.modules.values() for script in module.launches_masked]
+        for launcher, script in launched:
+            script = script[2:] if script.startswith("./") else script
+            beside = posixpath.normpath(posixpath.join(posixpath.dirname(launcher), script))
+            if path in (script, beside) or script.endswith("/" + path):
+                return True
+            # An absolute path of the machine it ran on (``/scratch1/me/blox/models/train.py``):
+            # the script's folder and name identify it.
+            tail = script.split("/")[-2:]
+            if len(tail) == 2 and tail[0] not in ("", ".", "..") and path.split("/")[-2:] == tail:
+                return True
+        return False
+
     def only_masked_processes_reach(self, path: str) -> bool:
         """Does every process that runs module ``path`` see one GPU? The module is
         imported only by scripts that set ``CUDA_VISIBLE_DEVICES`` per process (and
         by modules imported only by such scripts): its ``cuda:0`` is the rank's GPU."""
         reachers = _closure([path], self._reached_by) - {path}
         entries = [other for other in reachers if not (self._reached_by.get(other, set()) - {other})]
-        return bool(entries) and all(self.modules[other].masks_visible_devices for other in entries)
+        return bool(entries) and all(self.modules[other].masks_visible_devices or self.masked_by_launcher(other)
+                                     for other in entries)
 
     def may_be_called(self, path: str, function: str) -> bool:
         """Some module calls (or spawns) ``function`` of module ``path``, or imports
