@@ -4,7 +4,9 @@ wrapper, its `.module`, an alias such as `inner = ddp.module`, or the inner mode
 passed to `DDP(...)`) when it runs only under a rank condition, with no broadcast
 of the parameters afterwards; also a rank-guarded call of a function that loads
 into the DDP model (a project function given the model, or a loader method of
-the same class: `if self.rank == 0: self.load_checkpoint(path)`).
+the same class: `if self.rank == 0: self.load_checkpoint(path)`). An FSDP model
+the same (my reading of the rule's intent: a load on rank 0 after the wrap
+changes rank 0's shards only).
 
 Not flagged: loading on every rank; loading before wrapping; a load followed by
 a broadcast of the parameters (`dist.broadcast(p.data, 0)` over
@@ -53,11 +55,13 @@ from ddplint.analysis.semantic import CallSite, SemanticIndex
 IMPORTS = ("import torch\nimport torch.distributed as dist\n"
            "from torch.nn.parallel import DistributedDataParallel as DDP\n")
 _BROADCASTS = tuple(q for q in COLLECTIVES if "broadcast" in q)
+# FSDP too: a load on rank 0 after the wrap changes rank 0's shards only (a94 fsdp-for-transformer).
+_WRAPPERS = (names.DDP, names.FSDP)
 
 
 class Rank0OnlyLoadAfterWrap(Rule):
     code, name, severity = "DDP020", "rank0-only-load-after-wrap", "error"
-    message = "weights loaded on some ranks only after the DDP wrap: the ranks silently diverge"
+    message = "weights loaded on some ranks only after the DDP/FSDP wrap: the ranks silently diverge"
     # The load may sit in another module; the report is then at a rank-guarded call here.
     triggers = ("if",)
     needs_ddp_context = True
@@ -113,6 +117,12 @@ class Rank0OnlyLoadAfterWrap(Rule):
                           "        model.load_state_dict(torch.load(best, map_location='cpu'))\n"
                           "        model = DDP(model, device_ids=[args.local_rank])\n    evaluate(model)\n",
                 line=9, column=9),
+        # An FSDP model loaded on the main worker only, after the wrap (a94 fsdp-for-transformer).
+        Invalid("import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                "def main(args, net, rank):\n    model = FSDP(net, device_id=rank)\n"
+                "    if args.load_model and rank == 0:\n"
+                "        model.load_state_dict(torch.load(args.path, map_location='cpu'))\n"
+                "    train(model)\n", line=6, column=9),
         # The global rank spelled out as ``node * gpus + local_rank`` (a91 zarzen).
         Invalid(IMPORTS + "def main(args, net, path):\n    model = DDP(net.cuda(), device_ids=[args.local_rank])\n"
                           "    if args.world_id * args.num_gpu + args.local_rank == 0:\n"
@@ -183,7 +193,7 @@ class Rank0OnlyLoadAfterWrap(Rule):
         project = project_of(index)
         for site in index.calls:
             if site.method == "load_state_dict" and site.receiver is not None:
-                if wrapped_root(index, site.receiver, site.order) is None:
+                if wrapped_root(index, site.receiver, site.order, _WRAPPERS) is None:
                     continue
             elif not _local_helper_loads(index, site):
                 callee = project_callee(index, site.node)
@@ -207,7 +217,7 @@ def _model_slots(index: SemanticIndex, site: CallSite) -> list[str]:
             break
         slot = arg.keyword.value if arg.keyword is not None else str(position)
         position += arg.keyword is None
-        if wrapped_root(index, arg.value, site.order) is not None:
+        if wrapped_root(index, arg.value, site.order, _WRAPPERS) is not None:
             slots.append(slot)
     return slots
 
@@ -232,7 +242,7 @@ def _helper_loads(index: SemanticIndex, helper, depth: int) -> bool:
 def _body_loads(index: SemanticIndex, helper, depth: int) -> bool:
     for inner in calls_in_function(index, helper):
         if inner.method == "load_state_dict" and inner.receiver is not None:
-            root = wrapped_root(index, inner.receiver, inner.order)
+            root = wrapped_root(index, inner.receiver, inner.order, _WRAPPERS)
             # A parameter is what the caller passes (the project's slots decide).
             if root is not None and ("." in root or not any(
                     b.kind == "param" for b in index.reaching(root, inner.receiver))):
