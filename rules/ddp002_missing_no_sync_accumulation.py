@@ -102,7 +102,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from ddplint.analysis import flow
+from ddplint.analysis import flow, models
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
 from ddplint.analysis.values import SELF_RETURNING_METHODS, literal_int
@@ -1225,7 +1225,7 @@ for it, batch in enumerate(loader):
                     and not _callers_sync(index, region):
                 reported.add(id(site))
                 handled.add(id(node))
-                yield self.report(site, _message(index, test))
+                yield self.report(site, _message(index, test, region))
         # Backward and step done by a helper object, told when to step:
         # ``loss_scaler(loss, optimizer, update_grad=(i + 1) % k == 0)``.
         for site, test in flow.helper_step_calls(index):
@@ -1239,7 +1239,7 @@ for it, batch in enumerate(loader):
             for node in _backward_sites(index, site):
                 if id(node) not in reported:
                     reported.add(id(node))
-                    yield self.report(node, _message(index, test))
+                    yield self.report(node, _message(index, test, loop))
 
 
 def _backward_sites(index: SemanticIndex, site) -> list[cst.CSTNode]:
@@ -1347,12 +1347,21 @@ def _ends_with_return(body: cst.BaseSuite) -> bool:
     return bool(smalls) and isinstance(smalls[-1], cst.Return)
 
 
-def _message(index: SemanticIndex, test: cst.CSTNode) -> str:
+def _message(index: SemanticIndex, test: cst.CSTNode, region: Optional[cst.CSTNode] = None) -> str:
     k = _literal_k(index, test)
-    count = f"{k} all-reduces per optimizer step instead of 1 (k={k})" if k is not None else \
-        "k all-reduces per optimizer step instead of 1 (k = accumulation steps)"
-    return (f"gradient accumulation without no_sync(): DDP all-reduces the gradients in every "
+    fsdp = region is not None and _runs_fsdp(index, region)
+    sync = "reduce-scatters" if fsdp else "all-reduces"
+    count = f"{k} {sync} per optimizer step instead of 1 (k={k})" if k is not None else \
+        f"k {sync} per optimizer step instead of 1 (k = accumulation steps)"
+    return (f"gradient accumulation without no_sync(): {'FSDP' if fsdp else 'DDP'} {sync} the gradients in every "
             f"backward, {count}")
+
+
+def _runs_fsdp(index: SemanticIndex, region: cst.CSTNode) -> bool:
+    """Is every wrapped model the region's forwards run (that ddplint can name) an FSDP one?"""
+    kinds = {models.wrapped_kind(index, flow.model_of_forward(event.site.node), event.site.order)
+             for event in flow.events(index, region)} - {""}
+    return kinds == {"fsdp"}
 
 
 def _literal_k(index: SemanticIndex, test: cst.CSTNode) -> Optional[int]:

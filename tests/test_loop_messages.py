@@ -40,6 +40,19 @@ while True:
     assert len(found) == 1 and "8 all-reduces per optimizer step instead of 1 (k=8)" in found[0]
 
 
+def test_ddp002_says_reduce_scatter_for_an_fsdp_model():
+    found = messages("DDP002", """
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+model = FSDP(net)
+for batch in loader:
+    for micro in range(4):
+        model(batch[micro]).mean().backward()
+    optimizer.step()
+""")
+    assert len(found) == 1 and "FSDP reduce-scatters the gradients" in found[0] \
+        and "4 reduce-scatters per optimizer step instead of 1 (k=4)" in found[0]
+
+
 def test_ddp002_says_k_when_it_is_not_known():
     found = messages("DDP002", DDP + """
 for i, (x, y) in enumerate(loader):
