@@ -192,7 +192,8 @@ class Runner:
         # An option whose other arm builds no sampler says nothing about the run: flagged.
         Invalid(IMPORTS + "from torch.utils.data import DistributedSampler\n"
                           "def loaders(train_set, bs, cfg):\n    dist.init_process_group('nccl')\n"
-                          "    if cfg.balanced:\n        train_loader = DataLoader(train_set, bs, sampler=balanced(train_set))\n"
+                          "    if cfg.balanced:\n"
+                          "        train_loader = DataLoader(train_set, bs, sampler=balanced(train_set))\n"
                           "    else:\n        train_loader = DataLoader(train_set, bs, shuffle=True)\n"
                           "    for batch in train_loader:\n        step(batch)\n", line=9, column=24),
         # ... but a helper that trains on it needs the sampler.
@@ -595,8 +596,8 @@ def _not_map_style(index: SemanticIndex, site: CallSite) -> bool:
             for element in value.slice:
                 index_value = getattr(element.slice, "value", None)
                 if isinstance(index_value, cst.Name):  # (a parameter among the bindings has no value)
-                    texts.extend(index.module.code_for_node(b.value) for b in index.reaching(index_value.value, index_value)
-                                 if b.value is not None)
+                    texts.extend(index.module.code_for_node(b.value)
+                                 for b in index.reaching(index_value.value, index_value) if b.value is not None)
     if _built_by_rank_sharding_class(index, dataset.value, 0):
         return True
     joined = " ".join(texts)

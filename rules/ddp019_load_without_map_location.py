@@ -33,8 +33,9 @@ runs under a rank guard: rank 0 owns device 0); files known to hold CPU tensors
 or none (written in this module from `.cpu()` values, tensors allocated with
 `device="cpu"` or made by a project module that never uses CUDA, files another
 module in reach, or a standalone preprocessing script, that never uses CUDA
-writes, a class's `load_x(path)` (or a module's function) whose mirror `save_x` writes only `.cpu()`
-entries or a state gathered with CPU offload, also through a module-level policy), LR scheduler states, random generator states (`torch.cuda.get_rng_state()` is
+writes, a class's `load_x(path)` (or a module's function) whose mirror `save_x`
+writes only `.cpu()` entries or a state gathered with CPU offload, also through a
+module-level policy), LR scheduler states, random generator states (`torch.cuda.get_rng_state()` is
 a CPU tensor), full state dicts saved with CPU offload (also by another function of the module that writes
 the same file-name template after `cfg.offload_to_cpu = ...`), `GradScaler.state_dict()`, metadata-only files
 such as `meta.pt`, files of the dataset folder (`'DATA/{}/node_features.pt'`,
@@ -769,7 +770,8 @@ def _given_path(index: SemanticIndex, path: cst.Name) -> bool:
     bindings = index.reaching(path.value, path)
     return bool(bindings) and all(
         b.kind == "param" or (b.kind == "assign" and isinstance(b.value, cst.Call) and any(
-            isinstance(arg.value, cst.Name) and any(o.kind == "param" for o in index.reaching(arg.value.value, arg.value))
+            isinstance(arg.value, cst.Name)
+            and any(o.kind == "param" for o in index.reaching(arg.value.value, arg.value))
             for arg in b.value.args)) for b in bindings)
 
 

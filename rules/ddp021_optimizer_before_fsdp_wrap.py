@@ -66,7 +66,8 @@ class OptimizerBeforeFsdpWrap(Rule):
         # Two stages: stage one wraps then builds its optimizer; the later wrap runs only
         # when stage one did not (``== False`` is the opposite test), so never after it.
         Valid(IMPORTS + "def main(args):\n    if args.first:\n        model = FSDP(model)\n"
-                        "    if args.first:\n        opt = torch.optim.AdamW(model.parameters())\n        train(model, opt)\n"
+                        "    if args.first:\n        opt = torch.optim.AdamW(model.parameters())\n"
+                        "        train(model, opt)\n"
                         "    if args.first == False:\n        model = FSDP(model)\n"
                         "    opt2 = torch.optim.AdamW(model.parameters())\n"),
     ]

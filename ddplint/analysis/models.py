@@ -10,8 +10,8 @@ import re
 from typing import Optional
 
 from ddplint import names
-from ddplint.screen.facts import (ARGV_LOCAL_RANK, FACTORY_CALL, GLOBAL_RANK, LITERAL, LOCAL_RANK, SPAWN_INDEX, ModuleFacts,
-                                   summarize)
+from ddplint.screen.facts import (ARGV_LOCAL_RANK, FACTORY_CALL, GLOBAL_RANK, LIBRARY_PREFIXES, LITERAL, LOCAL_RANK,
+                                   SPAWN_INDEX, ModuleFacts, summarize)
 from ddplint.screen.project import Project
 
 
@@ -739,7 +739,6 @@ def _owning_class(index, node) -> str:
 
 
 # Calls into these are never calls of the project's classes.
-_LIBRARY_PREFIXES = ("torch.", "os.", "sys.", "numpy.")
 
 
 def project_callee(index, call) -> Optional[str]:
@@ -786,7 +785,7 @@ def _factory_of(index, expr) -> str:
         return ""
     callee = callees.pop()
     if callee is None or callee.split(".")[-1][:1].isupper() \
-            or (index.qualified_name(values[0].func) or "").startswith(_LIBRARY_PREFIXES):
+            or (index.qualified_name(values[0].func) or "").startswith(LIBRARY_PREFIXES):
         return ""
     return callee
 
@@ -815,7 +814,7 @@ def _instance_class(index, expr, depth: int = 0) -> str:
         name = dotted_name(expr.func)
         if name is None or not name.split(".")[-1][:1].isupper():
             return ""
-        return "" if (index.qualified_name(expr.func) or "").startswith(_LIBRARY_PREFIXES) else name
+        return "" if (index.qualified_name(expr.func) or "").startswith(LIBRARY_PREFIXES) else name
     name = dotted_name(expr)
     if name is None or name in ("self", "cls") or depth > 2:
         return ""
@@ -841,7 +840,7 @@ def _annotated_class(index, expr) -> str:
     if name is None or not name.split(".")[-1][:1].isupper():
         return ""
     qualified = index.qualified_name(annotation.annotation) or ""
-    if qualified.startswith(_LIBRARY_PREFIXES) or qualified.startswith("typing."):
+    if qualified.startswith(LIBRARY_PREFIXES) or qualified.startswith("typing."):
         return ""
     return name
 

@@ -466,8 +466,8 @@ def _arm_distributes(index: SemanticIndex, arm: cst.CSTNode) -> bool:
     group? Then its test tells the distributed run from the single-process one."""
     key = ("roles.arm_distributes", id(arm))
     if key not in index.cache:
-        index.cache[key] = any(site.qualified_name in _DISTRIBUTING_CALLS and any(a is arm for a in index.ancestors(site.node))
-                               for site in index.calls)
+        index.cache[key] = any(site.qualified_name in _DISTRIBUTING_CALLS
+                               and any(a is arm for a in index.ancestors(site.node)) for site in index.calls)
     return index.cache[key]
 
 
@@ -881,7 +881,8 @@ def _main_block_starts_processes(index: SemanticIndex, block: cst.If) -> bool:
     the project's, by their facts). A call we cannot see into does not start one."""
     key = ("roles.main_starts", id(block))
     if key not in index.cache:
-        outside = [site for site in index.calls if site.scope is index.module and _main_block_of(index, site.node) is None]
+        outside = [site for site in index.calls
+                   if site.scope is index.module and _main_block_of(index, site.node) is None]
         inside = [site for site in index.calls if any(a is block for a in index.ancestors(site.node))]
         index.cache[key] = _sites_start_processes(index, outside + inside, set(), 0)
     return index.cache[key]

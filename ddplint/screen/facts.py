@@ -52,7 +52,8 @@ COLLECTIVE_STATE_DICT = frozenset({
 })
 SHARDING_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "deepspeed", "ray", "horovod",
                        "composer", "torchdata", "webdataset", "ffcv")
-_LIBRARY_PREFIXES = ("torch.", "os.", "sys.", "numpy.")
+# Calls of these are never project functions (shared with analysis.models).
+LIBRARY_PREFIXES = ("torch.", "os.", "sys.", "numpy.")
 _SPAWNERS = ("spawn", "start_processes", "Process", "launch", "elastic_launch", "run")
 # A ``CallFact.maybe_guards`` entry for an attribute tested by an enclosing ``if``
 # (``if args.should_save:``): a guard when it is a rank flag of the project.
@@ -1214,7 +1215,7 @@ class _Extractor:
             value = child.value
             callee = _dotted(value.func) if isinstance(value, ast.Call) else None
             if callee is None or not self.may_be_project_callee(callee) or callee.split(".")[-1][:1].isupper() \
-                    or (self.qualified(value.func) or "").startswith(_LIBRARY_PREFIXES):
+                    or (self.qualified(value.func) or "").startswith(LIBRARY_PREFIXES):
                 continue
             for target in child.targets:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
@@ -1665,7 +1666,7 @@ class _Extractor:
         bound = self.bound_callee(node.func)
         if bound:
             self.record_call(node, bound, instance=True)
-        elif dotted and not qualified.startswith(_LIBRARY_PREFIXES):
+        elif dotted and not qualified.startswith(LIBRARY_PREFIXES):
             self.record_call(node, dotted)
             for target in self.function_aliases(node.func):
                 self.record_call(node, target)
@@ -1699,7 +1700,7 @@ class _Extractor:
                 target = _dotted(arm) if isinstance(arm, (ast.Name, ast.Attribute)) else None
                 if target is None or target == func.id:
                     return []
-                if target not in found and not (self.qualified(arm) or "").startswith(_LIBRARY_PREFIXES):
+                if target not in found and not (self.qualified(arm) or "").startswith(LIBRARY_PREFIXES):
                     found.append(target)
         return found[:4]
 
@@ -1898,7 +1899,7 @@ class _Extractor:
             return ""
         callee = callees.pop()
         if callee is None or callee.split(".")[-1][:1].isupper() or not self.may_be_project_callee(callee) \
-                or (self.qualified(values[0].func) or "").startswith(_LIBRARY_PREFIXES):
+                or (self.qualified(values[0].func) or "").startswith(LIBRARY_PREFIXES):
             return ""
         return callee
 
@@ -1913,7 +1914,7 @@ class _Extractor:
             aliased = {_dotted(value) for value in self.values_of(func.id)}
             if len(aliased) == 1 and None not in aliased and next(iter(aliased)).split(".")[-1][:1].isupper():
                 dotted = aliased.pop()
-        return "" if (self.qualified(func) or "").startswith(_LIBRARY_PREFIXES) else dotted
+        return "" if (self.qualified(func) or "").startswith(LIBRARY_PREFIXES) else dotted
 
     def record_call(self, node: ast.Call, dotted: str, instance: bool = False) -> None:
         strict = any(self.main_guards)
@@ -2022,7 +2023,7 @@ class _Extractor:
         for value, item in found:
             callee = _dotted(value.func) if isinstance(value, ast.Call) else None
             if callee is not None and self.may_be_project_callee(callee) \
-                    and not (self.qualified(value.func) or "").startswith(_LIBRARY_PREFIXES):
+                    and not (self.qualified(value.func) or "").startswith(LIBRARY_PREFIXES):
                 tags.add(f"{RETURN_PREFIX}{callee}:{item}")
         return "|".join(sorted(tags))  # ``m = build(cfg); m = wrap(m)``: the join tries each
 

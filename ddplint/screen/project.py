@@ -976,9 +976,8 @@ class Project:
         every set-up helper)?"""
         reaching = getattr(self, "_group_start_reachers", None)
         if reaching is None:
-            reaching = {k for k in self.callers if self.function(k) is not None and self.function(k).inits_process_group}
-            reaching |= {k for m in self.modules.values() for name, f in m.functions.items()
-                         if f.inits_process_group for k in [(m.path, name)]}
+            reaching = {(m.path, name) for m in self.modules.values() for name, f in m.functions.items()
+                        if f.inits_process_group}
             frontier = list(reaching)
             while frontier:
                 for caller_path, call in self.callers.get(frontier.pop(), ()):
