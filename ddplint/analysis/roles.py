@@ -1148,8 +1148,8 @@ def _single_process_calls(project, key, seen: set, depth: int) -> bool:
         return False
     seen.add(key)
     for caller_path, call in calls:
-        if call.single_process:
-            continue  # ``if args.local_rank == -1: loader = get_dataloader(...)``
+        if call.single_process and caller_path != key[0]:
+            continue  # ``if args.local_rank == -1: loader = get_dataloader(...)`` in another module
         # A call from the function's own (DDP) module counts against; deeper, the
         # module was already found outside the DDP context (``run()`` in its main block).
         if (depth == 0 and caller_path == key[0]) or project.module_in_ddp_context(caller_path) \
