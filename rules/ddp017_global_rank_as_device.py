@@ -148,6 +148,14 @@ class GlobalRankAsDevice(Rule):
               "    x = x.to(offset)\n"),
     ]
     invalid = [
+        # Both arms of the apex switch wrap in DDP: the else is no single-process run (a62 HyCTAS).
+        Invalid(DIST + "try:\n    from apex.parallel import DistributedDataParallel as DDP\n    has_apex = True\n"
+                       "except ImportError:\n    from torch.nn.parallel import DistributedDataParallel as DDP\n"
+                       "    has_apex = False\n"
+                       "def main(args, model):\n    dist.init_process_group(backend='nccl', init_method='env://')\n"
+                       "    args.local_rank = dist.get_rank()\n    if has_apex:\n"
+                       "        model = DDP(model, delay_allreduce=True)\n    else:\n"
+                       "        model = DDP(model, device_ids=[args.local_rank])\n", line=16, column=40),
         # The rank an object carries into a function (``CFG.rank = RANK`` then ``train(CFG)``,
         # a56 nia23soc), also with ``os`` from a star import.
         Invalid("from src import *\n\ndef train(config):\n"

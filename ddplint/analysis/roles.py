@@ -447,8 +447,11 @@ def _in_single_process_arm(index: SemanticIndex, node: cst.CSTNode) -> bool:
         if isinstance(ancestor, (cst.If, cst.IfExp)):
             polarity = flag_polarity(index, ancestor.test)
             if polarity is None and isinstance(ancestor, cst.If) and child is ancestor.orelse \
-                    and _plain_option(ancestor.test) and _arm_distributes(index, ancestor.body):
-                polarity = True  # ``if multiprocess: DistributedSampler(...) else: ...``: the flag is the run's mode
+                    and _plain_option(ancestor.test) and _arm_distributes(index, ancestor.body) \
+                    and not _arm_distributes(index, ancestor.orelse):
+                # ``if multiprocess: DistributedSampler(...) else: ...``: the flag is the run's mode
+                # (not ``if has_apex: ApexDDP(m) else: DDP(m)``: both arms distribute)
+                polarity = True
             if polarity is not None:
                 if (child is ancestor.body and polarity is False) or (child is ancestor.orelse and polarity is True):
                     return True
