@@ -64,6 +64,6 @@ def _tracked_like_a_checkout(target: Path) -> Path:
     commit), so that git tracks them as in a real checkout (ddplint lints tracked
     files under .gitignore patterns)."""
     if not (target / ".git" / "index").exists():
-        subprocess.run(["git", "-C", str(target), "add", "-f", "--", "*.py", "*.ipynb"],
-                       check=False, capture_output=True)
+        for pattern in ("*.py", "*.ipynb", "*.sh"):  # (one call each: a pattern matching nothing fails)
+            subprocess.run(["git", "-C", str(target), "add", "-f", "--", pattern], check=False, capture_output=True)
     return target
