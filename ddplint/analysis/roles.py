@@ -228,7 +228,7 @@ def is_spawn_call(index: SemanticIndex, site: CallSite) -> bool:
 
 # ---------------------------------------------------------------------- single-process branches
 _DISTRIBUTED_WORDS = ("distributed", "ddp", "is_initialized", "multiprocessing_distributed", "use_dist",
-                      "multi_gpu", "multigpu", "dist_train")
+                      "multi_gpu", "multigpu", "dist_train", "multiprocess")
 _RANK_WORDS = ("local_rank", "rank")
 # Names of the number of processes, compared without underscores and case.
 _WORLD_WORDS = ("worldsize", "world", "ngpu", "ngpus", "numgpus", "gpus", "nprocs", "nproc", "numprocesses",
@@ -446,12 +446,6 @@ def _in_single_process_arm(index: SemanticIndex, node: cst.CSTNode) -> bool:
     for ancestor in index.ancestors(node):
         if isinstance(ancestor, (cst.If, cst.IfExp)):
             polarity = flag_polarity(index, ancestor.test)
-            if polarity is None and isinstance(ancestor, cst.If) and child is ancestor.orelse \
-                    and _plain_option(ancestor.test) and _arm_distributes(index, ancestor.body) \
-                    and not _arm_distributes(index, ancestor.orelse):
-                # ``if multiprocess: DistributedSampler(...) else: ...``: the flag is the run's mode
-                # (not ``if has_apex: ApexDDP(m) else: DDP(m)``: both arms distribute)
-                polarity = True
             if polarity is not None:
                 if (child is ancestor.body and polarity is False) or (child is ancestor.orelse and polarity is True):
                     return True
@@ -459,19 +453,6 @@ def _in_single_process_arm(index: SemanticIndex, node: cst.CSTNode) -> bool:
                     return False
         child = ancestor
     return False
-
-
-_DISTRIBUTING_CALLS = (names.DISTRIBUTED_SAMPLER, names.DDP, names.INIT_PROCESS_GROUP)
-
-
-def _arm_distributes(index: SemanticIndex, arm: cst.CSTNode) -> bool:
-    """Does this arm of an ``if`` shard data, wrap in DDP or start the process
-    group? Then its test tells the distributed run from the single-process one."""
-    key = ("roles.arm_distributes", id(arm))
-    if key not in index.cache:
-        index.cache[key] = any(site.qualified_name in _DISTRIBUTING_CALLS
-                               and any(a is arm for a in index.ancestors(site.node)) for site in index.calls)
-    return index.cache[key]
 
 
 def _in_single_process_function(index: SemanticIndex, node: cst.CSTNode, depth: int) -> bool:
