@@ -95,13 +95,6 @@ class Rank0OnlyLoadAfterWrap(Rule):
         Valid(IMPORTS + "class T:\n    def __init__(self):\n        self.model = DDP(net)\n"
                         "    def load(self, path):\n        self.model.load_state_dict(torch.load(path))\n"
                         "    def setup(self):\n        self.load(self.path)\n"),
-        # The helper's rank test reads a parameter every caller fills with the literal 0: every rank
-        # loads (a44 MPCoder's load_model_checkpoint(model, 0, out)).
-        Valid(IMPORTS + "def load_model_checkpoint(model, rank, output_dir):\n    if rank != 0:\n        return model\n"
-                        "    model.load_state_dict(torch.load(output_dir + '/model.pt', map_location='cpu'))\n"
-                        "    return model\n"
-                        "def main(args, net):\n    model = DDP(net)\n"
-                        "    model = load_model_checkpoint(model, 0, args.output_dir)\n    train(model)\n"),
         # Unwrapped, loaded on rank 0, wrapped again: the new DDP broadcasts rank 0's weights (a73 HVDv1).
         Valid(IMPORTS + "def main(args, net, best):\n    model = DDP(net, device_ids=[args.local_rank])\n"
                         "    train(model)\n    model = model.module\n    if args.local_rank == 0:\n"
@@ -130,7 +123,7 @@ class Rank0OnlyLoadAfterWrap(Rule):
                 "    if args.load_model and rank == 0:\n"
                 "        model.load_state_dict(torch.load(args.path, map_location='cpu'))\n"
                 "    train(model)\n", line=6, column=9),
-        # ... but a rank each caller passes on is a rank test (a near-miss of the literal 0).
+        # A helper whose rank test reads the rank its caller passes.
         Invalid(IMPORTS + "def load_model_checkpoint(model, rank, output_dir):\n    if rank != 0:\n        return model\n"
                           "    model.load_state_dict(torch.load(output_dir + '/model.pt', map_location='cpu'))\n"
                           "    return model\n"

@@ -42,7 +42,6 @@ from ddplint import names
 from ddplint.names import RANK_NAME, RANK_PREDICATES, RANK_VARIABLES, RANK_ZERO_DECORATORS  # noqa: F401
 from ddplint.analysis.values import environ_key, literal_int, literal_str
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
-from ddplint.screen.facts import LITERAL
 
 # Functions returning the rank (``get_rank()`` helpers wrap ``dist.get_rank``).
 _RANK_GETTERS = ("get_rank", "get_local_rank", "get_global_rank", "get_node_local_rank", "get_world_rank")
@@ -99,8 +98,6 @@ def is_rank_value(index: SemanticIndex, expr: cst.BaseExpression, lenient: bool 
     if name is None:
         return False
     last = name.split(".")[-1]
-    if isinstance(expr, cst.Name) and _parameter_tags(index, expr) == frozenset({LITERAL}):
-        return False  # ``load(model, rank)`` called as ``load(model, 0)`` everywhere: the same on every rank
     if RANK_NAME.match(last):
         return True
     if lenient and last.lower() in _PROCESS_INDEX_NAMES:
