@@ -122,7 +122,7 @@ class LoadWithoutMapLocation(Rule):
 
     valid = [
         # Only the global rank 0, spelled out as ``node * gpus + local_rank`` (a91 zarzen), loads.
-        Valid(DIST + "def resume(model, args, path):\n"
+        Valid(DIST + "def resume(model, args, path):\n    model.cuda()\n"
                      "    if args.world_id * args.num_gpu + args.local_rank == 0:\n"
                      "        model.load_state_dict(torch.load(path)['model'])\n"),
         # The single-process arm of ``if cfg.use_ddp is True:``.
