@@ -65,7 +65,8 @@ that `backward()` consumes (`torch.stack(losses).sum().backward()`, graphs
 kept for a deferred `for l in pending: l.backward()`); short loops over the
 parts of one step (`for j in range(len(parts))`, heads, views, the chunks of
 one input however named: `batches = prepare_chunks(x, chunksize=n)`,
-`x.split(4096)`, also `split(x, k) if k > 1 else [x]`) whose sum or
+`x.split(4096)`, also `split(x, k) if k > 1 else [x]`, or cut by a function every
+same-module caller hands in that returns slices of its input) whose sum or
 concatenation is returned, or that a list reset every step collects; a list reset for every batch and filled by an inner
 loop over what that batch pulled (`for j in range(images.shape[0])`); items
 that the project's model hands back without history (`loss, acc = net(x)`

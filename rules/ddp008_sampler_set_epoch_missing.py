@@ -13,7 +13,8 @@ Also flagged: `DistributedSampler(ds, shuffle=shuffle)` in a builder whose
 callers all pass `shuffle=True`, or leave out a parameter whose default is
 `True` (`def mk_loaders(ds, bs, shuffle=True)` called as `mk_loaders(ds, 32)`).
 
-Not flagged: `shuffle=False` (or a value ddplint cannot read); single-pass scripts without an epoch loop;
+Not flagged: `shuffle=False` (or a value ddplint cannot read; a flag set to `True`
+only under the opposite test of the arm that builds the sampler counts as `False`); single-pass scripts without an epoch loop;
 validation/test samplers; a helper that calls `set_epoch`; an epoch loop that hands its
 epoch to a training function imported from a package the project does not ship
 (`train_one_epoch(model, data, epoch)` from open_clip's `training.train`: it may call

@@ -13,10 +13,13 @@ Not flagged: an `IterableDataset` (it shards itself; also a Hugging Face
 training set with `shuffle=False` that only project functions which train nothing
 read (a feature extractor picking exemplars); a custom sampler or batch
 sampler; data sharded by rank by hand (`Subset(ds, range(rank, n, world))`,
-`ds.use_partition(rank)`); evaluation loaders and loaders built on rank 0 only,
+`ds.use_partition(rank)`, `dataset[idx]` with `idx` sliced by rank, data out of a
+project class that asks for the rank and the world size, also through a factory
+returning that class); evaluation loaders and loaders built on rank 0 only,
 or read only under a rank guard (`if local_rank == 0: next(iter(self.vis_loader))`);
 single-process branches (the innermost arm of a distribution test decides: the
-`elif parallel == "FSDP":` after `if parallel == "DDP":` is distributed) and
+`elif parallel == "FSDP":` after `if parallel == "DDP":` is distributed; a loader
+builder called only in single-process arms of other modules, `if args.local_rank == -1:`) and
 launcher-parent code; `**kwargs` ddplint cannot
 read; loaders prepared by accelerate / Lightning. In a module that sets up
 tensor or pipeline parallelism (`initialize_model_parallel(...)`) the message

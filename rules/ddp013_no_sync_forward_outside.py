@@ -30,7 +30,9 @@ in the block); a forward that ran inside another `no_sync()` block of the same
 model; forward inside the context and backward outside on the syncing step (a
 known correct idiom: the last micro-step's forward runs inside, its backward
 outside, and syncs everything); `require_backward_grad_sync` set before the
-forward (nanoGPT); `accelerator.no_sync(model)` (the framework's).
+forward (nanoGPT); `accelerator.no_sync(model)` (the framework's); `x.no_sync()` in a
+project that defines its own data-parallel wrapper with a `no_sync` method, unless `x`
+is a torch DDP/FSDP wrap (the project's `no_sync` may only set a flag read at backward time).
 
 ## References
 - https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html#torch.nn.parallel.DistributedDataParallel.no_sync

@@ -64,7 +64,10 @@ later ranks pair up the wrong buckets and crash with a confusing error.
             continue
         loss.backward()
 
-Not flagged: conditions computed from all-reduced / broadcast values, also
+Not flagged: a `raise` that the `try` around it catches within the iteration
+(`raise StopIteration` under `except StopIteration:` that fetches a fresh batch,
+also from a loop inside the `try` that only fetches batches); conditions computed
+from all-reduced / broadcast values, also
 through a helper of the project that all-reduces a value and returns it
 (`if any_rank_nan(loss): continue`), or through a list filled only with
 values all-reduced before each append (`np.mean(logs["loss"])`); step and epoch counters

@@ -1,6 +1,8 @@
 """## What it does
 Flags an optimizer built from `model.parameters()` before the same model is
 wrapped in `FullyShardedDataParallel` (FSDP1) without `use_orig_params=True`.
+Not when the two never meet: opposite arms of one `if`, or of two `if`s with the
+same test (`if args.first:` and `if args.first == False:`).
 
 ## Why is this bad?
 FSDP1 (with the default `use_orig_params=False`) flattens the module's

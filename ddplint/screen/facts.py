@@ -1873,8 +1873,8 @@ class _Extractor:
     def reads_rank_and_world(self, node: ast.ClassDef) -> bool:
         """ModuleFacts.rank_sharding_classes: the class's code asks torch.distributed
         for both the rank and the world size."""
-        asked = {(self.qualified(call.func) or "").rsplit(".", 1)[-1] for call in self.subtrees.of_kind(node, ast.Call)
-                 if (self.qualified(call.func) or "").startswith("torch.distributed.")}
+        qualified = [self.qualified(call.func) or "" for call in self.subtrees.of_kind(node, ast.Call)]
+        asked = {name.rsplit(".", 1)[-1] for name in qualified if name.startswith("torch.distributed.")}
         return {"get_rank", "get_world_size"} <= asked
 
     def instance_classes(self, expr: ast.AST) -> set[str]:
