@@ -63,6 +63,9 @@ _ALIASES = {
     "mmengine.model.wrappers.distributed.MMDistributedDataParallel": DDP,
     "monai.data.DataLoader": DATALOADER,
     "monai.data.dataloader.DataLoader": DATALOADER,
+    # MONAI's sampler subclasses torch's (shuffle defaults to True; it adds even_divisible).
+    "monai.data.DistributedSampler": DISTRIBUTED_SAMPLER,
+    "monai.data.utils.DistributedSampler": DISTRIBUTED_SAMPLER,
     "torch_geometric.loader.DataLoader": DATALOADER,
     "torch_geometric.loader.dataloader.DataLoader": DATALOADER,
     "torch_geometric.data.DataLoader": DATALOADER,

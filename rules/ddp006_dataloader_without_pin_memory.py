@@ -118,6 +118,12 @@ class DataLoaderWithoutPinMemory(Rule):
     uses_project = True
 
     valid = [
+        # The validation loader is built and never read: only the training loader's batches
+        # reach the GPU (a97 Diffusion_Modality).
+        Valid("import torch\nfrom torch.utils.data import DataLoader\n"
+              "train_loader = DataLoader(train_ds, batch_size=2, num_workers=1, pin_memory=True)\n"
+              "val_loader = DataLoader(val_ds, batch_size=2, num_workers=1)\n"
+              "for epoch in range(10):\n    for batch in train_loader:\n        step(batch.cuda())\n"),
         # A dataset of prompts and indices (class images to generate): nothing to pin.
         Valid("""\
 import torch
@@ -373,7 +379,8 @@ def run(cfg, model, train_set, val_set):
         for call in calls:
             if _holds_cuda_tensors(index, call) or _identity_collate(index, call) or _yields_text_only(index, call) \
                     or (not own_cuda and _only_self_tested(index, call)) \
-                    or flow.in_branch_no_caller_takes(index, call.node):
+                    or flow.in_branch_no_caller_takes(index, call.node) \
+                    or _dropped_beside_a_used_loader(index, call, index.calls_to(names.DATALOADER)):
                 continue
             workers = literal_int(call.argument("num_workers").value)
             message = self.message if workers is None else (
@@ -381,6 +388,17 @@ def run(cfg, model, train_set, val_set):
                 "batches cannot overlap compute; pass pin_memory=True")
             yield self.report(call.node, message, fix=node_fix("Add pin_memory=True", UNSAFE,
                                                                add_keyword(call.node, "pin_memory", "True")))
+
+
+def _dropped_beside_a_used_loader(index: SemanticIndex, call, loaders) -> bool:
+    """``val_loader = DataLoader(...)`` that nothing reads, next to the training loader that
+    is read: its batches never reach the GPU (a97 Diffusion_Modality). (A lone unread loader
+    is a snippet's loader, not evidence of a dropped one.)"""
+    if not flow.never_read(index, call.node):
+        return False
+    scope = index.enclosing_scope(call.node)
+    return any(other is not call and index.enclosing_scope(other.node) is scope
+               and not flow.never_read(index, other.node) for other in loaders)
 
 
 def _only_self_tested(index: SemanticIndex, call) -> bool:

@@ -101,6 +101,13 @@ class SamplerSetEpochMissing(Rule):
                         "for epoch in range(10):\n    reshuffle(loader, epoch)\n    train(loader)\n"),
         Valid(IMPORTS + "val_sampler = DistributedSampler(val_set)\nfor epoch in range(3):\n"
                         "    evaluate(DataLoader(val_set, sampler=val_sampler))\n"),
+        # Samplers of the validation and test datasets, named by their data (a97 U-EGformer).
+        Valid(IMPORTS + "sampler_tr = DistributedSampler(traindataset, shuffle=True)\n"
+                        "sampler_vl = DistributedSampler(valdataset, rank=rank, num_replicas=world_size)\n"
+                        "sampler_ts = DistributedSampler(testdataset, rank=rank, num_replicas=world_size)\n"
+                        "for epoch in range(3):\n    sampler_tr.set_epoch(epoch)\n"
+                        "    train(DataLoader(traindataset, sampler=sampler_tr))\n"
+                        "    evaluate(DataLoader(valdataset, sampler=sampler_vl))\n"),
         # The sampler is built here; the epoch loop lives elsewhere (unknown alone).
         Valid(IMPORTS + "def build_loader(ds):\n    return DataLoader(ds, sampler=DistributedSampler(ds))\n"),
         Valid(IMPORTS + "sampler = DistributedSampler(ds, num_replicas=ws, rank=rank, shuffle=False)\n"
@@ -219,6 +226,12 @@ class SamplerSetEpochMissing(Rule):
         Invalid(IMPORTS + "def main():\n    sampler = DistributedSampler(ds, num_replicas=ws, rank=rank)\n"
                           "    loader = DataLoader(ds, sampler=sampler)\n"
                           "    for epoch in range(100):\n        train_epoch(loader)\n", line=5, column=15),
+        # MONAI's DistributedSampler subclasses torch's and shuffles by default (a97 Diffusion_Modality).
+        Invalid("import torch.distributed as dist\nfrom monai.data import DataLoader, DistributedSampler\n"
+                "sampler_train = DistributedSampler(train_ds, num_replicas=world_size, rank=local_rank)\n"
+                "train_loader = DataLoader(train_ds, sampler=sampler_train)\n"
+                "for epoch in range(epochs):\n    for batch in train_loader:\n        step(batch)\n",
+                line=3, column=17),
         Invalid("from torch.utils.data import distributed\nfrom torch import distributed as dist\nsampler = distributed.DistributedSampler(dataset)\n"
                 "for epoch in range(3):\n    run(sampler)\n", line=3, column=11),
         Invalid(IMPORTS + "def build(ds):\n    return DataLoader(ds, sampler=DistributedSampler(ds))\n"
@@ -288,7 +301,7 @@ class SamplerSetEpochMissing(Rule):
             if shuffle is not None and literal_bool(shuffle.value) is not True \
                     and not _true_when_training(index, shuffle.value):
                 continue  # shuffle=False, or a value we cannot read
-            if site.has_star_kwargs or _is_eval_sampler(index, site.node):
+            if site.has_star_kwargs or _is_eval_sampler(index, site):
                 continue
             if (own or mine.calls_set_epoch) and not _others_only(index, site, own):
                 continue  # set_epoch is called here, maybe on this sampler
@@ -397,13 +410,21 @@ def _true_when_training(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
                                   for b in bindings)
 
 
-def _is_eval_sampler(index: SemanticIndex, node: cst.Call) -> bool:
-    """Validation/test samplers: their order does not matter."""
-    for ancestor in index.ancestors(node):
+def _is_eval_sampler(index: SemanticIndex, site: CallSite) -> bool:
+    """Validation/test samplers: their order does not matter. Named so (``val_sampler =``),
+    or sampling a dataset named so (``sampler_vl = DistributedSampler(valdataset)``)."""
+    dataset = site.argument("dataset")
+    if dataset is not None and _names_evaluation(index.module.code_for_node(dataset.value)):
+        return True
+    for ancestor in index.ancestors(site.node):
         if isinstance(ancestor, (cst.Assign, cst.AnnAssign)):
             targets = ancestor.targets if isinstance(ancestor, cst.Assign) else [ancestor]
-            text = " ".join(index.module.code_for_node(t.target) for t in targets)
-            return bool(_EVAL_NAME.search(text))
+            return _names_evaluation(" ".join(index.module.code_for_node(t.target) for t in targets))
         if isinstance(ancestor, cst.BaseStatement):
             break
     return False
+
+
+def _names_evaluation(text: str) -> bool:
+    # ``trainval_set`` (VOC's train+val split) is training data.
+    return bool(_EVAL_NAME.search(text)) and "train" not in text.lower()

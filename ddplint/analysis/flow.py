@@ -347,6 +347,41 @@ def project_function_facts(index: SemanticIndex, call: cst.Call):
     return project_of(index).callee_facts(index.path, callee)
 
 
+def never_read(index: SemanticIndex, value: cst.CSTNode) -> bool:
+    """``val_loader = DataLoader(...)`` and nothing ever reads ``val_loader``: the value is
+    built and dropped. Only a value that is the whole right-hand side of an assignment to a
+    plain name; the name counts as read wherever it appears other than as an assignment
+    target (also as a keyword or an attribute: conservative). A module-level name of a module
+    other project modules reach may be imported, so it counts as read."""
+    from ddplint.analysis.models import project_of
+
+    statement = index.parent(value)
+    if not isinstance(statement, cst.Assign) or statement.value is not value or len(statement.targets) != 1 \
+            or not isinstance(statement.targets[0].target, cst.Name):
+        return False
+    name = statement.targets[0].target.value
+    if index.enclosing_scope(statement) is index.module and project_of(index).reached_by(index.path):
+        return False
+    assigned = sum(1 for bindings in index.bindings.values() for binding in bindings
+                   if binding.name == name and binding.kind in ("assign", "annassign")
+                   and isinstance(binding.node, (cst.Assign, cst.AnnAssign)))
+    return _name_counts(index).get(name, 0) <= assigned
+
+
+def _name_counts(index: SemanticIndex) -> dict[str, int]:
+    cached = index.cache.get("flow.name_counts")
+    if cached is None:
+        cached = {}
+
+        class _Counter(cst.CSTVisitor):
+            def visit_Name(self, node: cst.Name) -> None:
+                cached[node.value] = cached.get(node.value, 0) + 1
+
+        index.module.visit(_Counter())
+        index.cache["flow.name_counts"] = cached
+    return cached
+
+
 def instance_class(index: SemanticIndex, expr: cst.BaseExpression) -> Optional[str]:
     """The class name (as written) of ``Cls(...)``, the one value every
     binding that may reach ``expr`` assigns; None otherwise."""
