@@ -174,6 +174,20 @@ class CheckpointSavedOnEveryRank(Rule):
                      "        if cfg.MODEL.DIST_TRAIN:\n            if dist.get_rank() == 0:\n"
                      "                torch.save(model.state_dict(), 'w.pth')\n        else:\n"
                      "            torch.save(model.state_dict(), 'w.pth')\nfit(cfg, model)\n"),
+        # A save helper whose unguarded save sits in an ``elif flag and not is_distributed:``
+        # arm: the single-process run (a97 U-EGformer).
+        Valid("import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n"
+              "def save_model(model, args, rank, name, is_distributed):\n"
+              "    if args.save_model and is_distributed:\n        if rank == 0:\n"
+              "            torch.save(model.state_dict(), f'best_{name}.pt')\n"
+              "    elif args.save_model and not is_distributed:\n"
+              "        torch.save(model.state_dict(), f'best_{name}.pt')\n"
+              "def main(rank, world_size, args):\n    is_distributed = world_size > 1\n"
+              "    if is_distributed:\n        dist.init_process_group('nccl', rank=rank, world_size=world_size)\n"
+              "    model = torch.nn.parallel.DistributedDataParallel(Net().cuda())\n"
+              "    for epoch in range(10):\n        train(model)\n        if is_distributed:\n"
+              "            save_model(model, args, rank, 'ssim', is_distributed)\n"
+              "if __name__ == '__main__':\n    mp.spawn(main, args=(2, args), nprocs=2)\n"),
         # The single-process branch of the script.
         Valid(DIST + "if args.distributed:\n    train_ddp(args)\nelse:\n"
                      "    torch.save(model.state_dict(), 'm.pt')\n"),
@@ -739,6 +753,7 @@ def _moved_into_helper(index: SemanticIndex, site, moved: dict) -> bool:
              and s.argument("obj") is not None and s.argument("f") is not None
              and not _per_rank_or_in_memory(index, s.argument("f").value)
              and not runs_on_rank_subset(index, s.node, lenient=True)
+             and is_worker_code(index, s.node)  # not the helper's single-process arm
              and enclosing_function(index, s.node) is helper]
     # Only the checkpoints: model state, or a parameter this call fills with model state;
     # ``torch.save(args, 'args.pt')`` beside them is not this rule's finding.

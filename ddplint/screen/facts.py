@@ -98,7 +98,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "88"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "89"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -2802,6 +2802,12 @@ def _single_process_arm(test: ast.AST, truth: bool) -> bool:
     the ``else`` of ``if dist.is_initialized():`` / ``if args.local_rank != -1:``."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _single_process_arm(test.operand, not truth)
+    if isinstance(test, ast.BoolOp):
+        # ``args.save_model and not is_distributed``: the body needs every operand, so one
+        # single-process operand makes it single-process; the ``else`` of an ``or`` likewise.
+        if truth == isinstance(test.op, ast.And):
+            return any(_single_process_arm(operand, truth) for operand in test.values)
+        return all(_single_process_arm(operand, truth) for operand in test.values)
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and _int(test.comparators[0]) == -1 \
             and RANK_NAME.match((_dotted(test.left) or "").split(".")[-1]):
         return isinstance(test.ops[0], ast.Eq) == truth and isinstance(test.ops[0], (ast.Eq, ast.NotEq))
