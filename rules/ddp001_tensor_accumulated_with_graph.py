@@ -115,6 +115,26 @@ class TensorAccumulatedWithGraph(Rule):
     triggers = ("=", "append", "extend", "insert", ".add(")
 
     valid = [
+        # The training step runs the backward, then returns the loss detached under the same
+        # name (``loss = loss.detach() / k``): the caller sums numbers without history (a96 MM-Video).
+        Valid("""\
+import torch
+import torch.distributed as dist
+class Trainer:
+    def training_step(self, model, inputs):
+        outputs = model(inputs)
+        loss = outputs["loss"]
+        loss.backward()
+        loss = loss.detach() / self.accumulation_steps
+        return outputs, loss
+    def train(self, model, loader):
+        loss_total = 0
+        for epoch in range(self.epochs):
+            for inputs in loader:
+                outputs, loss = self.training_step(model, inputs)
+                loss_total += loss
+                self.optimizer.step()
+"""),
         # A trainer attribute reset on every iteration: it holds one step's graph.
         Valid(TRAIN + """\
 class Trainer:

@@ -981,9 +981,19 @@ def _function_returns_backward_operand(index: SemanticIndex, function: cst.Funct
             if not isinstance(value, (cst.Tuple, cst.List)) or position >= len(value.elements):
                 continue
             value = value.elements[position].value
-        if isinstance(value, cst.Name) and value.value in operands:
+        if isinstance(value, cst.Name) and value.value in operands and not _detached_again(index, value):
             return True
     return False
+
+
+def _detached_again(index: SemanticIndex, name: cst.Name) -> bool:
+    """``loss = loss.detach() / k`` after the backward, then ``return loss``: every
+    binding that reaches the return rebinds the name from itself through a sanitiser
+    (a96 MM-Video's ``training_step``)."""
+    bindings = index.reaching(name.value, name)
+    return bool(bindings) and all(
+        b.kind in ("assign", "annassign") and b.value is not None and name.value in names_in(b.value)
+        and not _reads_raw(b.value, name.value) for b in bindings)
 
 
 def _summed_terms(expr: Optional[cst.BaseExpression]) -> set[str]:
