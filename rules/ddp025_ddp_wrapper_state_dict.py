@@ -143,6 +143,14 @@ class DDPWrapperStateDict(Rule):
     needs_ddp_context = True
 
     valid = [
+        # The checkpointer unwraps the model it is given before storing it (a95 dlengine).
+        Valid("import torch\nimport torch.distributed as dist\nfrom torch.nn.parallel import DistributedDataParallel\n"
+              "class Checkpointer:\n    def __init__(self, model, save_dir):\n"
+              "        if isinstance(model, DistributedDataParallel):\n            model = model.module\n"
+              "        self.model = model\n        self.save_dir = save_dir\n    def save(self, name):\n"
+              "        data = {'model': self.model.state_dict()}\n        torch.save(data, f'{self.save_dir}/{name}.pth')\n"
+              "model = DistributedDataParallel(Net().cuda())\nckpt = Checkpointer(model, 'out')\n"
+              "if dist.get_rank() == 0:\n    ckpt.save('last')\n"),
         # Saved only where the mode test says the model was not wrapped (a75 TotalSegmentatorProj).
         Valid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\nclass Trainer:\n"
               "    def setup(self, gpu_id):\n        model = Net().to(gpu_id)\n        if self.mode == 'DDP':\n"

@@ -98,7 +98,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "89"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "90"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -2700,6 +2700,12 @@ def _attribute_params(node: ast.ClassDef, subtrees) -> dict[str, tuple[str, str]
         if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         params = {a.arg for a in [*method.args.posonlyargs, *method.args.args, *method.args.kwonlyargs]}
+        # ``if isinstance(model, DDP): model = model.module`` before ``self.model = model``: what is
+        # stored is never the wrapper (a95 dlengine's Checkpointer).
+        params -= {child.targets[0].id for child in subtrees.of_kind(method, ast.Assign)
+                   if len(child.targets) == 1 and isinstance(child.targets[0], ast.Name)
+                   and isinstance(child.value, ast.Attribute) and child.value.attr == "module"
+                   and isinstance(child.value.value, ast.Name) and child.value.value.id == child.targets[0].id}
         for child in subtrees.of_kind(method, ast.Assign):
             value = child.value
             # ``self.model = model.to(device=gpu_id)`` / ``.cuda()``: the module itself.
