@@ -127,6 +127,21 @@ class MissingNoSyncAccumulation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # ``self.model`` of a sibling class: the DDP strategy wraps its own model; the local-SGD
+        # strategy's is never wrapped and is all-reduced by hand (a95 Pseudo-Asynchronous-LocalSGD).
+        Valid("import torch\nimport torch.distributed as dist\nimport torch.nn as nn\n"
+              "class BaseAlgorithm:\n    def __init__(self, model, optimizer, accumulation):\n"
+              "        self.model = model.cuda()\n        self.optimizer = optimizer\n"
+              "        self.accumulation = accumulation\nclass DDP(BaseAlgorithm):\n"
+              "    def __init__(self, model, optimizer, accumulation):\n"
+              "        super().__init__(model, optimizer, accumulation)\n"
+              "        self.model = nn.parallel.DistributedDataParallel(self.model)\n"
+              "class LocalSGD(BaseAlgorithm):\n    def average_gradients(self):\n"
+              "        for p in self.model.parameters():\n            dist.all_reduce(p.grad)\n"
+              "    def train(self, loader):\n        for step, (image, target) in enumerate(loader):\n"
+              "            loss = self.model(image).mean() / self.accumulation\n            loss.backward()\n"
+              "            if (step + 1) % self.accumulation == 0:\n                self.average_gradients()\n"
+              "                self.optimizer.step()\n                self.optimizer.zero_grad()\n"),
         # FSDP2 sharded in place, the sync switched off on the accumulating steps.
         Valid("""\
 import torch

@@ -132,6 +132,15 @@ def unpack_position(node: cst.Assign, name: str) -> Optional[int]:
     return None
 
 
+def _classes_in(node: cst.CSTNode) -> list[cst.ClassDef]:
+    """The classes a module-level statement defines (also under ``if``/``try``)."""
+    if isinstance(node, cst.ClassDef):
+        return [node]
+    if isinstance(node, (cst.If, cst.Try, cst.Else, cst.IndentedBlock, cst.ExceptHandler, cst.Finally)):
+        return [cls for child in node.children for cls in _classes_in(child)]
+    return []
+
+
 def _module_name(node: Union[cst.Attribute, cst.Name, None]) -> str:
     return dotted_name(node) or "" if node is not None else ""
 
@@ -345,7 +354,9 @@ class SemanticIndex:
         (what this one holds comes from its callers)."""
         found = list(self.bindings.get((id(self.module), name), ()))
         head = name.split(".")[0]
-        if not found or head in ("self", "cls"):
+        if found and head in ("self", "cls"):
+            return self._same_class_family(found, at)
+        if not found:
             return found
         use_scope = self.enclosing_scope(at)
         found = [b for b in found if not self._rebound_later(b, at, use_scope)]
@@ -361,6 +372,51 @@ class SemanticIndex:
             if scope is use_scope or (isinstance(scope, cst.FunctionDef) and scope.name.value in handed_to):
                 kept.append(binding)
         return kept
+
+    def _same_class_family(self, bindings: list[Binding], at: cst.CSTNode) -> list[Binding]:
+        """``self.model`` in a method of class C: the bindings made in C, its subclasses and the
+        bases of any of them (of this module): the classes whose methods may act on the instance.
+        Not those of a sibling class (``class DDP(Base)`` wraps its own ``self.model``; ``class
+        LocalSGD(Base)`` does not) nor of an unrelated class.
+        Bindings outside any class, and uses outside one, keep every binding."""
+        owner = self._owning_class(at)
+        if owner is None:
+            return bindings
+        family = self._class_family(owner)
+        return [b for b in bindings if (cls := self._owning_class(b.node)) is None or id(cls) in family]
+
+    def _owning_class(self, node: cst.CSTNode) -> Optional[cst.ClassDef]:
+        return next((a for a in self.ancestors(node) if isinstance(a, cst.ClassDef)), None)
+
+    def _class_family(self, owner: cst.ClassDef) -> set[int]:
+        key = ("semantic.class_family", id(owner))
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached
+        classes: dict[str, list[cst.ClassDef]] = {}
+        for node in self.module.body:
+            for cls in _classes_in(node):
+                classes.setdefault(cls.name.value, []).append(cls)
+
+        def bases(cls: cst.ClassDef) -> list[cst.ClassDef]:
+            return [b for arg in cls.bases if arg.keyword is None
+                    for b in classes.get((dotted_name(arg.value) or "").split(".")[-1], ())]
+
+        def walk(start: cst.ClassDef, step) -> set[int]:
+            seen, pending = {id(start)}, [start]
+            while pending:
+                for nxt in step(pending.pop()):
+                    if id(nxt) not in seen:
+                        seen.add(id(nxt))
+                        pending.append(nxt)
+            return seen
+
+        every = [cls for group in classes.values() for cls in group]
+        by_id = {id(cls): cls for cls in every}
+        below = walk(owner, lambda c: [s for s in every if any(b is c for b in bases(s))])
+        family = set().union(*(walk(by_id.get(i, owner), bases) for i in below))
+        self.cache[key] = family
+        return family
 
     def _rebound_later(self, binding: Binding, at: cst.CSTNode, use_scope: Scope) -> bool:
         """A binding of the use's own function that comes after the use, with no

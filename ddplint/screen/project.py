@@ -683,13 +683,19 @@ class Project:
         class ``class_key`` of module ``path``, in one of its project bases, or
         in a project subclass (a strategy base class whose subclass wraps
         ``self.model`` in its setup); "" otherwise."""
-        seen: set[tuple[str, str]] = set()
-        pending = [(path, class_key)]
+        seen: set[tuple[tuple[str, str], str]] = set()
+        # The instance is of this class or a subclass, and the methods of those classes and of
+        # all their bases act on it: down through the subclasses, up through anyone's bases, but
+        # never up and then down: a sibling subclass's wrap (``class DDP(Base)`` beside ``class
+        # LocalSGD(Base)``) is not this class's (a95 Pseudo-Asynchronous-LocalSGD); a mixin base
+        # of a subclass is (``class DDPTrainer(DDPTask, Trainer)``).
+        pending = [(path, class_key, "both")]
         while pending:
-            owner = pending.pop()
-            if owner in seen or owner[0] not in self.modules:
+            *owner_parts, direction = pending.pop()
+            owner = tuple(owner_parts)
+            if (owner, direction) in seen or owner[0] not in self.modules:
                 continue
-            seen.add(owner)
+            seen.add((owner, direction))
             module = self.modules[owner[0]]
             kind = module.wrapped_attributes.get(owner[1], {}).get(attribute, "")
             stored = module.attribute_params.get(owner[1], {}).get(attribute)
@@ -703,8 +709,9 @@ class Project:
             for base in module.classes.get(owner[1], ()):
                 found = self._definition(owner[0], base)
                 if found is not None and found[1] in self.modules[found[0]].classes:
-                    pending.append(found)
-            pending.extend(self._subclasses().get(owner, ()))
+                    pending.append((*found, "up"))
+            if direction != "up":
+                pending.extend((*sub, "down") for sub in self._subclasses().get(owner, ()))
         return ""
 
     def _subclasses(self) -> dict[tuple[str, str], list[tuple[str, str]]]:
