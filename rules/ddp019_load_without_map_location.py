@@ -38,7 +38,7 @@ writes only `.cpu()` entries or a state gathered with CPU offload, also through 
 module-level policy), LR scheduler states, random generator states (`torch.cuda.get_rng_state()` is
 a CPU tensor), full state dicts saved with CPU offload (also by another function of the module that writes
 the same file-name template after `cfg.offload_to_cpu = ...`), `GradScaler.state_dict()`, metadata-only files
-such as `meta.pt`, files of the dataset folder (`'DATA/{}/node_features.pt'`,
+such as `meta.pt`, files of the dataset folder (`'DATA/{}/node_features.pt'`, a loaded pickled dataset that feeds a `DataLoader` or sampler,
 unless the name says checkpoint / model / weights / best / last), a sampler's state, files saved by a
 CPU-only Fabric/Trainer); processes that see one GPU
 (`os.environ["CUDA_VISIBLE_DEVICES"] = str(local_rank)` here, or in every script that imports this module):
@@ -121,6 +121,14 @@ class LoadWithoutMapLocation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # A pickled dataset: what is loaded feeds the sampler and the loader (a95 Biofilm).
+        Valid("import torch\nimport torch.distributed as dist\nfrom torch.utils.data import DataLoader\n"
+              "from torch.utils.data.distributed import DistributedSampler\ndist.init_process_group('nccl')\n"
+              "torch.cuda.set_device(local_rank)\n"
+              "model = torch.nn.parallel.DistributedDataParallel(Net().cuda())\n"
+              "dataset = torch.load(f'{data_dir}/train_dataloader.pt', weights_only=False)\n"
+              "sampler = DistributedSampler(dataset, shuffle=True)\n"
+              "loader = DataLoader(dataset, batch_size=8, sampler=sampler)\n"),
         # Only the global rank 0, spelled out as ``node * gpus + local_rank`` (a91 zarzen), loads.
         Valid(DIST + "def resume(model, args, path):\n    model.cuda()\n"
                      "    if args.world_id * args.num_gpu + args.local_rank == 0:\n"
@@ -640,7 +648,7 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
         return True
     if any(_METADATA_FILE.search(text) for text in _strings_in(path.value)):
         return True
-    if _dataset_file(path.value):
+    if _dataset_file(path.value) or _loaded_as_dataset(index, site):
         return True
     if _names_sampler_state(index, site, path.value):
         return True
@@ -659,6 +667,20 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
     if _saved_with_offload_elsewhere(index, path.value):
         return True
     return _class_checkpoints_on_cpu(index, site, path.value)
+
+
+def _loaded_as_dataset(index: SemanticIndex, site: CallSite) -> bool:
+    """``dataset = torch.load(f)`` then ``DistributedSampler(dataset)`` / ``DataLoader(dataset)``:
+    a pickled dataset, whose samples the loader's workers read on the CPU (a95 Biofilm)."""
+    statement = index.parent(site.node)
+    if not isinstance(statement, cst.Assign) or statement.value is not site.node:
+        return False
+    for loader in index.calls_to(names.DATALOADER, names.DISTRIBUTED_SAMPLER):
+        dataset = loader.argument("dataset")
+        if dataset is not None and isinstance(dataset.value, cst.Name) \
+                and any(b.node is statement for b in index.reaching(dataset.value.value, dataset.value)):
+            return True
+    return False
 
 
 def _dataset_file(path: cst.BaseExpression) -> bool:
