@@ -558,11 +558,39 @@ def _given_a_device_by_cuda_code(index: SemanticIndex) -> bool:
 
     for functions in index.functions.values():
         for function in functions:
-            params = {p.name.value for p in function.params.params}
-            if not params & {"device", "dev", "gpu_device"}:
+            params = [p.name.value for p in function.params.params]
+            device = next((p for p in params if p in _DEVICE_PARAMETERS), None)
+            if device is None:
                 continue
-            modules = project.caller_modules(index.path, function_key(index, function)) or []
-            if any(module.moves_to_cuda for module in modules):
+            position = params.index(device) - (1 if params and params[0] in ("self", "cls") else 0)
+            if _device_from_cuda_callers(project, index.path, function_key(index, function), device, position, 0):
+                return True
+    return False
+
+
+_DEVICE_PARAMETERS = ("device", "dev", "gpu_device")
+
+
+def _device_from_cuda_callers(project, path: str, function: str, device: str, position: int, depth: int) -> bool:
+    """Some call of the function comes from a module that puts data on a GPU, or hands on
+    its own device parameter from a function that is so called (``get_algorithm(config,
+    device)`` -> ``DDP(config, device)`` -> ``super().__init__(config, device)``; a95
+    Pseudo-Asynchronous-LocalSGD)."""
+    calls = project.callers.get(project.function_key(path, function)) or []
+    for caller_path, fact in calls:
+        if project.modules[caller_path].moves_to_cuda:
+            return True
+    if depth >= 3:
+        return False
+    for caller_path, fact in calls:
+        handed = fact.args.get(device) or fact.args.get(str(position)) or ""
+        if handed.startswith("param:") and handed[6:] in _DEVICE_PARAMETERS and fact.caller:
+            caller_function = project.modules[caller_path].functions.get(fact.caller)
+            params = [name for name in (caller_function.params if caller_function is not None else ())]
+            where = params.index(handed[6:]) if handed[6:] in params else -1
+            if where >= 0 and _device_from_cuda_callers(project, caller_path, fact.caller, handed[6:],
+                                                        where - (1 if params[0] in ("self", "cls") else 0),
+                                                        depth + 1):
                 return True
     return False
 

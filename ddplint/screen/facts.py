@@ -98,7 +98,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "91"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "92"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1845,6 +1845,9 @@ class _Extractor:
             holder = self.instance_class(func.value)
             if holder:
                 return f"{holder}.{func.attr}"
+            base = self.super_class(func.value)
+            if base:  # ``super().__init__(config, device)``: the first base's method
+                return f"{base}.{func.attr}"
             if isinstance(func.value, ast.Name) and func.value.id in ("self", "cls") and self.self_class \
                     and func.attr not in self.attributes.get(self.self_class, {}):
                 return f"{self.self_class}.{func.attr}"
@@ -1853,6 +1856,14 @@ class _Extractor:
                 return f"{factory}{FACTORY_CALL}{func.attr}"
         holder = self.instance_class(func) if called else ""
         return f"{holder}.__call__" if holder else ""
+
+    def super_class(self, expr: ast.AST) -> str:
+        """``super()`` / ``super(Cls, self)`` in a method of a class: its first base as written."""
+        if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "super"
+                and self.self_class):
+            return ""
+        bases = self.facts.classes.get(self.self_class) or ()
+        return bases[0] if bases else ""
 
     def instance_class(self, expr: ast.AST, depth: int = 0) -> str:
         """The class (as written) of the instance ``expr`` holds, or ""."""
