@@ -80,8 +80,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint.analysis.flow import calls_in_function, helper_functions
-from ddplint.analysis.models import (guard_encloses_wrap, may_hold_wrap, not_instance_of, project_callee, project_of,
-                                     wrap_process_group, wrapped_kind, wrapped_slots)
+from ddplint.analysis.models import (guard_encloses_wrap, judged_call_fact, may_hold_wrap, not_instance_of,
+                                     project_callee, project_of, wrap_process_group, wrapped_kind, wrapped_slots)
 from ddplint.screen.facts import COLLECTIVE_STATE_DICT, COLLECTIVES
 from ddplint import names
 from ddplint.analysis.values import is_ddp_model
@@ -120,6 +120,32 @@ class RankConditionalCollective(Rule):
     uses_project = True
 
     valid = [
+        # The helper's collective runs only when ``reduce`` is true; the rank-guarded call passes
+        # ``reduce=False`` (a89 dhanyajayagopal's pipeline logger).
+        Valid("""\
+import torch
+import torch.distributed as dist
+
+
+class Logger:
+    def _average(self, loss):
+        t = torch.tensor([loss], device="cuda")
+        dist.all_reduce(t)
+        return t.item() / dist.get_world_size()
+
+    def log_step(self, step, loss, reduce=True):
+        value = self._average(loss) if reduce else float(loss)
+        print(step, value)
+
+
+def train(model, loader, rank, world_size):
+    logger = Logger()
+    for step, batch in enumerate(loader):
+        loss = model(batch).mean()
+        loss.backward()
+        if rank == world_size - 1:
+            logger.log_step(step, loss.item(), reduce=False)
+"""),
         # Only when not launched by torchrun: a single-process run, no peers.
         Valid(DDP_IMPORT + """\
 import os
@@ -326,6 +352,30 @@ def train(conf, local_rank, loader):
 """),
     ]
     invalid = [
+        Invalid("""\
+import torch
+import torch.distributed as dist
+
+
+class Logger:
+    def _average(self, loss):
+        t = torch.tensor([loss], device="cuda")
+        dist.all_reduce(t)
+        return t.item() / dist.get_world_size()
+
+    def log_step(self, step, loss, reduce=True):
+        value = self._average(loss) if reduce else float(loss)
+        print(step, value)
+
+
+def train(model, loader, rank, world_size):
+    logger = Logger()
+    for step, batch in enumerate(loader):
+        loss = model(batch).mean()
+        loss.backward()
+        if rank == world_size - 1:
+            logger.log_step(step, loss.item(), reduce=True)
+""", line=22, column=13),
         # "Not launched by torchrun, or rank 0": in a distributed run, rank 0 only (PersonReID).
         Invalid(DDP_IMPORT + """\
 import os
@@ -598,7 +648,8 @@ if __name__ == "__main__":
                 DESYNC if closure == "ddp" else HANGS
         project = project_of(index)
         slots = wrapped_slots(index, site)
-        reached = project.call_reaches(index.path, project_callee(index, site.node) or callee, index.imports, slots)
+        judged = project_callee(index, site.node) or callee
+        reached = project.call_reaches(index.path, judged, index.imports, slots, judged_call_fact(site, judged))
         if reached == "collective":
             return f"call of {callee}(), which issues a collective,", HANGS
         if reached == "forward":

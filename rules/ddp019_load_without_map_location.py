@@ -121,6 +121,37 @@ class LoadWithoutMapLocation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # The file holds an epoch number only (a102 IDGEN).
+        Valid("""\
+import os
+import torch
+import torch.distributed as dist
+dist.init_process_group("nccl")
+torch.cuda.set_device(local_rank)
+net = torch.nn.parallel.DistributedDataParallel(Net().cuda())
+lastpath = os.path.join(moddir, 'last_epoch.pt')
+if os.path.exists(lastpath):
+    lastepc = torch.load(lastpath)['last_epoch']
+    checkpoint = torch.load(os.path.join(moddir, f'ckpt_{lastepc}.pt'), map_location='cpu')
+else:
+    lastepc = 0
+for epc in range(lastepc, epochs):
+    train(net)
+    if dist.get_rank() == 0:
+        torch.save({'net': net.module.state_dict()}, os.path.join(moddir, f'ckpt_{epc + 1}.pt'))
+        torch.save({'last_epoch': epc + 1}, os.path.join(moddir, 'last_epoch.pt'))
+"""),
+        # Cached features of a tokenised corpus (a99 Amdg).
+        Valid("""\
+import os
+import torch
+import torch.distributed as dist
+dist.init_process_group("nccl")
+torch.cuda.set_device(local_rank)
+model = torch.nn.parallel.DistributedDataParallel(Net().cuda())
+train_features = torch.load(os.path.join(process_path, corpus, train_features_name % model_type))
+num_example = len(train_features)
+"""),
         # A pickled dataset: what is loaded feeds the sampler and the loader (a95 Biofilm).
         Valid("import torch\nimport torch.distributed as dist\nfrom torch.utils.data import DataLoader\n"
               "from torch.utils.data.distributed import DistributedSampler\ndist.init_process_group('nccl')\n"
@@ -276,6 +307,47 @@ class LoadWithoutMapLocation(Rule):
                      "    checkpoint = torch.load(path, weights_only=True)\n", filename="tests/test_fsdp.py"),
     ]
     invalid = [
+        # ... but with a metric an evaluation returned beside it (it may be a CUDA tensor).
+        Invalid("""\
+import os
+import torch
+import torch.distributed as dist
+dist.init_process_group("nccl")
+torch.cuda.set_device(local_rank)
+net = torch.nn.parallel.DistributedDataParallel(Net().cuda())
+lastpath = os.path.join(moddir, 'last_epoch.pt')
+if os.path.exists(lastpath):
+    lastepc = torch.load(lastpath)['last_epoch']
+    checkpoint = torch.load(os.path.join(moddir, f'ckpt_{lastepc}.pt'), map_location='cpu')
+else:
+    lastepc = 0
+for epc in range(lastepc, epochs):
+    train(net)
+    best = evaluate(net)
+    if dist.get_rank() == 0:
+        torch.save({'net': net.module.state_dict()}, os.path.join(moddir, f'ckpt_{epc + 1}.pt'))
+        torch.save({'last_epoch': epc + 1, 'best': best}, os.path.join(moddir, 'last_epoch.pt'))
+""", line=9, column=15,
+                fixed="""\
+import os
+import torch
+import torch.distributed as dist
+dist.init_process_group("nccl")
+torch.cuda.set_device(local_rank)
+net = torch.nn.parallel.DistributedDataParallel(Net().cuda())
+lastpath = os.path.join(moddir, 'last_epoch.pt')
+if os.path.exists(lastpath):
+    lastepc = torch.load(lastpath, map_location="cpu")['last_epoch']
+    checkpoint = torch.load(os.path.join(moddir, f'ckpt_{lastepc}.pt'), map_location='cpu')
+else:
+    lastepc = 0
+for epc in range(lastepc, epochs):
+    train(net)
+    best = evaluate(net)
+    if dist.get_rank() == 0:
+        torch.save({'net': net.module.state_dict()}, os.path.join(moddir, f'ckpt_{epc + 1}.pt'))
+        torch.save({'last_epoch': epc + 1, 'best': best}, os.path.join(moddir, 'last_epoch.pt'))
+"""),
         # CUDA_VISIBLE_DEVICES set to the run's list of GPUs (a setting named so) hides nothing per process
         # (a76 BERT-Pretrain-Multi-GPU).
         Invalid(DIST + "import os\nclass Trainer:\n    def train(self, local_rank):\n"
@@ -699,16 +771,25 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
 
 def _loaded_as_dataset(index: SemanticIndex, site: CallSite) -> bool:
     """``dataset = torch.load(f)`` then ``DistributedSampler(dataset)`` / ``DataLoader(dataset)``:
-    a pickled dataset, whose samples the loader's workers read on the CPU (a95 Biofilm)."""
+    a pickled dataset, whose samples the loader's workers read on the CPU (a95 Biofilm); or
+    preprocessed data bound to a name that says so (``train_features = torch.load(...)``, the
+    cached features of a tokenised corpus: a102 Amdg)."""
     statement = index.parent(site.node)
     if not isinstance(statement, cst.Assign) or statement.value is not site.node:
         return False
+    if len(statement.targets) == 1 and isinstance(statement.targets[0].target, cst.Name) \
+            and _PREPARED_DATA.search(statement.targets[0].target.value):
+        return True
     for loader in index.calls_to(names.DATALOADER, names.DISTRIBUTED_SAMPLER):
         dataset = loader.argument("dataset")
         if dataset is not None and isinstance(dataset.value, cst.Name) \
                 and any(b.node is statement for b in index.reaching(dataset.value.value, dataset.value)):
             return True
     return False
+
+
+# Names of prepared data (not of a checkpoint): ``train_features``, ``dev_examples``, ``dataset``.
+_PREPARED_DATA = re.compile(r"(^|_)(features|examples|dataset|samples)$", re.IGNORECASE)
 
 
 def _dataset_file(path: cst.BaseExpression) -> bool:
@@ -1024,6 +1105,8 @@ def _saves_of(index: SemanticIndex, path: cst.BaseExpression, load: CallSite) ->
     expression (in the same function), or a path sharing a file-name literal."""
     text = index.module.code_for_node(path)
     names_in_path = [t for t in _strings_in(path) if len(t) > 3]
+    if isinstance(path, cst.Name):  # ``lastpath = os.path.join(d, 'last_epoch.pt')`` then ``torch.load(lastpath)``
+        names_in_path += [t for value in index.reaching_values(path) or () for t in _strings_in(value) if len(t) > 3]
     scope = index.enclosing_scope(load.node)
     found = []
     for save in index.calls:
@@ -1049,6 +1132,8 @@ def _is_cpu_value(index: SemanticIndex, expr: cst.BaseExpression, scope: cst.CST
     hold no tensors), a full state dict gathered with CPU offload (``offload_to_cpu=True`` / ``cpu_offload=True`` in the same function)."""
     if depth > 4:
         return False
+    if _plain_number(index, expr, depth):
+        return True  # ``{'last_epoch': epc + 1}``: no tensor at all (a102 IDGEN)
     if isinstance(expr, cst.Call):
         func = expr.func
         if isinstance(func, cst.Attribute):
@@ -1079,6 +1164,37 @@ def _is_cpu_value(index: SemanticIndex, expr: cst.BaseExpression, scope: cst.CST
         values = index.reaching_values(expr)
         return bool(values) and all(_is_cpu_value(index, v, scope, depth + 1) for v in values) \
             or _entries_moved_to_cpu(index, expr)
+    return False
+
+
+def _plain_number(index: SemanticIndex, expr: cst.BaseExpression, depth: int) -> bool:
+    """A Python number or string: a literal, ``int(...)``/``len(...)``/``x.item()``, a loop
+    index over ``range(...)``, or arithmetic on such values."""
+    if depth > 4:
+        return False
+    if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString)):
+        return True
+    if isinstance(expr, cst.UnaryOperation):
+        return _plain_number(index, expr.expression, depth + 1)
+    if isinstance(expr, cst.BinaryOperation):
+        return _plain_number(index, expr.left, depth + 1) and _plain_number(index, expr.right, depth + 1)
+    if isinstance(expr, cst.Call):
+        if isinstance(expr.func, cst.Name) and expr.func.value in ("int", "float", "len", "str", "round", "bool"):
+            return True
+        return isinstance(expr.func, cst.Attribute) and expr.func.attr.value in ("item", "tolist")
+    if isinstance(expr, cst.Name):
+        bindings = index.reaching(expr.value, expr)
+        return bool(bindings) and all(_binds_plain_number(index, b, depth) for b in bindings)
+    return False
+
+
+def _binds_plain_number(index: SemanticIndex, binding, depth: int) -> bool:
+    if binding.kind == "loop" and isinstance(binding.node, cst.For):
+        loop_iter = binding.node.iter
+        return isinstance(loop_iter, cst.Call) and dotted_name(loop_iter.func) == "range" \
+            and isinstance(binding.node.target, cst.Name)
+    if binding.kind in ("assign", "annassign", "augassign") and binding.value is not None:
+        return _plain_number(index, binding.value, depth + 1)
     return False
 
 

@@ -772,3 +772,28 @@ def test_shell_launchers_that_mask_one_gpu_per_process_are_project_facts():
     assert project.masked_by_launcher("models/imagenet_ddp.py")  # the folder and name of a cluster path
     assert project.masked_by_launcher("tools/eval.py")
     assert not project.masked_by_launcher("train.py")
+
+
+def test_a_collective_under_a_flag_parameter_follows_what_callers_pass():
+    # ``sync`` all-reduces only when ``reduce`` is true; its callers pass False, leave out the
+    # default (False), pass True, or hand on a value only the run knows.
+    project = _project({
+        "metrics.py": "import torch.distributed as dist\n"
+                      "def _average(t):\n    dist.all_reduce(t)\n    return t\n"
+                      "def sync(t, reduce=False):\n    return _average(t) if reduce else t\n"
+                      "def sync_block(t, reduce=True):\n    if reduce and t is not None:\n        _average(t)\n",
+        "main.py": "from metrics import sync, sync_block\n"
+                   "def off(t):\n    sync(t, reduce=False)\n"
+                   "def default(t):\n    sync(t)\n"
+                   "def block_off(t):\n    sync_block(t, False)\n"
+                   "def on(t):\n    sync(t, True)\n"
+                   "def block_default(t):\n    sync_block(t)\n"
+                   "def handed_on(t, flag):\n    sync(t, reduce=flag)\n"
+                   "def outer(t):\n    handed_on(t, False)\n",
+    })
+    assert project.reaches_collective(("metrics.py", "sync"))
+    assert project.reaches_collective(("metrics.py", "sync_block"))
+    for silent in ("off", "default", "block_off", "outer"):
+        assert not project.reaches_collective(("main.py", silent)), silent
+    for reaching in ("on", "block_default", "handed_on"):
+        assert project.reaches_collective(("main.py", reaching)), reaching

@@ -31,6 +31,24 @@ def project_of(index) -> Project:
 
 
 # ---------------------------------------------------------------------- index-side helpers
+def judged_call_fact(site, callee: str):
+    """The project's view of a call (``Project.call_reaches``): what it fills, and the
+    slots it gives the constant False or None (``log_step(..., reduce=False)``)."""
+    import libcst as cst
+
+    from ddplint.screen.project import judged_call
+
+    def false_or_none(expr) -> bool:
+        return isinstance(expr, cst.Name) and expr.value in ("False", "None")
+
+    starred = any(arg.star for arg in site.node.args)
+    positional = [arg for arg in site.node.args if arg.keyword is None and not arg.star]
+    keywords = tuple(arg.keyword.value for arg in site.node.args if arg.keyword is not None)
+    false_slots = tuple(str(i) for i, arg in enumerate(positional) if false_or_none(arg.value)) + tuple(
+        arg.keyword.value for arg in site.node.args if arg.keyword is not None and false_or_none(arg.value))
+    return judged_call(callee, None if starred else len(positional), keywords, false_slots)
+
+
 def wrapped_kind(index, expr, at_order: int) -> str:
     """"ddp" / "fsdp" when ``expr`` holds a DDP / FSDP-wrapped model where it is
     used: a local wrap (``model = DDP(model)``), or a parameter of the enclosing

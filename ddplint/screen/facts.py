@@ -98,7 +98,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "92"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "93"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -172,6 +172,12 @@ class CallFact:
     # in the arm of a test that only a single-process run takes (``if args.local_rank == -1:``,
     # ``else`` of ``if args.distributed:``): the call runs in no DDP worker
     single_process: bool = False
+    # parameters of the enclosing function the call needs true: it sits in the body of ``if
+    # reduce:`` / ``if flag and x:`` or of ``f(x) if reduce else y`` (Project: a collective
+    # the caller switches off with ``reduce=False``)
+    needs_flags: tuple[str, ...] = ()
+    # argument slots (position as str, or keyword) given the constant False or None
+    false_slots: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -191,6 +197,9 @@ class FunctionFacts:
     # Params whose default is the constant True: a call that leaves them out passes True
     # (``mk_loaders(ds, shuffle: bool = True)`` called without it; Project.param_values).
     true_defaults: set[str] = field(default_factory=set)
+    # Params whose default is the constant False or None: a call that leaves them out switches
+    # off what needs them (CallFact.needs_flags).
+    false_defaults: set[str] = field(default_factory=set)
     rank_zero_only: bool = False  # decorated with @rank_zero_only / @master_only
     calls_set_epoch: bool = False
     device_params: set[str] = field(default_factory=set)  # params used as a CUDA device / device index
@@ -467,7 +476,7 @@ class _EmptyMap(dict):
 
 EMPTY_SET = _EmptySet()
 EMPTY_MAP = _EmptyMap()
-_FUNCTION_SETS = ("forwards", "true_defaults", "forwards_globals", "forwards_attributes", "loads", "device_params", "keeps", "saves", "saves_unguarded",
+_FUNCTION_SETS = ("forwards", "true_defaults", "false_defaults", "forwards_globals", "forwards_attributes", "loads", "device_params", "keeps", "saves", "saves_unguarded",
                   "returns_detached", "hands_on")
 _MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes", "attribute_params",
                 "attribute_returns", "attribute_flags")
@@ -755,6 +764,9 @@ class _Extractor:
         # Attributes tested in the body of enclosing ``if``s that are no rank test
         # here (``if args.should_save:``): a rank flag set in another module, maybe.
         self.flag_guards: list[str] = []
+        # the enclosing function's parameters the current statement needs true (CallFact.needs_flags)
+        self.param_flags: list[str] = []
+        self.expression_flags: dict[int, tuple[str, ...]] = {}
         # Enclosing ``if``s on something other than the rank or "distributed or
         # not" (``if use_fsdp_eval:``): a collective there may never run.
         self.opaque = 0
@@ -1051,7 +1063,11 @@ class _Extractor:
                 self.flag_guards.extend(flagged)
                 given = self.given_by(node.test, truth)
                 self.given.extend(given)
+                switches = _switch_params(node.test, self.function.params) if truth and self.function else []
+                self.param_flags.extend(switches)
                 self.block(arm)
+                if switches:
+                    del self.param_flags[-len(switches):]
                 if given:
                     del self.given[-len(given):]
                 if flagged:
@@ -1401,6 +1417,9 @@ class _Extractor:
         self.given, self.unguarded_saves = [], []
         self.none_defaults = _params_defaulting_to(args, None)
         facts.true_defaults = _params_defaulting_to(args, True)
+        facts.false_defaults = _params_defaulting_to(args, False) | self.none_defaults
+        outer_switches = (self.param_flags, self.expression_flags)
+        self.param_flags, self.expression_flags = [], _expression_switches(node, params)
         facts.annotated_wrapped = {
             a.arg: kind for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]
             if a.annotation is not None and (kind := self.wrapper_class(a.annotation))}
@@ -1429,6 +1448,7 @@ class _Extractor:
         self.unpacked.pop()
         self.function, self.guards, self.maybe_guards, self.opaque = outer, outer_guards, outer_maybe, outer_opaque
         self.main_guards, self.flag_guards = outer_main, outer_flags
+        self.param_flags, self.expression_flags = outer_switches
         self.no_grad, self.loops = outer_no_grad, outer_loops
         if self.unguarded_saves:
             facts.saves_need = tuple(sorted(set.intersection(*self.unguarded_saves)))
@@ -1944,12 +1964,15 @@ class _Extractor:
                     slots[keyword.arg] = tag
         self.attribute_rank_slots(node, slots)
         starred = any(isinstance(arg, ast.Starred) for arg in node.args) or any(k.arg is None for k in node.keywords)
+        needs = tuple(self.param_flags) + self.expression_flags.get(id(node), ())
+        false_slots = tuple(str(i) for i, a in enumerate(node.args) if _false_or_none(a)) + tuple(
+            k.arg for k in node.keywords if k.arg is not None and _false_or_none(k.value))
         self.facts.calls.append(CallFact(dotted, self.caller(), strict, lenient, slots,
                                          tuple(self.maybe_guards) + tuple(FLAG_PREFIX + a for a in self.flag_guards),
                                          instance, self.no_grad > 0,
                                          None if starred else len(node.args),
                                          tuple(k.arg for k in node.keywords if k.arg is not None),
-                                         self.single_arms > 0))
+                                         self.single_arms > 0, needs, false_slots))
 
     def attribute_rank_slots(self, node: ast.Call, slots: dict[str, str]) -> None:
         """``train(CFG)`` after ``CFG.rank = int(os.environ["RANK"])``: slot "0.rank"
@@ -2732,6 +2755,33 @@ def _attribute_params(node: ast.ClassDef, subtrees) -> dict[str, tuple[str, str]
                         twice.add(target.attr)
                     found.setdefault(target.attr, (method.name, value.id))
     return {name: where for name, where in found.items() if name not in twice}
+
+
+def _switch_params(test: ast.AST, params: tuple[str, ...]) -> list[str]:
+    """The parameters ``test`` needs true: ``reduce``, ``reduce is True``, either side of
+    ``reduce and step % k == 0``."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [p for operand in test.values for p in _switch_params(operand, params)]
+    name = _switch_param(test)
+    return [name] if name is not None and name in params and name not in ("self", "cls") else []
+
+
+def _expression_switches(function: ast.AST, params: tuple[str, ...]) -> dict[int, tuple[str, ...]]:
+    """Calls in the body of a conditional expression on a parameter (``self._average(loss) if
+    reduce else float(loss)``): id(call) -> the parameters they need true."""
+    found: dict[int, tuple[str, ...]] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.IfExp):
+            switches = tuple(_switch_params(node.test, params))
+            if switches:
+                for inner in ast.walk(node.body):
+                    if isinstance(inner, ast.Call):
+                        found[id(inner)] = found.get(id(inner), ()) + switches
+    return found
+
+
+def _false_or_none(expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Constant) and (expr.value is False or expr.value is None)
 
 
 def _switch_param(test: ast.AST) -> Optional[str]:

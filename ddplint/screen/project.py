@@ -53,7 +53,9 @@ class Project:
                 for param, kind in function.annotated_wrapped.items():
                     self.ddp_params.setdefault((path, name), {}).setdefault(param, kind)
         self._propagate_wrapped_params()
-        self._reaches_collective: dict[FunctionKey, bool] = {}
+        # function -> the parameters one of which must be true for it to reach a collective
+        # (empty: it reaches one whatever its callers pass)
+        self._reaches_collective: dict[FunctionKey, frozenset[str]] = {}
         self._propagate_collectives()
         self._forwards = self._propagate_param_use("forwards")
         self._loads = self._propagate_param_use("loads")
@@ -472,20 +474,55 @@ class Project:
         return ""
 
     def _propagate_collectives(self) -> None:
+        """Which functions reach a collective, and under which of their flag parameters: a
+        call under ``if reduce:`` reaches it only when the caller's ``reduce`` is true, and a
+        call passing ``reduce=False`` (or leaving out a parameter that defaults to False)
+        to a function that needs it does not reach it at all (a89 dhanyajayagopal's
+        ``logger.log_step(..., reduce=False)``)."""
         # Sparse (only the functions that do): a project has tens of thousands of functions.
-        reaches = {(p, n): True for p, m in self.modules.items() for n, f in m.functions.items() if f.collective}
+        reaches = {(p, n): frozenset() for p, m in self.modules.items() for n, f in m.functions.items()
+                   if f.collective}
         changed = True
         while changed:
             changed = False
             for key, calls in self.callers.items():
-                if not reaches.get(key):
+                needs = reaches.get(key)
+                if needs is None:
                     continue
                 for caller_path, call in calls:
                     caller = (caller_path, call.caller)
-                    if call.caller and not reaches.get(caller) and self.function(caller) is not None:
-                        reaches[caller] = True
+                    if not call.caller or self.function(caller) is None or self.switches_off(key, needs, call):
+                        continue
+                    known = reaches.get(caller)
+                    new = frozenset(call.needs_flags) | self._flags_handed_on(key, needs, call)
+                    merged = new if known is None else frozenset() if not known or not new else known | new
+                    if merged != known:
+                        reaches[caller] = merged
                         changed = True
         self._reaches_collective = reaches
+
+    def _flags_handed_on(self, key: FunctionKey, needs: frozenset[str], call: CallFact) -> frozenset[str]:
+        """The caller's own parameters the call hands to the flags ``needs`` names
+        (``sync(t, reduce=flag)``): the caller reaches the collective when one of them is
+        true. Empty when some needed flag gets another value (or its default)."""
+        if not needs:
+            return frozenset()
+        handed = {self._param_for_slot(key, call, slot): tag[len(PARAM_PREFIX):]
+                  for slot, tag in call.args.items() if tag.startswith(PARAM_PREFIX)}
+        off = {self._param_for_slot(key, call, slot) for slot in call.false_slots}
+        if any(p not in off and p not in handed for p in needs):
+            return frozenset()
+        return frozenset(handed[p] for p in needs if p in handed)
+
+    def switches_off(self, key: FunctionKey, needs: frozenset[str], call: CallFact) -> bool:
+        """Does the call give every parameter in ``needs`` the constant False or None
+        (``reduce=False``), or leave out ones that default to it?"""
+        function = self.function(key)
+        if not needs or function is None or call.positional is None:
+            return False
+        off = {self._param_for_slot(key, call, slot) for slot in call.false_slots}
+        filled = set(_argument_params(function, call)[:call.positional]) | set(call.keywords)
+        return all(p in off or (p not in filled and p in function.false_defaults) for p in needs)
 
     def _propagate_param_use(self, attribute: str) -> dict[FunctionKey, set[str]]:
         """Params that a function forwards / loads into, directly or by passing
@@ -810,10 +847,10 @@ class Project:
 
     # ------------------------------------------------------------------ questions
     def reaches_collective(self, key: FunctionKey) -> bool:
-        return self._reaches_collective.get(key, False)
+        return key in self._reaches_collective
 
     def call_reaches(self, path: str, callee: str, imports: dict[str, str],
-                     wrapped_slots: dict[str, str]) -> Optional[str]:
+                     wrapped_slots: dict[str, str], call: Optional[CallFact] = None) -> Optional[str]:
         """What a call of ``callee`` from module ``path`` reaches: "collective",
         "forward" (a forward of a wrapped model passed in ``wrapped_slots``),
         "load" (a load_state_dict into it), or None. A method of what a factory
@@ -824,7 +861,7 @@ class Project:
             # method of the project so named that takes those arguments (as _by_method_name links)
             fitting = self._method_named_taking(callee, wrapped_slots)
             keys = [fitting] if fitting is not None else []
-        found = {self._key_reaches(key, callee, wrapped_slots) for key in keys}
+        found = {self._key_reaches(key, callee, wrapped_slots, call) for key in keys}
         return found.pop() if len(found) == 1 else None
 
     def _method_named_taking(self, callee: str, slots: dict[str, str]) -> Optional[FunctionKey]:
@@ -838,8 +875,12 @@ class Project:
         fitting = [key for key in self._methods_named(method) if self._takes_arguments(key, call)]
         return fitting[0] if len(fitting) == 1 else None
 
-    def _key_reaches(self, key: FunctionKey, callee: str, wrapped_slots: dict[str, str]) -> Optional[str]:
-        if self.reaches_collective(key):
+    def _key_reaches(self, key: FunctionKey, callee: str, wrapped_slots: dict[str, str],
+                     call: Optional[CallFact] = None) -> Optional[str]:
+        """(``call``: the call as the judge saw it, its slots given False or None, to tell
+        whether it switches the collective off.)"""
+        if self.reaches_collective(key) and not (
+                call is not None and self.switches_off(key, self._reaches_collective[key], call)):
             return "collective"
         function, module = self.function(key), self.modules[key[0]]
         if function is not None and function.forwards_globals & module.wrapped_globals.keys():
@@ -1352,6 +1393,15 @@ def _a_real_call(call: CallFact) -> bool:
     the positional arguments the call counts."""
     return call.positional is not None and not any(
         slot.isdigit() and int(slot) >= call.positional for slot in call.args)
+
+
+def judged_call(callee: str, positional: Optional[int], keywords: tuple[str, ...],
+                false_slots: tuple[str, ...]) -> CallFact:
+    """A call the judge sees (``_judge_call``) with what it fills and the slots it gives
+    False or None (``Project.call_reaches``'s ``call``)."""
+    call = _judge_call(callee)
+    call.positional, call.keywords, call.false_slots = positional, keywords, false_slots
+    return call
 
 
 def _judge_call(callee: str) -> CallFact:
