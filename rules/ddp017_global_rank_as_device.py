@@ -66,8 +66,8 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from ddplint.analysis.values import (cuda_index_strings, device_arguments, environ_key, global_rank_origin,
-                                     is_global_rank, is_test_module, literal_str)
-from ddplint.analysis.roles import is_worker_code
+                                     is_global_rank, is_test_module, literal_int, literal_str)
+from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
 from ddplint.fixes import UNSAFE, NodeFix, node_fix, replace
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex
@@ -148,6 +148,53 @@ class GlobalRankAsDevice(Rule):
               "    x = x.to(offset)\n"),
     ]
     invalid = [
+        # The trainer is handed the global rank as its device: reported where it is handed (the
+        # trainer's use under ``if self.device == 0:`` runs on global rank 0 alone, whose device 0
+        # is its own on any node; a102 E-Zero).
+        Invalid("""\
+import os
+import torch
+import torch.distributed as dist
+
+
+class Trainer:
+    def __init__(self, model, device):
+        self.model, self.device = model, device
+
+    def fit(self, loader, local_rank):
+        for x in loader:
+            self.model(x.to(local_rank)).mean().backward()
+        if self.device == 0:
+            zeroshot_eval(model=self.model, device=self.device)
+
+
+def main(model, loader):
+    dist.init_process_group("nccl")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    Trainer(model.to(local_rank), device=dist.get_rank()).fit(loader, local_rank)
+""", line=20, column=42,
+                fixed="""\
+import os
+import torch
+import torch.distributed as dist
+
+
+class Trainer:
+    def __init__(self, model, device):
+        self.model, self.device = model, device
+
+    def fit(self, loader, local_rank):
+        for x in loader:
+            self.model(x.to(local_rank)).mean().backward()
+        if self.device == 0:
+            zeroshot_eval(model=self.model, device=self.device)
+
+
+def main(model, loader):
+    dist.init_process_group("nccl")
+    local_rank = int(os.environ["LOCAL_RANK"])
+    Trainer(model.to(local_rank), device=local_rank).fit(loader, local_rank)
+"""),
         # Both arms of the apex switch wrap in DDP: the else is no single-process run (a62 HyCTAS).
         Invalid(DIST + "try:\n    from apex.parallel import DistributedDataParallel as DDP\n    has_apex = True\n"
                        "except ImportError:\n    from torch.nn.parallel import DistributedDataParallel as DDP\n"
@@ -282,7 +329,8 @@ class GlobalRankAsDevice(Rule):
         masks = {id(value) for _, value in _visible_device_assignments(index)}
         for node, rank in _device_index_expressions(index):
             if id(node) not in seen and is_global_rank(index, rank) and is_worker_code(index, node) \
-                    and not _dead_store(index, node):
+                    and not _dead_store(index, node) and not runs_on_rank_zero_only(index, node) \
+                    and not _under_global_rank_zero(index, node):
                 seen.add(id(node))
                 message = _message(index, rank, VISIBLE_MESSAGE if id(node) in masks else self.message)
                 yield self.report(node, message, fix=_fix(index, rank))
@@ -300,6 +348,21 @@ def _device_index_expressions(index: SemanticIndex) -> Iterator[tuple[cst.BaseEx
     yield from cuda_index_strings(index)
     for value, inner in _visible_device_assignments(index):
         yield value, inner
+
+
+def _under_global_rank_zero(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """In the body of ``if self.device == 0:`` where ``self.device`` holds the global rank:
+    only global rank 0 runs it, and device 0 is its own on any node (a102 E-Zero)."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, cst.If) and child is ancestor.body:
+            test = ancestor.test
+            if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
+                    and isinstance(test.comparisons[0].operator, cst.Equal) \
+                    and literal_int(test.comparisons[0].comparator) == 0 and is_global_rank(index, test.left):
+                return True
+        child = ancestor
+    return False
 
 
 def _dead_store(index: SemanticIndex, node: cst.CSTNode) -> bool:
