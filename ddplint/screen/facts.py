@@ -98,7 +98,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "93"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "94"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -797,6 +797,7 @@ class _Extractor:
         # classes whose own ``state_dict()`` returns a dict of plain values (a grad clipper's
         # moving averages): ``torch.save(self.state_dict(), ...)`` there is no model state
         self.scalar_state_classes: set[str] = set()
+        self.numpy_attributes: dict[str, frozenset[str]] = {}  # class -> attributes holding numpy arrays
 
     # ------------------------------------------------------------------ names
     def qualified(self, expr: ast.AST) -> Optional[str]:
@@ -1194,6 +1195,7 @@ class _Extractor:
             self.facts.rank_sharding_classes.add(key)
         if _state_dict_of_plain_values(node):
             self.scalar_state_classes.add(key)
+        self.numpy_attributes[key] = self.arrays_of(node)
         for method in node.body:
             if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for call in self.subtrees.of_kind(method, ast.Call):
@@ -1301,8 +1303,9 @@ class _Extractor:
             if isinstance(func, ast.Attribute) and func.attr in ("append", "extend", "insert") \
                     and child.args and (_dotted(func.value) or "").startswith("self."):
                 facts.keeps.update(p for p in params if _reads_raw(child.args[-1], p))
+        arrays = self.numpy_attributes.get(self.self_class, frozenset())
         for child in subtrees.of_kind(node, ast.AugAssign):
-            if _on_self(child.target):
+            if _on_self(child.target) and not _element_of(child.target, arrays):
                 facts.keeps.update(p for p in params if _reads_raw(child.value, p))
         for child in subtrees.of_kind(node, ast.Assign):
             if len(child.targets) == 1 and _on_self(child.targets[0]) \
@@ -1901,6 +1904,19 @@ class _Extractor:
         return isinstance(saved, ast.Call) and _dotted(saved.func) == "self.state_dict" \
             and self.self_class in self.scalar_state_classes
 
+    def arrays_of(self, node: ast.ClassDef) -> frozenset[str]:
+        """The instance attributes every assignment of which in the class builds a numpy
+        array (``self.sum = np.zeros(n)``): ``self.sum[i] += val[i]`` stores a number, never a
+        tensor's graph (a102 SUEF's AverageMeterDDP)."""
+        values: dict[str, list[ast.AST]] = {}
+        for child in self.subtrees.of_kind(node, ast.Assign):
+            for target in child.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self":
+                    values.setdefault(target.attr, []).append(child.value)
+        return frozenset(name for name, assigned in values.items() if all(
+            isinstance(v, ast.Call) and (self.qualified(v.func) or "").startswith("numpy.") for v in assigned))
+
     def reads_rank_and_world(self, node: ast.ClassDef) -> bool:
         """ModuleFacts.rank_sharding_classes: the class's code asks torch.distributed
         for both the rank and the world size."""
@@ -2215,6 +2231,13 @@ def _reads_raw(expr: ast.AST, name: str) -> bool:
     if isinstance(expr, ast.Attribute) and expr.attr in ("data", "shape", "grad", "dtype", "device"):
         return False
     return any(_reads_raw(child, name) for child in _iter_child_nodes(expr))
+
+
+def _element_of(target: ast.AST, arrays: frozenset[str]) -> bool:
+    """``self.sum[i]`` with ``sum`` one of ``arrays``."""
+    return isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute) \
+        and isinstance(target.value.value, ast.Name) and target.value.value.id == "self" \
+        and target.value.attr in arrays
 
 
 def _on_self(target: ast.AST) -> bool:
