@@ -120,6 +120,31 @@ class RankConditionalCollective(Rule):
     uses_project = True
 
     valid = [
+        # The evaluation helper unwraps the model first (``model = model.module``): its forward
+        # starts no collective (a100 Semantic-Segmentation-PyTorch).
+        Valid("""\
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def validation(model, loader, device, is_distributed):
+    if is_distributed:
+        model = model.module
+    model.eval()
+    with torch.no_grad():
+        for images, masks in loader:
+            outputs = model(images.to(device))
+
+
+def main(model, train_loader, val_loader, device, epochs):
+    dist.init_process_group("nccl")
+    model = DDP(model.to(device), device_ids=[device])
+    for epoch in range(epochs):
+        train(model, train_loader)
+        if dist.get_rank() == 0:
+            validation(model, val_loader, device, True)
+"""),
         # The helper's collective runs only when ``reduce`` is true; the rank-guarded call passes
         # ``reduce=False`` (a89 dhanyajayagopal's pipeline logger).
         Valid("""\

@@ -98,7 +98,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "94"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "95"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1663,7 +1663,11 @@ class _Extractor:
             facts.local_rank_attr_as_device = True
         if function is not None:
             if isinstance(node.func, ast.Name) and node.func.id in function.params:
-                function.forwards.add(node.func.id)
+                if not any(isinstance(v, ast.Attribute) and v.attr == "module" and isinstance(v.value, ast.Name)
+                           and v.value.id == node.func.id for v in self.assigned[-1].get(node.func.id, ())):
+                    # (not after ``if is_distributed: model = model.module``: the forward of
+                    # the unwrapped module starts no collective; a100 Semantic-Segmentation)
+                    function.forwards.add(node.func.id)
             elif isinstance(node.func, ast.Name) and node.func.id not in self.assigned[-1]:
                 function.forwards_globals.add(node.func.id)
             elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
