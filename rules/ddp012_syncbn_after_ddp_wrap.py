@@ -50,6 +50,28 @@ class SyncBnAfterDdpWrap(Rule):
     uses_project = True
 
     valid = [
+        # ``self.model = self.model.to(rank)`` before the convert holds what the attribute held
+        # before it, not the wrap the method makes afterwards (a100 dllib).
+        Valid("""\
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel
+
+
+class Trainer:
+    def __init__(self, model, use_sync_batch):
+        self.model = model
+        self.use_sync_batch = use_sync_batch
+
+    def train(self, rank, epochs):
+        self.model = self.model.to(rank)
+        if self.use_sync_batch:
+            self.model = nn.SyncBatchNorm.convert_sync_batchnorm(self.model)
+        self.model = DistributedDataParallel(self.model, device_ids=[rank])
+        for epoch in range(epochs):
+            self.train_on_epoch(epoch)
+"""),
         # A loading method that __init__ runs before it wraps the attribute (a81 reflected_gnt).
         Valid(IMPORTS + "class Model:\n    def __init__(self, args):\n        self.net = Net()\n"
                         "        self.start = self.restore(args.ckpt)\n        if args.distributed:\n"

@@ -700,6 +700,9 @@ def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.
             if size > 1 and _runs_only_before(index, index.enclosing_scope(expr), binding):
                 continue  # ``self.load_model()`` that ``__init__`` runs before it wraps ``self.net``
             if binding.kind in ("assign", "annassign") and value is not None:
+                if size > 1 and _moves_itself(value, prefix):
+                    continue  # ``self.model = self.model.to(rank)``: what it held before (the earlier
+                    # bindings, judged here too), not every binding of the attribute (a100 dllib)
                 if is_ddp_model(index, value, at_order, wrappers):
                     return prefix
                 # An alias of a wrapped model or of its inner model
@@ -719,6 +722,19 @@ def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.
         if size == 1 and _returned_wrapped(index, expr, wrappers):
             return prefix
     return None
+
+
+def _moves_itself(value, name: str) -> bool:
+    """``self.model.to(rank)`` / ``.cuda()`` / ``.train()`` of the attribute ``name`` itself."""
+    import libcst as cst
+
+    from ddplint.analysis.semantic import dotted_name
+    from ddplint.analysis.values import SELF_RETURNING_METHODS
+
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+            and value.func.attr.value in SELF_RETURNING_METHODS:
+        value = value.func.value
+    return dotted_name(value) == name
 
 
 def _returned_wrapped(index, expr, wrappers: tuple[str, ...]) -> bool:
