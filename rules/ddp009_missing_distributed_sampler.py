@@ -66,6 +66,7 @@ IMPORTS = "import torch.distributed as dist\nfrom torch.utils.data import DataLo
 _EVAL_NAME = re.compile(r"val|test|eval|dev|calib|infer|predict", re.IGNORECASE)
 # Frameworks that shard loaders themselves (accelerate's prepare, Lightning's Trainer).
 _STREAMING = re.compile(r"streaming\s*=\s*True|to_iterable_dataset\(")
+_DATA_KEYWORDS = ("data", "dataset", "datalist", "data_list")
 _SHARDED_BY_HAND = re.compile(r"rank|world_size|num_replicas|shard|split_by_node|num_shards", re.IGNORECASE)
 
 
@@ -78,6 +79,26 @@ class MissingDistributedSampler(Rule):
     uses_project = True
 
     valid = [
+        # The data list is partitioned by rank before MONAI's dataset is made from it (by keyword;
+        # a101 monaicore).
+        Valid("""\
+import torch.distributed as dist
+from monai.data import CacheDataset, DataLoader, partition_dataset
+
+
+def main(cfg, multi_gpu):
+    if multi_gpu:
+        dist.init_process_group("nccl")
+    train_data = prepare_data(cfg["root"], "Train")
+    if multi_gpu:
+        train_data = partition_dataset(data=train_data, num_partitions=dist.get_world_size(),
+                                       shuffle=True, seed=cfg["seed"])[dist.get_rank()]
+    train_ds = CacheDataset(data=train_data, transform=train_transforms, cache_rate=1.0)
+    train_loader = DataLoader(train_ds, batch_size=cfg["batch_size"], shuffle=True, num_workers=4)
+    for epoch in range(cfg["epochs"]):
+        for batch in train_loader:
+            step(batch)
+"""),
         Valid(IMPORTS + "from torch.utils.data import DistributedSampler\n"
                         "train_loader = DataLoader(ds, batch_size=8, sampler=DistributedSampler(ds))\n"),
         Valid(IMPORTS + "train_loader = DataLoader(ds, batch_sampler=bucket_sampler)\n"),
@@ -591,8 +612,11 @@ def _not_map_style(index: SemanticIndex, site: CallSite) -> bool:
                 return True  # a project class (or what a project factory returns) that is an IterableDataset
             # ``data = load_dataset(..., streaming=True)["train"]; data = transform(data, ...)``:
             # what a call makes its dataset from
-            for arg in value.args[:1]:
-                if isinstance(arg.value, cst.Name) and arg.keyword is None:
+            # (also by keyword: MONAI's ``CacheDataset(data=train_data, ...)``, a101 monaicore)
+            made_from = [arg for arg in value.args[:1] if arg.keyword is None] + [
+                arg for arg in value.args if arg.keyword is not None and arg.keyword.value in _DATA_KEYWORDS]
+            for arg in made_from:
+                if isinstance(arg.value, cst.Name):
                     texts.extend(index.module.code_for_node(v) for v in index.reaching_values(arg.value) or [])
         if isinstance(value, cst.Subscript):
             # ``dataset[train_idx]`` with ``train_idx = train_idx.split(n)[rank]``: the indices it takes
