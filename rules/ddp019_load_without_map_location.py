@@ -25,7 +25,7 @@ them into a model that is already on its GPU) now start on the CPU.
 
 Not flagged: a `map_location` (or `**kwargs` that may carry one); code that
 is not a DDP worker (launcher-parent code before or after `mp.spawn`, also in
-functions only the launcher calls, the single-process
+functions only the launcher calls, functions of an entry script that nothing names, the single-process
 branch of a script, the self-test block of an imported module, single-process or
 CPU-only test functions: in unit tests the role is decided per test function);
 loads that run on rank 0 only (`if rank == 0:`, the `else` of a truthy `if rank:`, or in a function every caller
@@ -121,6 +121,31 @@ class LoadWithoutMapLocation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # A function of an entry script that nothing names: its ``__main__`` block spawns ``main``
+        # only (a102 BaamPark's ``pre_generate_labels``).
+        Valid("""\
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def main(rank, world_size):
+    dist.init_process_group("nccl", rank=rank, world_size=world_size)
+    torch.cuda.set_device(rank)
+    model = torch.nn.parallel.DistributedDataParallel(Net().cuda(rank), device_ids=[rank])
+    train(model)
+    dist.destroy_process_group()
+
+
+def pre_generate_labels(model, dataset):
+    model.load_state_dict(torch.load("best_model.pt"))
+    return [model(x) for x in dataset]
+
+
+if __name__ == "__main__":
+    world_size = torch.cuda.device_count()
+    mp.spawn(main, args=(world_size,), nprocs=world_size)
+"""),
         # The file holds an epoch number only (a102 IDGEN).
         Valid("""\
 import os

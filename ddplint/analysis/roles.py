@@ -785,13 +785,27 @@ def _nothing_runs(index: SemanticIndex, function: cst.FunctionDef) -> bool:
                                           and not owner.bases and not owner.decorators):
         return False  # nested in a class that may be a framework's (its hooks run by name)
     project = project_of(index)
-    if not project.complete or index.path not in project.modules or len(project.modules) < 2:
+    if not project.complete or index.path not in project.modules:
         return False
-    if _has_main_block(index) or _may_be_imported_by_name(project, index.path):
+    if _has_main_block(index):
+        # An entry script runs what its ``__main__`` block reaches: a top-level function that
+        # nothing names (``pre_generate_labels`` beside ``mp.spawn(main, ...)``) never runs,
+        # unless the block dispatches by name (``fire.Fire()``, ``globals()[cmd]``; a102 BaamPark).
+        return owner is index.module and not _dispatches_by_name(index) \
+            and not _may_be_imported_by_name(project, index.path) \
+            and not _function_referenced(index, project, function.name.value)
+    if len(project.modules) < 2 or _may_be_imported_by_name(project, index.path):
         return False
     if owner is index.module:
         return not _function_referenced(index, project, function.name.value)
     return not project.may_run(index.path, function_key(index, function))
+
+
+def _dispatches_by_name(index: SemanticIndex) -> bool:
+    """Does the module look its functions up by name (``fire.Fire()``, ``globals()``,
+    ``getattr(sys.modules[__name__], ...)``, ``locals()``)?"""
+    text = index.source
+    return any(word in text for word in ("Fire(", "globals()", "locals()", "sys.modules", "vars()"))
 
 
 def _function_referenced(index: SemanticIndex, project, name: str) -> bool:
