@@ -679,7 +679,8 @@ def _project_wide(facts) -> bool:
     every such loader of the project). It joins every component, so a parallel
     run answers as a serial one does."""
     return facts is not None and (any(strip.source == "load" for strip in facts.prefix_strips)
-                                  or bool(facts.launches_masked))  # a shell launcher masking GPUs
+                                  or bool(facts.launches_masked)  # a shell launcher masking GPUs
+                                  or bool(facts.launches_through) or facts.masks_its_command)  # ... or a wrapper
 
 
 def _components(modules: list[str], refs: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:

@@ -98,7 +98,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "95"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "96"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -325,6 +325,12 @@ class ModuleFacts:
     # A shell launcher (``run.sh``): the Python scripts it runs with one GPU visible per
     # process (``export CUDA_VISIBLE_DEVICES=$1`` then ``python models/train.py``), as written.
     launches_masked: tuple[str, ...] = ()
+    # ... the Python scripts it runs through a wrapper script (``mpiexec ... ./set_affinity.sh
+    # python3 main.py``): (the wrapper as written, the script); and, for a wrapper, whether it
+    # sets one visible GPU and then runs its arguments (``export CUDA_VISIBLE_DEVICES=$gpu``
+    # ... ``exec "$@"``): Project.masked_by_launcher joins the two.
+    launches_through: tuple[tuple[str, str], ...] = ()
+    masks_its_command: bool = False
     # Classes whose methods read both ``dist.get_rank()`` and ``dist.get_world_size()``:
     # a data class that keeps its rank's slice itself (DDP009's hand sharding).
     rank_sharding_classes: set[str] = field(default_factory=set)
@@ -368,7 +374,37 @@ def summarize_launcher(source: str, path: str) -> ModuleFacts:
     imports, calls and defines nothing."""
     facts = ModuleFacts(path)
     facts.launches_masked = tuple(_masked_launches(source))
+    facts.launches_through = tuple(_launches_through(source))
+    facts.masks_its_command = _masks_its_command(source)
     return facts
+
+
+def _shell_lines(source: str) -> list[list[str]]:
+    return [line.split("#", 1)[0].split() for line in source.replace("\\\n", " ").splitlines()]
+
+
+def _launches_through(source: str) -> list[tuple[str, str]]:
+    """``mpiexec -n $N ./set_affinity_gpu.sh python3 main.py``: (wrapper, script) pairs."""
+    found = []
+    for words in _shell_lines(source):
+        for position, word in enumerate(words):
+            if word.endswith(LAUNCHER_SUFFIX):
+                script = _python_script(words[position + 1:])
+                if script is not None:
+                    found.append((word, script))
+                break
+    return found
+
+
+def _masks_its_command(source: str) -> bool:
+    """A wrapper that makes one GPU visible and then runs the command it is given."""
+    lines = _shell_lines(source)
+    masks = any(_MASK.match(" ".join(words[:2]) if words[:1] == ["export"] else words[0] if words else "")
+                and _one_device(_MASK.match(" ".join(words[:2]) if words[:1] == ["export"] else words[0]).group(1))
+                for words in lines if words)
+    runs = any(words and words[-1].strip("\"'") == "$@" and words[0] in ("exec", '"$@"', "$@")
+               for words in lines)
+    return masks and runs
 
 
 def _masked_launches(source: str) -> list[str]:

@@ -1237,6 +1237,11 @@ class Project:
         if launched is None:
             launched = self._masked_launches = [
                 (module.path, script) for module in self.modules.values() for script in module.launches_masked]
+            # ``mpiexec ... ./set_affinity_gpu.sh python3 main.py`` where the wrapper masks the
+            # GPUs and runs its arguments (a102 PyGeom_DDP)
+            launched += [(module.path, script) for module in self.modules.values()
+                         for wrapper, script in module.launches_through
+                         if self._masking_wrapper(module.path, wrapper)]
         for launcher, script in launched:
             script = script[2:] if script.startswith("./") else script
             beside = posixpath.normpath(posixpath.join(posixpath.dirname(launcher), script))
@@ -1248,6 +1253,12 @@ class Project:
             if len(tail) == 2 and tail[0] not in ("", ".", "..") and path.split("/")[-2:] == tail:
                 return True
         return False
+
+    def _masking_wrapper(self, launcher: str, wrapper: str) -> bool:
+        wrapper = wrapper[2:] if wrapper.startswith("./") else wrapper
+        beside = posixpath.normpath(posixpath.join(posixpath.dirname(launcher), wrapper))
+        module = self.modules.get(beside) or self.modules.get(wrapper)
+        return module is not None and module.masks_its_command
 
     def only_masked_processes_reach(self, path: str) -> bool:
         """Does every process that runs module ``path`` see one GPU? The module is
