@@ -5,6 +5,9 @@ Silent mistakes (error):
 - `optimizer.step()` after `scaler.scale(loss).backward()` instead of
   `scaler.step(optimizer)`: the update uses gradients still multiplied by the
   loss scale, and steps with inf/NaN gradients are not skipped;
+- `optimizer.step()` after `scaler.step(optimizer)` (of the same optimizer, before the next
+  backward): the optimizer steps twice, and the step the scaler skipped for inf/NaN
+  gradients is applied anyway;
 - an unscaled `loss.backward()` on some iterations of a loop whose step goes
   through the scaler: `scaler.step` then divides those gradients by the scale;
 - a new `GradScaler()` created inside the epoch or step loop, or at the top of
@@ -80,6 +83,9 @@ class GradScalerMisuse(Rule):
         "step": "optimizer.step() after a scaled backward: the update uses gradients still multiplied "
                 "by the loss scale (65536 at start) and inf/NaN steps are not skipped; use "
                 "scaler.step(optimizer)",
+        "twice": "optimizer.step() after scaler.step(optimizer): the optimizer steps twice per iteration, "
+                 "and on an inf/NaN step (which scaler.step skips) this plain step applies it anyway; "
+                 "remove it",
         "unscaled": "unscaled backward where the step goes through the GradScaler: scaler.step() divides "
                     "these gradients by the loss scale (65536 at start), so these updates are that much "
                     "too small; use scaler.scale(loss).backward()",
@@ -93,6 +99,22 @@ class GradScalerMisuse(Rule):
     }
 
     valid = [
+        # The plain step is another optimizer's (an EMA or a second model's).
+        Valid("""\
+import torch
+
+
+def train(model, loader, optimizer, criterion):
+    scaler = torch.cuda.amp.GradScaler()
+    for samples, targets in loader:
+        with torch.cuda.amp.autocast():
+            loss = criterion(model(samples), targets)
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        ema_optimizer.step()
+        scaler.update()
+"""),
         # The unscaled backward is the other arm of an AMP switch written as a conditional expression (a60).
         Valid(AMP + """\
 class Trainer:
@@ -302,6 +324,22 @@ def train(model, loader, optimizer):
 """),
     ]
     invalid = [
+        # A plain step after the scaler's step (a100 vit-sr-pytorch).
+        Invalid("""\
+import torch
+
+
+def train(model, loader, optimizer, criterion):
+    scaler = torch.cuda.amp.GradScaler()
+    for samples, targets in loader:
+        with torch.cuda.amp.autocast():
+            loss = criterion(model(samples), targets)
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        optimizer.step()
+        scaler.update()
+""", line=12, column=9),
         # Handing the step another object (a closure) does not route it through the scaler.
         Invalid(AMP + """\
 scaler = GradScaler()
@@ -414,6 +452,8 @@ for x in loader:
             evs = flow.events(index, region)
             for node in _optimizer_steps_after_scaling(index, evs):
                 yield from once(node, "step", "error")
+            for node in _optimizer_steps_after_scaler_step(index, evs):
+                yield from once(node, "twice", "error")
             for node in _unscaled_backwards(index, evs):
                 yield from once(node, "unscaled", "error")
             for node in _steps_without_update(index, region, evs):
@@ -440,6 +480,23 @@ def _optimizer_steps_after_scaling(index: SemanticIndex, evs: list[flow.Event]) 
         elif scaled is not None and flow.is_optimizer_step(index, site) \
                 and not flow.events_exclusive(index, scaled, event) \
                 and not flow.event_under_amp_switch(index, event):
+            yield site.node
+
+
+def _optimizer_steps_after_scaler_step(index: SemanticIndex, evs: list[flow.Event]) -> Iterator[cst.CSTNode]:
+    """``scaler.step(optimizer)`` then ``optimizer.step()`` of the same optimizer before the
+    next backward (a100 vit-sr-pytorch): the optimizer steps a second time."""
+    stepped: list[flow.Event] = []
+    for event in evs:
+        site = event.site
+        if flow.is_tensor_backward(index, site):
+            stepped = []
+        elif flow.is_scaler_step(site) and _real_scaler(index, site.receiver):
+            stepped.append(event)
+        elif site.method == "step" and not site.node.args and site.receiver is not None \
+                and flow.is_optimizer_step(index, site) and any(
+                    flow.same_text(earlier.site.node.args[0].value, site.receiver)
+                    and not flow.events_exclusive(index, earlier, event) for earlier in stepped):
             yield site.node
 
 
