@@ -150,6 +150,12 @@ class Project:
         "build_trainer().train"): method ``train`` of each class that every return
         of the project function ``build_trainer`` constructs (FunctionFacts.returns_classes)."""
         factory, _, method = callee.partition(FACTORY_CALL)
+        made = self._definition(path, factory, self.modules[path].imports if imports is None else imports) \
+            if path in self.modules else None
+        if made is not None and made[1] in self.modules[made[0]].classes:
+            # ``trainer = trainer_wBert(...)``: a project class with a lower-case name (a102 E-Zero)
+            target = self._method(made, method)
+            return [target] if target is not None else []
         key = self.resolve_function(path, factory, imports)
         function = self.function(key) if key is not None else None
         if function is None or not function.returns_classes:
