@@ -120,6 +120,29 @@ class RankConditionalCollective(Rule):
     uses_project = True
 
     valid = [
+        # The class all-reduces only ``if self.distributed:``, stored from a constructor
+        # parameter that defaults to False and that rank 0's call leaves out (HydraGNN's datasets).
+        Valid("""\
+import torch
+import torch.distributed as dist
+
+
+class RawDataset:
+    def __init__(self, config, distributed=False):
+        self.distributed = distributed
+        self.count = torch.tensor([len(config.files)], device="cuda")
+        self._load()
+
+    def _load(self):
+        if self.distributed:
+            dist.all_reduce(self.count)
+
+
+def main(config):
+    dist.init_process_group("nccl")
+    if dist.get_rank() == 0:
+        total = RawDataset(config)
+"""),
         # The evaluation helper unwraps the model first (``model = model.module``): its forward
         # starts no collective (a100 Semantic-Segmentation-PyTorch).
         Valid("""\
@@ -377,6 +400,27 @@ def train(conf, local_rank, loader):
 """),
     ]
     invalid = [
+        Invalid("""\
+import torch
+import torch.distributed as dist
+
+
+class RawDataset:
+    def __init__(self, config, distributed=False):
+        self.distributed = distributed
+        self.count = torch.tensor([len(config.files)], device="cuda")
+        self._load()
+
+    def _load(self):
+        if self.distributed:
+            dist.all_reduce(self.count)
+
+
+def main(config):
+    dist.init_process_group("nccl")
+    if dist.get_rank() == 0:
+        total = RawDataset(config, distributed=True)
+""", line=19, column=17),
         Invalid("""\
 import torch
 import torch.distributed as dist

@@ -797,3 +797,26 @@ def test_a_collective_under_a_flag_parameter_follows_what_callers_pass():
         assert not project.reaches_collective(("main.py", silent)), silent
     for reaching in ("on", "block_default", "handed_on"):
         assert project.reaches_collective(("main.py", reaching)), reaching
+
+
+def test_a_collective_under_a_constructor_flag_follows_what_constructors_pass():
+    # The base class all-reduces only ``if self.dist:``, stored from its constructor's ``dist``
+    # (default False); a subclass hands its own ``dist`` on through ``super().__init__``.
+    project = _project({
+        "base.py": "import torch.distributed as dist\n"
+                   "class RawDataset:\n    def __init__(self, config, dist=False):\n"
+                   "        self.dist = dist\n        self._load()\n"
+                   "    def _load(self):\n        if self.dist:\n            dist.all_reduce(self.count)\n",
+        "lsms.py": "from base import RawDataset\n"
+                   "class LSMSDataset(RawDataset):\n    def __init__(self, config, dist=False):\n"
+                   "        super().__init__(config, dist)\n",
+        "main.py": "from lsms import LSMSDataset\n"
+                   "def serial(config):\n    LSMSDataset(config)\n"
+                   "def sharded(config):\n    LSMSDataset(config, dist=True)\n"
+                   "def chosen(config, shard):\n    LSMSDataset(config, shard)\n",
+    })
+    assert project.reaches_collective(("base.py", "RawDataset.__init__"))
+    assert project.reaches_collective(("lsms.py", "LSMSDataset.__init__"))
+    assert not project.reaches_collective(("main.py", "serial"))
+    assert project.reaches_collective(("main.py", "sharded"))
+    assert project.reaches_collective(("main.py", "chosen"))

@@ -98,7 +98,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "97"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "98"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -185,6 +185,10 @@ class FunctionFacts:
     name: str  # the key in ModuleFacts.functions: "train", or "Trainer.fit" for a method
     params: tuple[str, ...]
     collective: bool = False  # issues a collective / collective state-dict call itself
+    # ... or only under flags, one of which must be true: its parameters (``if reduce:``) or
+    # attributes its class stores from a constructor parameter ("self.dist" for ``if self.dist:``
+    # with ``self.dist = dist`` in ``__init__``); Project._propagate_collectives
+    collective_flags: tuple[str, ...] = ()
     forwards: set[str] = field(default_factory=set)  # params called as ``param(...)``
     forwards_globals: set[str] = field(default_factory=set)  # module-level DDP models called (``model(...)``)
     # Instance attributes called in a method (``self.net(x)``; not the class's own methods): a
@@ -1100,7 +1104,8 @@ class _Extractor:
                 self.flag_guards.extend(flagged)
                 given = self.given_by(node.test, truth)
                 self.given.extend(given)
-                switches = _switch_params(node.test, self.function.params) if truth and self.function else []
+                switches = _switch_params(node.test, self.function.params + self.constructor_attributes()) \
+                    if truth and self.function else []
                 self.param_flags.extend(switches)
                 self.block(arm)
                 if switches:
@@ -1458,7 +1463,7 @@ class _Extractor:
         facts.true_defaults = _params_defaulting_to(args, True)
         facts.false_defaults = _params_defaulting_to(args, False) | self.none_defaults
         outer_switches = (self.param_flags, self.expression_flags)
-        self.param_flags, self.expression_flags = [], _expression_switches(node, params)
+        self.param_flags, self.expression_flags = [], _expression_switches(node, params + self.constructor_attributes())
         facts.annotated_wrapped = {
             a.arg: kind for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]
             if a.annotation is not None and (kind := self.wrapper_class(a.annotation))}
@@ -1619,7 +1624,10 @@ class _Extractor:
             # Only collectives every caller's rank reaches: rank-guarded ones (the
             # ``if rank != 0: barrier()`` ... ``if rank == 0: barrier()`` idiom) are
             # judged where they are.
-            if function is not None and not self.guards and not self.opaque:
+            needs = tuple(self.param_flags) + self.expression_flags.get(id(node), ())
+            if function is not None and not self.guards and needs:
+                function.collective_flags += tuple(f for f in needs if f not in function.collective_flags)
+            elif function is not None and not self.guards and not self.opaque:
                 function.collective = True
         if qualified == names.TORCH_SAVE and function is not None and not self.in_memory(node):
             trains = self.trains()  # (the rule asks it of every saving function)
@@ -1919,6 +1927,12 @@ class _Extractor:
                 return f"{factory}{FACTORY_CALL}{func.attr}"
         holder = self.instance_class(func) if called else ""
         return f"{holder}.__call__" if holder else ""
+
+    def constructor_attributes(self) -> tuple[str, ...]:
+        """"self.X" for the attributes the enclosing class stores from a constructor
+        parameter (``self.dist = dist`` in ``__init__``): a flag its callers choose."""
+        stored = self.facts.attribute_params.get(self.self_class, {}) if self.self_class else {}
+        return tuple(f"self.{name}" for name, (method, _) in stored.items() if method == "__init__")
 
     def super_class(self, expr: ast.AST) -> str:
         """``super()`` / ``super(Cls, self)`` in a method of a class: its first base as written."""
@@ -2825,7 +2839,7 @@ def _switch_params(test: ast.AST, params: tuple[str, ...]) -> list[str]:
     ``reduce and step % k == 0``."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
         return [p for operand in test.values for p in _switch_params(operand, params)]
-    name = _switch_param(test)
+    name = _switch_param(test) if not isinstance(test, ast.Attribute) else _dotted(test)
     return [name] if name is not None and name in params and name not in ("self", "cls") else []
 
 

@@ -480,14 +480,21 @@ class Project:
         return ""
 
     def _propagate_collectives(self) -> None:
-        """Which functions reach a collective, and under which of their flag parameters: a
-        call under ``if reduce:`` reaches it only when the caller's ``reduce`` is true, and a
-        call passing ``reduce=False`` (or leaving out a parameter that defaults to False)
-        to a function that needs it does not reach it at all (a89 dhanyajayagopal's
-        ``logger.log_step(..., reduce=False)``)."""
+        """Which functions reach a collective, and under which flags: a set of the
+        function's parameters (``if reduce:``) or of attributes its class stores from a
+        constructor parameter ("self.dist"), one of which must be true; empty when it
+        reaches one whatever its callers pass. A call that passes ``reduce=False`` (or
+        leaves out a parameter defaulting to False or None) switches it off (a89
+        dhanyajayagopal's ``logger.log_step(..., reduce=False)``; ``LSMSDataset(config)``
+        whose base class all-reduces only ``if self.dist:``, HydraGNN)."""
         # Sparse (only the functions that do): a project has tens of thousands of functions.
-        reaches = {(p, n): frozenset() for p, m in self.modules.items() for n, f in m.functions.items()
-                   if f.collective}
+        reaches: dict[FunctionKey, frozenset[str]] = {}
+        for path, module in self.modules.items():
+            for name, function in module.functions.items():
+                if function.collective:
+                    reaches[(path, name)] = frozenset()
+                elif function.collective_flags:
+                    reaches[(path, name)] = frozenset(function.collective_flags)
         changed = True
         while changed:
             changed = False
@@ -497,38 +504,61 @@ class Project:
                     continue
                 for caller_path, call in calls:
                     caller = (caller_path, call.caller)
-                    if not call.caller or self.function(caller) is None or self.switches_off(key, needs, call):
+                    if not call.caller or self.function(caller) is None:
                         continue
+                    new = self.needs_at_call(key, needs, call, caller)
+                    if new is None:
+                        continue  # the call switches the collective off
                     known = reaches.get(caller)
-                    new = frozenset(call.needs_flags) | self._flags_handed_on(key, needs, call)
                     merged = new if known is None else frozenset() if not known or not new else known | new
                     if merged != known:
                         reaches[caller] = merged
                         changed = True
         self._reaches_collective = reaches
 
-    def _flags_handed_on(self, key: FunctionKey, needs: frozenset[str], call: CallFact) -> frozenset[str]:
-        """The caller's own parameters the call hands to the flags ``needs`` names
-        (``sync(t, reduce=flag)``): the caller reaches the collective when one of them is
-        true. Empty when some needed flag gets another value (or its default)."""
+    def needs_at_call(self, key: FunctionKey, needs: frozenset[str], call: CallFact,
+                      caller: Optional[FunctionKey] = None) -> Optional[frozenset[str]]:
+        """What the caller needs for this call to reach the callee's collective (which needs
+        one of ``needs``): None when the call switches every flag off (False, None, or a
+        left-out parameter defaulting to them); else the call's own flags, plus the caller's
+        parameters it hands on to them and the instance's attributes a method of the same
+        class keeps (empty when some flag gets another value: it reaches as the call runs)."""
         if not needs:
-            return frozenset()
-        handed = {self._param_for_slot(key, call, slot): tag[len(PARAM_PREFIX):]
-                  for slot, tag in call.args.items() if tag.startswith(PARAM_PREFIX)}
-        off = {self._param_for_slot(key, call, slot) for slot in call.false_slots}
-        if any(p not in off and p not in handed for p in needs):
-            return frozenset()
-        return frozenset(handed[p] for p in needs if p in handed)
-
-    def switches_off(self, key: FunctionKey, needs: frozenset[str], call: CallFact) -> bool:
-        """Does the call give every parameter in ``needs`` the constant False or None
-        (``reduce=False``), or leave out ones that default to it?"""
+            return frozenset(call.needs_flags)
         function = self.function(key)
-        if not needs or function is None or call.positional is None:
-            return False
-        off = {self._param_for_slot(key, call, slot) for slot in call.false_slots}
+        if function is None or call.positional is None:
+            return frozenset(call.needs_flags)
+        same_instance = caller is not None and call.instance and caller[0] == key[0] \
+            and "." in caller[1] and caller[1].rpartition(".")[0] == key[1].rpartition(".")[0]
+        slots = {self._param_for_slot(key, call, slot): slot for slot in (*call.args, *call.false_slots)}
         filled = set(_argument_params(function, call)[:call.positional]) | set(call.keywords)
-        return all(p in off or (p not in filled and p in function.false_defaults) for p in needs)
+        kept: set[str] = set()
+        for flag in needs:
+            if flag.startswith("self.") and same_instance:
+                kept.add(flag)
+                continue
+            param = self._constructor_param(key, flag) if flag.startswith("self.") else flag
+            if param is None:
+                return frozenset(call.needs_flags)  # an attribute of an instance built elsewhere
+            slot = slots.get(param)
+            if slot is not None and slot in call.false_slots:
+                continue
+            if slot is None and param not in filled and param in function.false_defaults:
+                continue
+            tag = call.args.get(slot, "") if slot is not None else ""
+            if not tag.startswith(PARAM_PREFIX):
+                return frozenset(call.needs_flags)  # given True or a value only the run knows
+            kept.add(tag[len(PARAM_PREFIX):])
+        return frozenset(call.needs_flags) | kept if kept else None
+
+    def _constructor_param(self, key: FunctionKey, flag: str) -> Optional[str]:
+        """The ``__init__`` parameter an attribute flag ("self.dist") was stored from,
+        when ``key`` is that constructor."""
+        owner, _, method = key[1].rpartition(".")
+        if method != "__init__" or not owner:
+            return None
+        stored = self.modules[key[0]].attribute_params.get(owner, {}).get(flag[len("self."):])
+        return stored[1] if stored is not None and stored[0] == "__init__" else None
 
     def _propagate_param_use(self, attribute: str) -> dict[FunctionKey, set[str]]:
         """Params that a function forwards / loads into, directly or by passing
@@ -886,7 +916,7 @@ class Project:
         """(``call``: the call as the judge saw it, its slots given False or None, to tell
         whether it switches the collective off.)"""
         if self.reaches_collective(key) and not (
-                call is not None and self.switches_off(key, self._reaches_collective[key], call)):
+                call is not None and self.needs_at_call(key, self._reaches_collective[key], call) is None):
             return "collective"
         function, module = self.function(key), self.modules[key[0]]
         if function is not None and function.forwards_globals & module.wrapped_globals.keys():
