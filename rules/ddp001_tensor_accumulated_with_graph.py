@@ -73,7 +73,9 @@ that the project's model hands back without history (`loss, acc = net(x)`
 where every `forward` of the model's class returns `acc` as `.item()` or a
 constant, the class followed through `DDP(...)`, `amp.initialize` and the
 callers' arguments); `meter.update(loss)` when the meter's class is not in
-the project or does not keep its argument; modules (`replicas.append(
+the project or does not keep its argument (also one that adds it into an element of a
+numpy array: `self.sum[i] += val[i]`); a helper's return that it rebinds detached after
+its backward (`loss.backward(); loss = loss.detach() / k; return outputs, loss`); modules (`replicas.append(
 factory.build_model(cfg))`); loops inside a module's `forward`, a few literal
 iterations (`range(10)`, also `range(n)` with `n` bound to a small literal or
 passed one by every caller in the module), code a framework drives

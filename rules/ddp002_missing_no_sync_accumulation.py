@@ -81,7 +81,9 @@ runs the per-step function inside `no_sync()`, backwards stepped later in
 their own block on every run (a GAN discriminator's two backwards then its
 step, while the generator steps every k iterations), `no_sync` contexts chosen at run time
 (`ctx = model.no_sync if ... else nullcontext`), helpers told to step on every
-call (`update_grad=True`), models not known to be wrapped. A `no_sync()` that
+call (`update_grad=True`), models not known to be wrapped (`self.model` of a class is
+the one its own class, its subclasses and their bases assign, not a sibling class's
+`self.model = DDP(...)`). A `no_sync()` that
 encloses other code only (an evaluation pass) does not count, nor one chosen
 only under `isinstance(model, FSDP)` when the model may be a DDP model, nor a
 `no_sync()` or `accelerator.accumulate(model)` on the other arm of an `if`

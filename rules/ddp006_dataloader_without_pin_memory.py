@@ -40,7 +40,9 @@ GPU: there is nothing to copy, and `pin_memory=True` would raise); unit tests
 (`test_*.py`, `tests/`), whose loaders test behaviour, not throughput; a
 loader in the arm of `if mode == "test":` where `mode` is a parameter that
 every call in the project fills with another string constant (`Loader(cfg,
-"train")`, `Loader(cfg, "online_eval")`): that arm never runs.
+"train")`, `Loader(cfg, "online_eval")`): that arm never runs; a loader bound to a name
+nothing reads, beside a loader that is read (`val_loader = DataLoader(...)` built and
+never iterated): its batches go nowhere.
 
 ## References
 - https://pytorch.org/docs/stable/data.html#memory-pinning

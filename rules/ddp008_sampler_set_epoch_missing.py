@@ -1,5 +1,5 @@
 """## What it does
-Flags a shuffling `DistributedSampler` used for training when nothing calls
+Flags a shuffling `DistributedSampler` (also MONAI's, which subclasses it) used for training when nothing calls
 `set_epoch` (on the sampler, on the loader's `.sampler`, or in a helper) in this
 module or anywhere its entry script reaches (its imports and calls, also the
 modules it loads at run time with `importlib.import_module(f"pkg.trainers.{name}")`),
@@ -15,7 +15,8 @@ callers all pass `shuffle=True`, or leave out a parameter whose default is
 
 Not flagged: `shuffle=False` (or a value ddplint cannot read; a flag set to `True`
 only under the opposite test of the arm that builds the sampler counts as `False`); single-pass scripts without an epoch loop;
-validation/test samplers; a helper that calls `set_epoch`; an epoch loop that hands its
+validation/test samplers (named so, or sampling a dataset named so:
+`DistributedSampler(valdataset)`); a helper that calls `set_epoch`; an epoch loop that hands its
 epoch to a training function imported from a package the project does not ship
 (`train_one_epoch(model, data, epoch)` from open_clip's `training.train`: it may call
 `set_epoch` on the data, and its body is not visible). The module need not

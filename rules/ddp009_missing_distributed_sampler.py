@@ -13,7 +13,8 @@ Not flagged: an `IterableDataset` (it shards itself; also a Hugging Face
 training set with `shuffle=False` that only project functions which train nothing
 read (a feature extractor picking exemplars); a custom sampler or batch
 sampler; data sharded by rank by hand (`Subset(ds, range(rank, n, world))`,
-`ds.use_partition(rank)`, `dataset[idx]` with `idx` sliced by rank, data out of a
+`ds.use_partition(rank)`, `dataset[idx]` with `idx` sliced by rank, a dataset made from
+a data list indexed by rank, also by keyword (`CacheDataset(data=partition_dataset(...)[rank])`), data out of a
 project class that asks for the rank and the world size, also through a factory
 returning that class); evaluation loaders and loaders built on rank 0 only,
 or read only under a rank guard (`if local_rank == 0: next(iter(self.vis_loader))`);

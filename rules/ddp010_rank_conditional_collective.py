@@ -48,7 +48,12 @@ under such a test; a rank test that also encloses the wrap; `fsdp_model.state_di
 `obj = [x] if rank == 0 else [None]` followed by the collective outside the branch;
 forwards of a model a builder made for one process (`get_model(conf, local_rank=-1)`,
 `world_size=1`, `distributed=False`, or `cfg.num_gpus = 1` set just before the call):
-an EMA or evaluation copy that is never wrapped.
+an EMA or evaluation copy that is never wrapped; a helper whose collective runs only
+under a flag (`if reduce:`, `x if reduce else y`, or `if self.dist:` with `self.dist`
+stored from a constructor parameter) called with that flag `False`/`None` or leaving out
+a parameter that defaults to it (`log_step(..., reduce=False)`, `Dataset(cfg)`); a helper
+that unwraps the model it is given (`if is_distributed: model = model.module`) before
+its forward.
 
 ## Why is this bad?
 Every rank must enter a collective for it to complete. When only rank 0 calls

@@ -46,8 +46,8 @@ another one and reaches a collective on the way (a checkpoint client that gather
 the state, or waits at a barrier while rank 0 writes: every rank must call it);
 `torch.save(self.state_dict())` of a class whose own `state_dict` returns plain
 values (a grad clipper's moving averages: no model state); single-process branches
-(`else` of `if args.distributed:` or `if self.ddp:`, also inside a helper those
-arms call), launcher-parent code, and `nn.DataParallel`
+(`else` of `if args.distributed:` or `if self.ddp:`, `elif save and not is_distributed:`,
+also inside a helper those arms call), launcher-parent code, and `nn.DataParallel`
 programs that never create a process group (one process); a save under
 `if out_dir:` where `out_dir` is set on rank 0 only, or under `if self.verbose:` /
 `if cfg.ckpt_dir is not None:` where the project empties that attribute on the

@@ -46,7 +46,9 @@ global rank (`set_device(args.local_rank)`, then `args.local_rank = dist.get_ran
 only later uses are flagged), or one another function binds on its own object
 (`args.rank` of `setup_mp(args)`, whose callers pass the spawn index, is not
 `setup_launch`'s `args.rank = int(os.environ["RANK"])`); `get_rank(group)` (a subgroup rank); code that is not a DDP
-worker (launcher-parent code, single-process branches); unit tests (`test_*.py`,
+worker (launcher-parent code, single-process branches); a use only global rank 0
+runs (`if rank == 0:`, `if self.device == 0:` where `self.device` holds the global rank:
+device 0 is rank 0's own on any node); unit tests (`test_*.py`,
 `tests/`), which run on one node; values ddplint cannot trace.
 
 Fix (unsafe): when a variable holding the local rank (read from `LOCAL_RANK`,

@@ -33,7 +33,9 @@ test, or the `except` fallback of `try: sd = m.module.state_dict()`); the arm
 of `if cfg.distributed: sd = m.module.state_dict() else: sd = m.state_dict()`
 without `.module` (the test chose between wrapper and model; still flagged when
 the test is `isinstance(m, nn.DataParallel)`, which a DDP model fails);
-`torch.save(ddp_model)` (the whole object); keys rewritten before the
+`torch.save(ddp_model)` (the whole object); `self.model.state_dict()` of a class whose
+constructor unwraps what it is given (`if isinstance(model, DDP): model = model.module`
+before `self.model = model`: a checkpointer); keys rewritten before the
 save; checkpoints whose loaders strip the `module.` prefix
 (`consume_prefix_in_state_dict_if_present`, `k.replace("module.", "")`,
 `k[7:]`, `'.'.join(k.split('.')[1:])`, `k[len("module.encoder."):]`).
