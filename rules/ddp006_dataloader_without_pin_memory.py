@@ -36,7 +36,7 @@ contain; a loader factory of a module without CUDA use that only the module's
 own `__main__` smoke test calls; a dataset class of the module whose
 `__getitem__` returns only its index and text attributes (`{"prompt":
 self.prompt, "index": index}`: prompts to generate images from); a dataset that already holds CUDA tensors (cached latents on the
-GPU: there is nothing to copy, and `pin_memory=True` would raise); unit tests
+GPU, a Hugging Face dataset after `set_format(..., device="cuda")`: there is nothing to copy, and `pin_memory=True` would raise); unit tests
 (`test_*.py`, `tests/`), whose loaders test behaviour, not throughput; a
 loader in the arm of `if mode == "test":` where `mode` is a parameter that
 every call in the project fills with another string constant (`Loader(cfg,
@@ -120,6 +120,23 @@ class DataLoaderWithoutPinMemory(Rule):
     uses_project = True
 
     valid = [
+        # The Hugging Face dataset is formatted onto the GPU: batches come out as CUDA tensors
+        # (a104 ke-t5-downstreams).
+        Valid("""\
+import torch
+import torch.distributed as dist
+from datasets import load_dataset
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+dist.init_process_group("nccl")
+train_dataset = load_dataset("ke-t5", split="train")
+train_dataset.set_format("torch", columns=["input_ids", "labels"], device="cuda")
+train_loader = DataLoader(train_dataset, batch_size=8, sampler=DistributedSampler(train_dataset), num_workers=2)
+for epoch in range(3):
+    for batch in train_loader:
+        step(batch)
+"""),
         # The validation loader is built and never read: only the training loader's batches
         # reach the GPU (a97 Diffusion_Modality).
         Valid("import torch\nfrom torch.utils.data import DataLoader\n"
@@ -535,7 +552,22 @@ def _holds_cuda_tensors(index: SemanticIndex, call) -> bool:
     """The loader's dataset already lives on the GPU: built from CUDA tensors
     (``TensorDataset(x.cuda(), y.cuda())``, ``Cache(latents.to(device))``)."""
     dataset = call.argument("dataset", 0)
-    return dataset is not None and _built_from_cuda(index, dataset.value, 0)
+    return dataset is not None and (_built_from_cuda(index, dataset.value, 0)
+                                    or _formatted_onto_cuda(index, dataset.value, call))
+
+
+def _formatted_onto_cuda(index: SemanticIndex, dataset: cst.BaseExpression, call) -> bool:
+    """``ds.set_format("torch", columns=..., device="cuda")`` (a Hugging Face dataset) before
+    the loader: its batches come out already on the GPU (a104 ke-t5-downstreams)."""
+    name = dotted_name(dataset)
+    if name is None:
+        return False
+    scope = index.enclosing_scope(call.node)
+    return any(site.method in ("set_format", "with_format") and site.receiver is not None
+               and dotted_name(site.receiver) == name and site.scope is scope and site.order < call.order
+               and (literal_str(device.value) or "").startswith("cuda")
+               for site in index.method_calls("set_format", "with_format")
+               if (device := site.keyword("device")) is not None)
 
 
 def _built_from_cuda(index: SemanticIndex, expr: cst.BaseExpression, depth: int) -> bool:
