@@ -1,6 +1,7 @@
 """## What it does
 Flags changes to a model's parameters after it was wrapped in
-`DistributedDataParallel`: `requires_grad_(False)` on it or a submodule,
+`DistributedDataParallel`: `requires_grad_(False)` on a submodule (not on the whole
+wrapped model: a GAN freezes one network while the other trains),
 `p.requires_grad = False` in a loop over its parameters (also those of an item of
 one of its module lists: `model.module.blocks[i].parameters()`), a new submodule assigned
 to it (`model.module.head = nn.Linear(...)`), or `.to(dtype)` / `.half()` of it;
@@ -56,7 +57,7 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.values import literal_bool
-from ddplint.analysis.flow import grad_mode, helper_functions
+from ddplint.analysis.flow import calls_in_function as flow_calls, grad_mode, helper_functions
 from ddplint.analysis.models import project_of, wrapped_root
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
@@ -75,6 +76,34 @@ class ParamsModifiedAfterWrap(Rule):
     uses_project = True
 
     valid = [
+        # A GAN freezes one whole network while the other trains and switches it back on
+        # before its own backward (a103 Faster-GNGAN, COIGAN).
+        Valid("""\
+import torch
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def requires_grad(model, flag=True):
+    for p in model.parameters():
+        p.requires_grad = flag
+
+
+def train(G, D, loader, G_opt, D_opt, rank):
+    G = DDP(G.cuda(rank), device_ids=[rank])
+    D = DDP(D.cuda(rank), device_ids=[rank])
+    for real in loader:
+        D.requires_grad_(True)
+        requires_grad(G, False)
+        d_loss = D(G(torch.randn(8, 128)).detach()).mean() - D(real).mean()
+        d_loss.backward()
+        D_opt.step()
+        D.requires_grad_(False)
+        requires_grad(G, True)
+        g_loss = -D(G(torch.randn(8, 128))).mean()
+        g_loss.backward()
+        G_opt.step()
+"""),
         # The same selection before the wrap.
         Valid(IMPORTS + "def keep_matching(pairs, pattern):\n    def keep(item):\n        name, w = item\n"
                         "        if pattern not in name:\n            w.requires_grad = False\n"
@@ -326,7 +355,8 @@ class Forecaster:
             return
         for site in index.method_calls("requires_grad_", "to", *_CASTS):
             if site.receiver is not None and _is_modification(index, site) and \
-                    _wrapped_and_not_rewrapped(index, site.receiver, site.order):
+                    _wrapped_and_not_rewrapped(index, site.receiver, site.order) and \
+                    not (site.method == "requires_grad_" and _whole_model_toggled(index, site.receiver, site.order)):
                 yield self.report(site.node)
         for (_, name), bindings in index.bindings.items():
             for binding in bindings:
@@ -346,7 +376,9 @@ class Forecaster:
             loop = index.enclosing(binding.node, cst.For)
             model = _parameters_owner(loop.iter) if loop is not None else None
             if model is not None and _loop_binds(loop.target, owner):
-                if _wrapped_and_not_rewrapped(index, model, binding.order):
+                if _wrapped_and_not_rewrapped(index, model, binding.order) \
+                        and not (index.enclosing(binding.node, cst.If) is None
+                                 and _whole_model_toggled(index, model, binding.order)):
                     return binding.node
             elif loop is not None and _loop_binds(loop.target, owner) \
                     and _parameters_of_wrapped(index, loop.iter, binding.order):
@@ -375,9 +407,55 @@ def _freezes_through_helper(index: SemanticIndex, site: CallSite) -> bool:
             flag = site.argument(flag_param, params.index(flag_param) if flag_param in params else None)
             model = site.argument(model_param, params.index(model_param) if model_param in params else None)
             if flag is not None and literal_bool(flag.value) is False and model is not None \
-                    and _wrapped_and_not_rewrapped(index, model.value, site.order):
+                    and _wrapped_and_not_rewrapped(index, model.value, site.order) \
+                    and not (_freezes_all_of(index, helper, model_param)
+                             and _whole_model_toggled(index, model.value, site.order)):
                 return True
     return False
+
+
+def _whole_model_toggled(index: SemanticIndex, expr: cst.BaseExpression, order: int) -> bool:
+    """``D.requires_grad_(False)`` / ``requires_grad(self.discriminator, False)`` on the
+    wrapped model itself (or its ``.module``), not a part of it, which the module also
+    switches back on (``D.requires_grad_(True)``, ``requires_grad(self.discriminator,
+    True)``): a GAN freezes one whole network while the other trains and unfreezes it
+    before its own backward. No gradient hook of it fires while it is frozen, so no
+    reduction is left half done (a103 Faster-GNGAN, COIGAN)."""
+    root = wrapped_root(index, expr, order)
+    name = dotted_name(expr)
+    if root is None or name is None or name not in (root, root + ".module"):
+        return False
+    for site in index.calls:
+        if site.method == "requires_grad_" and site.receiver is not None and dotted_name(site.receiver) == name \
+                and site.node.args and literal_bool(site.node.args[0].value) is True:
+            return True
+        if any(literal_bool(arg.value) is True for arg in site.node.args) \
+                and any(dotted_name(arg.value) == name for arg in site.node.args) \
+                and any(_parameter_freezes(index, helper) for helper in helper_functions(index, site)):
+            return True
+    return False
+
+
+def _freezes_all_of(index: SemanticIndex, helper: cst.FunctionDef, param: str) -> bool:
+    """The helper sets ``requires_grad`` on every parameter of ``param`` itself
+    (``for p in model.parameters(): p.requires_grad = flag``, ``model.requires_grad_(flag)``),
+    with no test in between."""
+    for site in flow_calls(index, helper):
+        if site.method == "requires_grad_" and site.receiver is not None and dotted_name(site.receiver) == param \
+                and index.enclosing(site.node, cst.If) is None:
+            return True
+        if site.method in ("parameters", "named_parameters") and site.receiver is not None \
+                and dotted_name(site.receiver) == param:
+            loop = index.parent(site.node)
+            if isinstance(loop, cst.For) and loop.iter is site.node and not any(
+                    isinstance(node, cst.If) for node in _statements_in(loop)):
+                return True
+    return False
+
+
+def _statements_in(loop: cst.For) -> list[cst.CSTNode]:
+    body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else []
+    return list(body)
 
 
 def _reshaping_method_on_inner_model(index: SemanticIndex, site: CallSite) -> bool:
