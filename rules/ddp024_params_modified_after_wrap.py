@@ -420,11 +420,12 @@ def _whole_model_toggled(index: SemanticIndex, expr: cst.BaseExpression, order: 
     switches back on (``D.requires_grad_(True)``, ``requires_grad(self.discriminator,
     True)``): a GAN freezes one whole network while the other trains and unfreezes it
     before its own backward. No gradient hook of it fires while it is frozen, so no
-    reduction is left half done (a103 Faster-GNGAN, COIGAN)."""
+    reduction is left half done (a103 Faster-GNGAN, COIGAN). Only for a model this module
+    wraps itself."""
     root = wrapped_root(index, expr, order)
     name = dotted_name(expr)
-    if root is None or name is None or name not in (root, root + ".module"):
-        return False
+    if root is None or name is None or name not in (root, root + ".module") or not index.calls_to(names.DDP):
+        return False  # (a DDP model received from another module stays flagged: REAL-CODE-SHAPES)
     for site in index.calls:
         if site.method == "requires_grad_" and site.receiver is not None and dotted_name(site.receiver) == name \
                 and site.node.args and literal_bool(site.node.args[0].value) is True:

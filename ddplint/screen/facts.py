@@ -86,6 +86,10 @@ FACTORY_CALL = "()."
 # "self:Cls.NAME": ``self.NAME`` of class Cls, stored from a parameter of one of
 # its methods (ModuleFacts.attribute_params): what its callers passed there.
 SELF_ATTRIBUTE_PREFIX = "self:"
+# "set:ATTR:CALLEE@SLOT|...": ``args.ATTR`` of a name this function handed to those calls
+# before (``init_distributed_mode(args)`` then ``rank = args.rank``); the join reads the
+# callees' sets_param_ranks (Project._set_by_callee_tag).
+SET_BY_CALLEE_PREFIX = "set:"
 
 _GLOBAL_RANK_VARIABLES = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK")
 _LOCAL_RANK_VARIABLES = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
@@ -98,7 +102,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "98"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "99"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -820,6 +824,8 @@ class _Extractor:
         self.none_defaults: set[str] = set()  # the current function's parameters whose default is None
         self.unguarded_saves: list[set[str]] = []  # per unguarded save of the current function: its ``given``
         self.assigned: list[dict[str, list[ast.AST]]] = [{}]  # per scope: name -> values
+        # per scope: name -> the calls (callee as written, argument position) it was handed to so far
+        self.handed: list[dict[str, list[str]]] = [{}]
         # this module's own decorators that run the function they wrap on one rank only
         self.rank_gates: tuple[str, ...] = ()
         # per scope: name -> (call, item) for ``a, b = f(...)`` (item "0", "1", ...)
@@ -1469,6 +1475,7 @@ class _Extractor:
             if a.annotation is not None and (kind := self.wrapper_class(a.annotation))}
         outer_node, self.function_node = self.function_node, node
         self.assigned.append({})
+        self.handed.append({})
         self.unpacked.append({})
         self.returns.append([])
         self.agreed.append(set())
@@ -1489,6 +1496,7 @@ class _Extractor:
         self.agreed.pop()
         self.returns.pop()
         self.assigned.pop()
+        self.handed.pop()
         self.unpacked.pop()
         self.function, self.guards, self.maybe_guards, self.opaque = outer, outer_guards, outer_maybe, outer_opaque
         self.main_guards, self.flag_guards = outer_main, outer_flags
@@ -2033,6 +2041,11 @@ class _Extractor:
                 if tag:
                     slots[keyword.arg] = tag
         self.attribute_rank_slots(node, slots)
+        for position, arg in enumerate(node.args):
+            if isinstance(arg, ast.Starred):
+                break
+            if isinstance(arg, ast.Name) and arg.id not in ("self", "cls"):
+                self.handed[-1].setdefault(arg.id, []).append(f"{dotted}@{position}")
         starred = any(isinstance(arg, ast.Starred) for arg in node.args) or any(k.arg is None for k in node.keywords)
         needs = tuple(self.param_flags) + self.expression_flags.get(id(node), ())
         false_slots = tuple(str(i) for i, a in enumerate(node.args) if _false_or_none(a)) + tuple(
@@ -2167,6 +2180,9 @@ class _Extractor:
             return found
         if isinstance(expr, ast.Attribute) and expr.attr == "local_rank":
             return {LOCAL_RANK_ATTRIBUTE}
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) \
+                and self.handed[-1].get(expr.value.id):
+            return {f"{SET_BY_CALLEE_PREFIX}{expr.attr}:" + "|".join(self.handed[-1][expr.value.id])}
         if isinstance(expr, ast.Name) and self.function is not None and expr.id in self.function.params:
             return {PARAM_PREFIX + expr.id}
         return {""}

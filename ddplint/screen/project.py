@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Optional
 from ddplint import names
 from ddplint.screen.facts import (ARGV_LOCAL_RANK, DDP_MODEL, FACTORY_CALL, FLAG_PREFIX, FSDP_MODEL, LOCAL_RANK_ATTRIBUTE,
                                   PARAM_PREFIX,
-                                  RETURN_PREFIX, SELF_ATTRIBUTE_PREFIX, TRUE,
+                                  RETURN_PREFIX, SELF_ATTRIBUTE_PREFIX, SET_BY_CALLEE_PREFIX, TRUE,
                                   UNKNOWN, CallFact, FunctionFacts, ModuleFacts)
 
 # ---------------------------------------------------------------------- the join
@@ -706,6 +706,8 @@ class Project:
                 feeding.append(((caller_path, call.caller), tag[len(PARAM_PREFIX):]))
             elif tag.startswith(RETURN_PREFIX):
                 tags.add(self.returned_tag(caller_path, tag) or UNKNOWN)
+            elif tag.startswith(SET_BY_CALLEE_PREFIX):
+                tags.add(self._set_by_callee_tag(caller_path, tag) or UNKNOWN)
             elif tag.startswith(SELF_ATTRIBUTE_PREFIX):
                 tags.add(UNKNOWN)
             elif tag == LOCAL_RANK_ATTRIBUTE:  # ``args.local_rank``: parsed from argv?
@@ -714,6 +716,25 @@ class Project:
             else:
                 tags.add(tag or UNKNOWN)
         return tags, feeding
+
+    def _set_by_callee_tag(self, path: str, tag: str) -> str:
+        """The rank a "set:ATTR:CALLEE@SLOT|..." tag names: what a project function the
+        object was handed to sets in that attribute (``init_distributed_mode(args)`` with
+        ``args.rank = int(os.environ["RANK"])``; FunctionFacts.sets_param_ranks); the
+        last such call before the read decides ("" when none sets it; a104 CHORE)."""
+        attribute, _, calls = tag[len(SET_BY_CALLEE_PREFIX):].partition(":")
+        for handed in reversed(calls.split("|")):
+            callee, _, slot = handed.rpartition("@")
+            key = self.resolve_function(path, callee)
+            function = self.function(key) if key is not None else None
+            if function is None or not slot.isdigit():
+                continue
+            params = _argument_params(function, _judge_call(callee))
+            if int(slot) < len(params):
+                found = function.sets_param_ranks.get(f"{params[int(slot)]}.{attribute}")
+                if found:
+                    return found
+        return ""
 
     def _slot_tag(self, key: FunctionKey, call: CallFact, param: str) -> str:
         """The tag ``call`` passes for ``param`` ("" when it passes something
