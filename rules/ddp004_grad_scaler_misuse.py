@@ -1,5 +1,7 @@
 """## What it does
-Flags a `GradScaler` used in a way that breaks mixed-precision training.
+Flags a `GradScaler` used in a way that breaks mixed-precision training. (A scaler
+held by the optimizer object that steps, `opt.grad_scaler.scale(loss).backward()` then
+`opt.step()`, belongs to a helper class that does step and update: not flagged.)
 
 Silent mistakes (error):
 - `optimizer.step()` after `scaler.scale(loss).backward()` instead of
@@ -66,7 +68,7 @@ import libcst as cst
 
 from ddplint.analysis import flow
 from ddplint.rule import Invalid, Report, Rule, Valid
-from ddplint.analysis.semantic import CallSite, SemanticIndex
+from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
 AMP = """\
 import torch
@@ -99,6 +101,25 @@ class GradScalerMisuse(Rule):
     }
 
     valid = [
+        # The optimizer object holds the scaler: its step runs scaler.step and update (a105
+        # video_analyst's OptimizerBase).
+        Valid("""\
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizer):
+        self._model = model
+        self._optimizer = optimizer
+
+    def train(self, loader, criterion):
+        for data, target in loader:
+            self._optimizer.zero_grad()
+            with torch.cuda.amp.autocast():
+                total_loss = criterion(self._model(data), target)
+            self._optimizer.grad_scaler.scale(total_loss).backward()
+            self._optimizer.step()
+"""),
         # The plain step is another optimizer's (an EMA or a second model's).
         Valid("""\
 import torch
@@ -479,8 +500,19 @@ def _optimizer_steps_after_scaling(index: SemanticIndex, evs: list[flow.Event]) 
             scaled = None
         elif scaled is not None and flow.is_optimizer_step(index, site) \
                 and not flow.events_exclusive(index, scaled, event) \
-                and not flow.event_under_amp_switch(index, event):
+                and not flow.event_under_amp_switch(index, event) \
+                and not _owns_the_scaler(index, site, scaled):
             yield site.node
+
+
+def _owns_the_scaler(index: SemanticIndex, site: CallSite, scaled: flow.Event) -> bool:
+    """``self._optimizer.grad_scaler.scale(loss).backward()`` then ``self._optimizer.step()``:
+    the stepped object holds the scaler that scaled the backward, so its ``step`` is the
+    helper that runs ``scaler.step`` and ``update`` (a105 video_analyst)."""
+    scaler = flow.scaled_backward_scaler(index, scaled.site)
+    owner = dotted_name(site.receiver) if site.receiver is not None else None
+    held = dotted_name(scaler) if scaler is not None else None
+    return owner is not None and held is not None and held.startswith(owner + ".")
 
 
 def _optimizer_steps_after_scaler_step(index: SemanticIndex, evs: list[flow.Event]) -> Iterator[cst.CSTNode]:
