@@ -720,6 +720,55 @@ def train(model, loader, optimizer, log):
 """),
     ]
     invalid = [
+        # A same-module reduce helper hands back a clone of the loss, history and all (a106 DL-Demos).
+        Invalid("""\
+import torch
+import torch.distributed as dist
+
+
+def reduce_sum(tensor):
+    rt = tensor.clone()
+    dist.all_reduce(rt, op=dist.ReduceOp.SUM)
+    return rt
+
+
+def train(model, dataloader, optimizer, loss_fn, n_epochs):
+    for e in range(n_epochs):
+        total_loss = 0
+        for x in dataloader:
+            predict_x = model(x)
+            loss = loss_fn(predict_x, x)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            loss = reduce_sum(loss)
+            total_loss += loss * x.shape[0]
+        print(total_loss)
+""", line=21, column=13,
+                fixed="""\
+import torch
+import torch.distributed as dist
+
+
+def reduce_sum(tensor):
+    rt = tensor.clone()
+    dist.all_reduce(rt, op=dist.ReduceOp.SUM)
+    return rt
+
+
+def train(model, dataloader, optimizer, loss_fn, n_epochs):
+    for e in range(n_epochs):
+        total_loss = 0
+        for x in dataloader:
+            predict_x = model(x)
+            loss = loss_fn(predict_x, x)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            loss = reduce_sum(loss)
+            total_loss += (loss * x.shape[0]).detach()
+        print(total_loss)
+"""),
         # The handed-in function builds a loader over a whole data set: every batch's graph is kept.
         Invalid(TRAIN + """\
 def make_loader(dataset):

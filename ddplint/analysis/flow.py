@@ -925,7 +925,9 @@ def _call_carries_graph(index: SemanticIndex, call: cst.Call, at_order: int, dep
         return any(follow(a.value) for a in call.args)
     if returns_backward_operand(index, call, None):
         return True
-    return _helper_returns_graph(index, call, at_order, depth)
+    # (a same-module helper handing back its argument or a copy of it, ``rt = t.clone();
+    # dist.all_reduce(rt); return rt``, as one of another module does: a106 DL-Demos)
+    return _helper_returns_graph(index, call, at_order, depth) or _passes_argument_history(index, call, follow)
 
 
 def returns_backward_operand(index: SemanticIndex, call: cst.Call, position: Optional[int]) -> bool:
