@@ -36,7 +36,8 @@ contain; a loader factory of a module without CUDA use that only the module's
 own `__main__` smoke test calls; a dataset class of the module whose
 `__getitem__` returns only its index and text attributes (`{"prompt":
 self.prompt, "index": index}`: prompts to generate images from); a dataset that already holds CUDA tensors (cached latents on the
-GPU, a Hugging Face dataset after `set_format(..., device="cuda")`: there is nothing to copy, and `pin_memory=True` would raise); unit tests
+GPU, a Hugging Face dataset after `set_format(..., device="cuda")`: there is nothing to
+copy, and `pin_memory=True` would raise); unit tests
 (`test_*.py`, `tests/`), whose loaders test behaviour, not throughput; a
 loader in the arm of `if mode == "test":` where `mode` is a parameter that
 every call in the project fills with another string constant (`Loader(cfg,

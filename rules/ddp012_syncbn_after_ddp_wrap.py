@@ -23,7 +23,8 @@ script intends, and BN statistics silently differ across ranks.
 
 Not flagged: conversion before the wrap, also in a method that `__init__` runs
 before it wraps the attribute (`self.start = self.load_from_ckpt()` converting
-`self.net`, then `self.net = DDP(self.net)`), when nothing else calls it; a convert after `self.model = self.model.to(rank)` that
+`self.net`, then `self.net = DDP(self.net)`), when nothing else calls it; a convert after
+`self.model = self.model.to(rank)` that
 the method wraps only afterwards (the move holds what the attribute held before); a
 DataParallel wrapper; a wrap of another model.
 

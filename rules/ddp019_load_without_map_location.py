@@ -38,7 +38,8 @@ writes only `.cpu()` entries or a state gathered with CPU offload, also through 
 module-level policy), LR scheduler states, random generator states (`torch.cuda.get_rng_state()` is
 a CPU tensor), full state dicts saved with CPU offload (also by another function of the module that writes
 the same file-name template after `cfg.offload_to_cpu = ...`), `GradScaler.state_dict()`, metadata-only files
-such as `meta.pt`, files of the dataset folder (`'DATA/{}/node_features.pt'`, a loaded pickled dataset that feeds a `DataLoader` or sampler,
+such as `meta.pt`, files of the dataset folder (`'DATA/{}/node_features.pt'`, a loaded
+pickled dataset that feeds a `DataLoader` or sampler,
 unless the name says checkpoint / model / weights / best / last), a sampler's state, files saved by a
 CPU-only Fabric/Trainer); processes that see one GPU
 (`os.environ["CUDA_VISIBLE_DEVICES"] = str(local_rank)` here, or in every script that imports this module):

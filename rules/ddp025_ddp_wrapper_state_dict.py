@@ -150,7 +150,8 @@ class DDPWrapperStateDict(Rule):
               "class Checkpointer:\n    def __init__(self, model, save_dir):\n"
               "        if isinstance(model, DistributedDataParallel):\n            model = model.module\n"
               "        self.model = model\n        self.save_dir = save_dir\n    def save(self, name):\n"
-              "        data = {'model': self.model.state_dict()}\n        torch.save(data, f'{self.save_dir}/{name}.pth')\n"
+              "        data = {'model': self.model.state_dict()}\n"
+              "        torch.save(data, f'{self.save_dir}/{name}.pth')\n"
               "model = DistributedDataParallel(Net().cuda())\nckpt = Checkpointer(model, 'out')\n"
               "if dist.get_rank() == 0:\n    ckpt.save('last')\n"),
         # Saved only where the mode test says the model was not wrapped (a75 TotalSegmentatorProj).

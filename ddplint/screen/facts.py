@@ -520,8 +520,9 @@ class _EmptyMap(dict):
 
 EMPTY_SET = _EmptySet()
 EMPTY_MAP = _EmptyMap()
-_FUNCTION_SETS = ("forwards", "true_defaults", "false_defaults", "forwards_globals", "forwards_attributes", "loads", "device_params", "keeps", "saves", "saves_unguarded",
-                  "returns_detached", "hands_on")
+_FUNCTION_SETS = ("forwards", "true_defaults", "false_defaults", "forwards_globals", "forwards_attributes",
+                  "loads", "device_params", "keeps", "saves", "saves_unguarded", "returns_detached",
+                  "hands_on")
 _MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes", "attribute_params",
                 "attribute_returns", "attribute_flags")
 
