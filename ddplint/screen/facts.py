@@ -404,12 +404,17 @@ def _launches_through(source: str) -> list[tuple[str, str]]:
     return found
 
 
+def _leading_mask(words: list[str]) -> Optional["re.Match[str]"]:
+    """``CUDA_VISIBLE_DEVICES=X`` / ``export CUDA_VISIBLE_DEVICES=X`` at the start of a line's words."""
+    if not words:
+        return None
+    return _MASK.match(" ".join(words[:2]) if words[0] == "export" else words[0])
+
+
 def _masks_its_command(source: str) -> bool:
     """A wrapper that makes one GPU visible and then runs the command it is given."""
     lines = _shell_lines(source)
-    masks = any(_MASK.match(" ".join(words[:2]) if words[:1] == ["export"] else words[0] if words else "")
-                and _one_device(_MASK.match(" ".join(words[:2]) if words[:1] == ["export"] else words[0]).group(1))
-                for words in lines if words)
+    masks = any((mask := _leading_mask(words)) is not None and _one_device(mask.group(1)) for words in lines)
     runs = any(words and words[-1].strip("\"'") == "$@" and words[0] in ("exec", '"$@"', "$@")
                for words in lines)
     return masks and runs
@@ -420,13 +425,11 @@ def _masked_launches(source: str) -> list[str]:
     with one device (a variable or a number, no list), then ``python [flags] x.py``
     (not ``python -m``: torchrun and friends start several processes)."""
     found, masked = [], False
-    for line in source.replace("\\\n", " ").splitlines():
-        words = line.split("#", 1)[0].split()
+    for words in _shell_lines(source):
         while words and words[0] in ("srun", "exec", "nohup", "time", "singularity"):
             words = words[1:]
         prefix_mask = None
-        while words and _MASK.match(words[0] if words[0] != "export" else " ".join(words[:2])):
-            mask = _MASK.match(words[0] if words[0] != "export" else " ".join(words[:2]))
+        while (mask := _leading_mask(words)) is not None:
             one = _one_device(mask.group(1))
             words = words[2:] if words[0] == "export" else words[1:]
             if words:
