@@ -120,6 +120,8 @@ RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_C
 LOCAL_RANK_VARIABLE = re.compile(r"(?<![A-Za-z0-9_])LOCAL_RANK(?![A-Za-z0-9_])")
 # Last component of a name or attribute holding a rank: rank, local_rank, ddp_rank, ...
 # (not ``num_tokens_per_dp_rank``: a config quantity that merely ends in "rank").
+# The last part of a name that counts nodes: ``args.node_rank * ngpus + gpu`` is a global rank.
+NODE_WORDS = ("node_rank", "noderank", "nr", "node_id", "node_idx", "machine_rank", "node")
 RANK_NAME = re.compile(
     r"^_*((local|global|world|node|ddp|dp|tp|pp|cp|ep|gpu|my|proc|process|machine|cur|current|"
     r"trainer|worker|data_parallel|device)_?)?rank$|^(local_)?process_index$|^rank_id$", re.IGNORECASE)

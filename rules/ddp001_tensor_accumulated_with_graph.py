@@ -74,7 +74,9 @@ where every `forward` of the model's class returns `acc` as `.item()` or a
 constant, the class followed through `DDP(...)`, `amp.initialize` and the
 callers' arguments); `meter.update(loss)` when the meter's class is not in
 the project or does not keep its argument (also one that adds it into an element of a
-numpy array: `self.sum[i] += val[i]`); a helper's return that it rebinds detached after
+numpy array: `self.sum[i] += val[i]`); the result of a metric passed as a parameter that
+every project call leaves at its default, a no-grad function of the module
+(`def train(..., eval_criterion=accuracy)`); a helper's return that it rebinds detached after
 its backward (`loss.backward(); loss = loss.detach() / k; return outputs, loss`); modules (`replicas.append(
 factory.build_model(cfg))`); loops inside a module's `forward`, a few literal
 iterations (`range(10)`, also `range(n)` with `n` bound to a small literal or
@@ -104,6 +106,43 @@ import torch
 import torch.nn as nn
 criterion = nn.CrossEntropyLoss()
 """
+
+# A metric through a parameter (``eval_criterion=accuracy``): what the calls pass decides.
+METRIC_BY_DEFAULT = """\
+import torch
+
+
+def accuracy(output, target):
+    with torch.no_grad():
+        pred = output.argmax(1)
+        return (pred == target).float().mean() * 100.0
+
+
+class AverageMeter:
+    def __init__(self):
+        self.sum = 0
+
+    def update(self, val, n=1):
+        self.sum += val * n
+
+
+def train(loader, model, criterion, optimizer, eval_criterion=accuracy):
+    top1 = AverageMeter()
+    for images, target in loader:
+        output = model(images)
+        loss = criterion(output, target)
+        prec1 = eval_criterion(output, target)
+        top1.update(prec1, images.size(0))
+        loss.backward()
+        optimizer.step()
+
+
+def main(loader, model, criterion, optimizer):
+    for epoch in range(10):
+        train(loader, model, criterion, optimizer)
+"""
+METRIC_PASSED = METRIC_BY_DEFAULT.replace("train(loader, model, criterion, optimizer)\n",
+                                          "train(loader, model, criterion, optimizer, eval_criterion=criterion)\n")
 
 
 class TensorAccumulatedWithGraph(Rule):
@@ -408,6 +447,8 @@ def train(model, loader, optimizer):
         loss.backward()
         meter.update(loss)
 """),
+        # A metric parameter every call leaves at its default, a no-grad accuracy (a109 Action-Recognition).
+        Valid(METRIC_BY_DEFAULT),
         # A project meter that keeps a Python number.
         Valid(TRAIN + """\
 class Meter:
@@ -720,6 +761,9 @@ def train(model, loader, optimizer, log):
 """),
     ]
     invalid = [
+        # ... but a call that passes the loss function as the metric keeps its history.
+        Invalid(METRIC_PASSED, line=24, column=9,
+                fixed=METRIC_PASSED.replace("top1.update(prec1,", "top1.update(prec1.item(),")),
         # A same-module reduce helper hands back a clone of the loss, history and all (a106 DL-Demos).
         Invalid("""\
 import torch

@@ -1,6 +1,9 @@
 """## What it does
 Flags a training `DataLoader` (its name says `train`, or it shuffles) over a
 map-style dataset, in DDP code, built with no `sampler` and no `batch_sampler`;
+a project subclass of `DataLoader` without an `__init__` of its own counts as
+`DataLoader`; a builder's `DataLoader(ds, shuffle=shuffle)` whose `shuffle` parameter some project
+call fills with True;
 also `DataLoader(ds, **kw)` where `kw` is a dict built in the function from
 literal keys (`{"shuffle": True, ...}`, `dict(...)`, `kw.update({...})`) that
 shuffles and carries no sampler; and `train_loader = get_loader(ds, bs)`
@@ -47,18 +50,19 @@ schedule are not what the script believes.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Iterator, Optional
 
 import libcst as cst
 
 from ddplint import names
-from ddplint.analysis.values import literal_bool, literal_str, name_reads
+from ddplint.analysis.values import literal_bool, literal_str, name_reads, uses_imported_module
 from ddplint.analysis import flow
 from ddplint.analysis.flow import earlier_statements, enclosing_function
 from ddplint.analysis.models import function_key, parameter_values, project_of
-from ddplint.screen.facts import SHARDING_FRAMEWORKS, TRUE
-from ddplint.analysis.ranks import is_rank_guarded, is_rank_value
+from ddplint.screen.facts import SHARDING_FRAMEWORKS, STRING_PREFIX, TRUE
+from ddplint.analysis.ranks import is_rank_guarded, is_rank_value, rank_guards
 from ddplint.analysis.roles import is_worker_code, run_by_single_process_scripts_only
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
@@ -136,6 +140,33 @@ def main(cfg, multi_gpu):
                         "train_loader = DataLoader(train_ds, shuffle=True)\n"),
         Valid(IMPORTS + "if rank == 0:\n    val_loader = DataLoader(val_ds, batch_size=8)\n"),
         Valid(IMPORTS + "val_loader = DataLoader(val_ds, batch_size=8, shuffle=False)\n"),
+        # A subclass whose own __init__ builds the sampler.
+        Valid(IMPORTS + """\
+from torch.utils.data import DistributedSampler
+
+
+class ShardedLoader(DataLoader):
+    def __init__(self, dataset, batch_size, shuffle=True):
+        super().__init__(dataset, batch_size=batch_size, sampler=DistributedSampler(dataset, shuffle=shuffle))
+
+
+def setup_loader(dataset, batch_size):
+    loader = ShardedLoader(dataset, batch_size, shuffle=True)
+    while True:
+        yield from loader
+"""),
+        # ... and one that no call asks to shuffle.
+        Valid(IMPORTS + """\
+def get_loader(mode, root, batch_size, shuffle=False, num_workers=0):
+    dataset = Microscopy(mode, root)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers)
+
+
+def main(args):
+    dist.init_process_group("nccl")
+    loader = get_loader("val", args.root, args.batch_size, False, 4)
+    evaluate(loader)
+"""),
         Valid(IMPORTS + "train_loader = DataLoader(ds, **loader_kwargs)\n"),
         Valid("from torch.utils.data import DataLoader\ntrain_loader = DataLoader(ds, shuffle=True)\n"),
         Valid(IMPORTS + "from accelerate import Accelerator\naccelerator = Accelerator()\n"
@@ -291,6 +322,59 @@ class Runner:
             for batch in self.vis_loader:
                 self.step(batch)
 """, line=6, column=27),
+        # A builder whose shuffle parameter a training call fills with True (a105 rDL-SIM, a104 mattersim).
+        Invalid(IMPORTS + """\
+def get_loader(mode, root, batch_size, shuffle=False, num_workers=0):
+    dataset = Microscopy(mode, root)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers)
+
+
+def main(args):
+    dist.init_process_group("nccl")
+    train_loader = get_loader("train", args.root, args.batch_size, True, 4)
+    for epoch in range(args.epochs):
+        for batch in train_loader:
+            step(batch)
+""", line=5, column=12),
+        # An accelerate import nothing uses prepares no loader (a70 unlearn_multimodal).
+        Invalid(IMPORTS + "from accelerate import Accelerator\n"
+                          "train_loader = DataLoader(train_set, batch_size=64, shuffle=True)\n", line=4, column=16),
+        # ... or whose split parameter a training call fills with "train" (a106 vla0).
+        Invalid(IMPORTS + """\
+def get_dataloader(split, cfg):
+    dataset = Episodes(cfg.root, split)
+    return DataLoader(dataset, cfg.batch_size, shuffle=(split == "train"), drop_last=(split == "train"))
+
+
+def main(cfg):
+    dist.init_process_group("nccl")
+    loader_train = get_dataloader(split="train", cfg=cfg)
+    for batch in loader_train:
+        step(batch)
+""", line=5, column=12),
+        # A project subclass that keeps DataLoader's __init__ (a103 I2SB's prefetching DataLoaderX).
+        Invalid(IMPORTS + """\
+class DataLoaderX(DataLoader):
+    def __iter__(self):
+        return BackgroundGenerator(super().__iter__())
+
+
+def setup_loader(dataset, batch_size):
+    loader = DataLoaderX(dataset, batch_size=batch_size, shuffle=True, drop_last=True)
+    while True:
+        yield from loader
+""", line=9, column=14),
+        # Read in both arms of one rank test: every rank reads it (a62 so-vits-svc).
+        Invalid(IMPORTS + """\
+def run(rank, ds, model):
+    dist.init_process_group("nccl")
+    train_loader = DataLoader(ds, batch_size=8, shuffle=False)
+    for epoch in range(10):
+        if rank == 0:
+            train_and_evaluate(model, [train_loader, eval_loader], writer)
+        else:
+            train_and_evaluate(model, [train_loader, None], None)
+""", line=5, column=20),
         Invalid(IMPORTS + "kw = dict(batch_size=8)\nkw.update({'shuffle': True, 'drop_last': True})\n"
                           "loader = DataLoader(ds, **kw)\n", line=5, column=10),
     ]
@@ -300,10 +384,10 @@ class Runner:
         return True if sketch.may_call(names.DATALOADER) else ("loader",)  # or calls a loader builder
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
-        if any(index.imports_module(framework) for framework in SHARDING_FRAMEWORKS):
+        if any(uses_imported_module(index, framework) for framework in SHARDING_FRAMEWORKS):
             return
         message = _MODEL_PARALLEL_MESSAGE if _model_parallel(index) else self.message
-        for site in index.calls_to(names.DATALOADER):
+        for site in _loader_calls(index):
             spread = _spread_keywords(index, site) if site.has_star_kwargs else {}
             if spread is None or site.has_star_args or _has_sampler(site) \
                     or any(key in spread for key in ("sampler", "batch_sampler")):
@@ -311,7 +395,8 @@ class Runner:
             target = _assigned_name(index, site.node)
             shuffle = site.argument("shuffle")
             shuffle_value = shuffle.value if shuffle is not None else spread.get("shuffle")
-            shuffles = shuffle_value is not None and literal_bool(shuffle_value) is True
+            shuffles = shuffle_value is not None and (literal_bool(shuffle_value) is True
+                                                      or _parameter_passed_true(index, shuffle_value))
             named_train = target is not None and "train" in target.lower()
             if not (shuffles or named_train) or (target is not None and _EVAL_NAME.search(target)):
                 continue
@@ -331,6 +416,20 @@ class Runner:
         for site in index.calls:
             if _builder_leaves_out_sampler(index, site):
                 yield self.report(site.node, message)
+
+
+def _loader_calls(index: SemanticIndex) -> list[CallSite]:
+    """Calls of ``DataLoader`` and of project subclasses that keep its ``__init__``
+    (``class DataLoaderX(DataLoader)`` adding a prefetching ``__iter__``, a103 I2SB),
+    the latter read with DataLoader's signature."""
+    sites = list(index.calls_to(names.DATALOADER))
+    project = project_of(index)
+    for site in index.calls:
+        callee = dotted_name(site.node.func)
+        if callee is not None and site.qualified_name != names.DATALOADER and "Loader" in callee \
+                and project.plain_subclass_of(index.path, callee, index.imports, "DataLoader"):
+            sites.append(dataclasses.replace(site, qualified_name=names.DATALOADER))
+    return sites
 
 
 def _handed_only_to_non_training(index: SemanticIndex, site: CallSite, target: str) -> bool:
@@ -511,7 +610,12 @@ def _read_on_rank_zero_only(index: SemanticIndex, site: CallSite, target: str) -
     else:
         scope = index.enclosing_scope(site.node)
         reads = [node for node in name_reads(index, target) if index.enclosing_scope(node) is scope]
-    return bool(reads) and all(is_rank_guarded(index, node) or _peeks_one_batch(index, node) for node in reads)
+    if not reads or not all(is_rank_guarded(index, node) or _peeks_one_batch(index, node) for node in reads):
+        return False
+    # ``if rank == 0: train(..., [train_loader, eval_loader]) else: train(..., [train_loader, None])``:
+    # reads in both arms of one rank test are reads on every rank (a62 so-vits-svc).
+    arms = {(id(guard.node), guard.branch) for node in reads for guard in rank_guards(index, node)[:1]}
+    return not any((node, "body") in arms and (node, "orelse") in arms for node, _ in arms)
 
 
 def _call_around(index: SemanticIndex, node: cst.CSTNode, name: str) -> Optional[cst.Call]:
@@ -574,6 +678,26 @@ def _assigned_name(index: SemanticIndex, node: cst.Call) -> Optional[str]:
         scope = index.enclosing_scope(node)
         return scope.name.value if isinstance(scope, cst.FunctionDef) else None  # the builder's name
     return None
+
+
+def _parameter_passed_true(index: SemanticIndex, value: cst.BaseExpression) -> bool:
+    """``DataLoader(ds, shuffle=shuffle)`` in a builder with a ``shuffle``
+    parameter that some project call fills with True (``get_loader(..., True)``,
+    a105 rDL-SIM; ``build_dataloader(..., shuffle=True)``, a104 mattersim), or
+    ``shuffle=(split == "train")`` with a call passing ``split="train"`` (a106
+    vla0): the builder makes a shuffling training loader."""
+    wanted = TRUE
+    if isinstance(value, cst.Comparison) and len(value.comparisons) == 1 \
+            and isinstance(value.comparisons[0].operator, cst.Equal):
+        word = literal_str(value.comparisons[0].comparator)
+        value, wanted = value.left, f"{STRING_PREFIX}{word}"
+        if word is None:
+            return False
+    if not isinstance(value, cst.Name):
+        return False
+    bindings = index.reaching(value.value, value)
+    return len(bindings) == 1 and bindings[0].kind == "param" \
+        and wanted in (parameter_values(index, bindings[0]) or ())
 
 
 def _behind_a_switched_return(index: SemanticIndex, node: cst.CSTNode) -> bool:

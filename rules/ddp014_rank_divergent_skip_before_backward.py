@@ -22,7 +22,8 @@ call switches off (`if raise_on_error: raise ... else: return`, the default
 True kept) is not reached.
 
 A DDP training loop is a loop (in DDP context) that runs `backward()`,
-directly, in a helper of the module, or in a helper object of the project
+directly, in a helper of the module (also `self.m()` whose override in a project
+subclass does: `self._train_epoch(epoch)` of an abstract base trainer), or in a helper object of the project
 (`loss_scaler(loss, optimizer)` with `loss_scaler: NativeScaler` annotated, whose
 `__call__` runs the backward), or hands the DDP/FSDP-wrapped model to
 a training function (`fit_one_epoch(model, ...)`, imported or not). A backward
@@ -787,6 +788,38 @@ def train(net, loader, opt):
 """),
     ]
     invalid = [
+        # An abstract base trainer's epoch loop: the subclass's _train_epoch runs the backward
+        # (a109 MVSFormer); only rank 0 stops early.
+        Invalid("""\
+import torch.distributed as dist
+
+
+class BaseTrainer:
+    def __init__(self, model, rank=0):
+        self.model = model
+        self.rank = rank
+
+    def _train_epoch(self, epoch):
+        raise NotImplementedError
+
+    def train(self):
+        not_improved = 0
+        for epoch in range(100):
+            result = self._train_epoch(epoch)
+            if self.rank == 0:
+                if result["loss"] > self.best:
+                    not_improved += 1
+                if not_improved > 10:
+                    break
+
+
+class Trainer(BaseTrainer):
+    def _train_epoch(self, epoch):
+        for batch in self.loader:
+            loss = self.model(batch).mean()
+            loss.backward()
+        return {"loss": loss.item()}
+""", line=20, column=21),
         # A ``raise`` out of the training loop itself: the ``except`` around the loop ends this
         # rank's epoch while its peers run the next backward.
         Invalid(DIST + """\
@@ -1506,14 +1539,32 @@ def _sync_points(index: SemanticIndex, loop: flow.Loop) -> list[cst.CSTNode]:
 
 def _runs_project_backward(index: SemanticIndex, site) -> bool:
     """A call of a project function of another module that runs a backward
-    itself (same-module helpers are inlined already)."""
+    itself (same-module helpers are inlined already), or ``self.m()`` whose
+    override in a project subclass does (``self._train_epoch(epoch)`` in an
+    abstract base trainer, a109 MVSFormer)."""
     if (site.qualified_name or "").startswith("torch."):
         return False
+    if _override_runs_backward(index, site):
+        return True
     if site.qualified_name is None and (not isinstance(site.node.func, cst.Name)
                                         or index.functions_named(site.node.func.value)):
         return False  # same-module functions are inlined; ``update(loss, opt)`` on an object is not
     facts = flow.project_function_facts(index, site.node)
     return facts is not None and facts.runs_backward
+
+
+def _override_runs_backward(index: SemanticIndex, site) -> bool:
+    func = site.node.func
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"):
+        return False
+    from ddplint.analysis.models import project_of
+
+    function = flow.enclosing_function(index, site.node)
+    owner = index.enclosing(function, cst.ClassDef) if function is not None else None
+    if owner is None:
+        return False
+    overrides = project_of(index).overriding_methods(index.path, owner.name.value, func.attr.value)
+    return any(method.runs_backward for method in overrides)
 
 
 def _is_ddp_training_loop(index: SemanticIndex, loop: flow.Loop) -> bool:

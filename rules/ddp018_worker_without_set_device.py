@@ -47,7 +47,8 @@ import libcst as cst
 
 from ddplint import names
 from ddplint.analysis.roles import is_worker_code
-from ddplint.analysis.values import BARE_CUDA, device_kind, literal_str, module_masks_visible_devices
+from ddplint.analysis.values import (BARE_CUDA, device_kind, literal_str, module_masks_visible_devices,
+                                     uses_imported_module)
 from ddplint.analysis.models import project_of
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import SemanticIndex, dotted_name
@@ -93,9 +94,15 @@ class WorkerWithoutSetDevice(Rule):
                      "else:\n    model = net.cuda()\n"),
         Valid(DIST + "if not args.distributed:\n    model = net.cuda()\nelse:\n"
                      "    dist.init_process_group('nccl')\n    model = net.to(args.device)\n"),
+        # accelerate places each process on its own device
+        Valid(DIST + "from accelerate import Accelerator\naccelerator = Accelerator()\n"
+                     "dist.init_process_group('nccl')\nmodel = net.cuda()\n"),
     ]
     invalid = [
         Invalid(DIST + "dist.init_process_group('nccl')\nmodel = net.cuda()\n", line=4, column=9),
+        # ... an accelerate import nothing reads places nothing
+        Invalid(DIST + "from accelerate import Accelerator\ndist.init_process_group('nccl')\nmodel = net.cuda()\n",
+                line=5, column=9),
         Invalid(DIST + "dist.init_process_group('nccl')\ndevice = torch.device('cuda')\nmodel = net.to(device)\n",
                 line=4, column=23),
         Invalid(DIST + "from torch.nn.parallel import DistributedDataParallel as DDP\n"
@@ -136,7 +143,7 @@ class WorkerWithoutSetDevice(Rule):
         if index.calls_to(names.SET_DEVICE) or index.method_calls("set_device") \
                 or project_of(index).sets_device_in_scope(index.path):
             return
-        if any(index.imports_module(f) for f in _FRAMEWORKS) or module_masks_visible_devices(index):
+        if any(uses_imported_module(index, f) for f in _FRAMEWORKS) or module_masks_visible_devices(index):
             return
         if _has_device_ids(index) or _has_per_rank_device(index):
             return

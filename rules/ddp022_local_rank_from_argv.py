@@ -24,7 +24,8 @@ Not flagged: scripts that read `LOCAL_RANK` from the environment (as a fallback,
 a default, or behind a version check; a read only compared with an integer, as in a
 `print0` helper's `int(os.environ["LOCAL_RANK"]) == 0`, chooses no device and does not count); a parsed `--local_rank` that is never
 used as a device (a variable merely called `local_rank` that the script binds from
-something else, `local_rank = dist.get_rank()`, is not the flag; a parameter called
+something else, `local_rank = dist.get_rank()`, is not the flag, nor is an imported module's
+value, `idr_torch.local_rank`; a parameter called
 so, filled by its callers, is);  scripts that are their own launcher (the parent sets
 `args.local_rank = i` before `Process(target=...)` / `mp.spawn`, or the spawned
 worker stores the index it was given: `def main(gpu, args): args.local_rank = gpu`). A longer
@@ -84,6 +85,11 @@ class LocalRankFromArgv(Rule):
     uses_project = True
 
     valid = [
+        # The device comes from a cluster helper module's value, not from the parsed flag (a104 kiwano).
+        Valid(HEAD + "import idr_torch\nparser.add_argument('--local_rank', type=int, default=None)\n"
+                     "args = parser.parse_args()\n"
+                     "dist.init_process_group('nccl', rank=idr_torch.rank, world_size=idr_torch.size)\n"
+                     "torch.cuda.set_device(idr_torch.local_rank)\n"),
         # a variable that is merely called local_rank, bound from the global rank: the flag is never read
         # (that variable is DDP017's finding, not this rule's)
         Valid(HEAD + "parser.add_argument('--local_rank', type=int, default=0, help='no use')\n"
@@ -445,8 +451,9 @@ def _mentions_local_rank(index: SemanticIndex, expr: cst.CSTNode, attributes: se
     stack = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Attribute) and node.attr.value.lower() in attributes:
-            return True
+        if isinstance(node, cst.Attribute) and node.attr.value.lower() in attributes \
+                and not (isinstance(node.value, cst.Name) and node.value.value in index.imports):
+            return True  # (``idr_torch.local_rank``: an imported module's value, not the flag; a104 kiwano)
         if isinstance(node, (cst.Name, cst.Attribute)) and depth < 2:
             # a name or attribute copied from the flag: ``args.gpu = args.local_rank``
             values = index.reaching_values(node) or []

@@ -921,6 +921,9 @@ def _call_carries_graph(index: SemanticIndex, call: cst.Call, at_order: int, dep
         return False
     if _is_model_call(index, call, at_order):
         return True
+    default = default_function(index, func)
+    if default is not None:  # ``eval_criterion(output, target)`` that is always ``accuracy``
+        return _returns_graph(index, [default], depth)
     if is_criterion(index, func):
         return any(follow(a.value) for a in call.args)
     if returns_backward_operand(index, call, None):
@@ -1051,7 +1054,13 @@ def _helper_returns_graph(index: SemanticIndex, call: cst.Call, at_order: int, d
     carries history when the helper returns a model or criterion output."""
     if depth > 2 or not isinstance(call.func, cst.Name):
         return False
-    for function in index.functions_named(call.func.value):
+    return _returns_graph(index, index.functions_named(call.func.value), depth)
+
+
+def _returns_graph(index: SemanticIndex, functions: list[cst.FunctionDef], depth: int) -> bool:
+    if depth > 2:
+        return False
+    for function in functions:
         for exit_node in index.exits:
             if isinstance(exit_node, cst.Return) and exit_node.value is not None \
                     and enclosing_function(index, exit_node) is function:
@@ -1059,6 +1068,26 @@ def _helper_returns_graph(index: SemanticIndex, call: cst.Call, at_order: int, d
                 if carries_graph(index, exit_node.value, site_order, depth + 3):
                     return True
     return False
+
+
+def default_function(index: SemanticIndex, func: cst.BaseExpression) -> Optional[cst.FunctionDef]:
+    """The function of this module that a call through a parameter runs when the
+    parameter defaults to it and no project call fills it: ``def train(...,
+    eval_criterion=accuracy)`` called as ``train(loader, model, ...)`` runs
+    ``accuracy`` (a109 Action-Recognition-Study)."""
+    from ddplint.analysis.models import function_key, project_of
+
+    if not isinstance(func, cst.Name):
+        return None
+    bindings = index.reaching(func.value, func)
+    if len(bindings) != 1 or bindings[0].kind != "param" or not isinstance(bindings[0].value, cst.Name) \
+            or not isinstance(bindings[0].scope, cst.FunctionDef):
+        return None
+    targets = index.functions_named(bindings[0].value.value)
+    if len(targets) != 1 or not project_of(index).leaves_unfilled(
+            index.path, function_key(index, bindings[0].scope), func.value):
+        return None
+    return targets[0]
 
 
 def order_near(index: SemanticIndex, node: cst.CSTNode) -> int:

@@ -482,7 +482,7 @@ def _called_from_single_process_only(index: SemanticIndex, function: cst.Functio
     project = project_of(index)
     is_method = isinstance(index.parent(index.parent(function)), cst.ClassDef)
     if any(path != index.path and name in module.call_names
-           and _may_call_project_name(project, module, name, is_method)
+           and _may_call_project_name(project, module, name, is_method, (index.path, name))
            for path, module in project.modules.items()):
         return False
     # A method's uses are the ``x.name`` attributes of the module, whatever ``x``; a function's, its name.
@@ -498,16 +498,25 @@ def _called_from_single_process_only(index: SemanticIndex, function: cst.Functio
     return True
 
 
-def _may_call_project_name(project, module, name: str, is_method: bool) -> bool:
+def _may_call_project_name(project, module, name: str, is_method: bool, key=None) -> bool:
     """Does ``module`` call something named ``name`` that may be the project's
     (not ``mlflow.pyfunc.save_model(...)`` through an import from outside the
-    project)? A function's name handed to a call (``atexit.register(fn)``)
+    project, nor the module's own ``main()`` when ``key`` is another module's
+    ``main``)? A function's name handed to a call (``atexit.register(fn)``)
     counts; a method is handed on through an instance, which the facts record
     as a call."""
     calls = [call for call in module.calls if call.callee.split(".")[-1] == name]
     if not calls:
-        return not is_method  # a name handed on, or a library call the facts do not record
+        if is_method:
+            return False
+        if key is not None and name not in module.imports and not module.star_imports:
+            return False  # a bare name no import binds is not ours (``main = project / "main.py"``)
+        return True  # a name handed on, or a library call the facts do not record
     for call in calls:
+        if key is not None and not is_method:
+            found = project.resolve_function(module.path, call.callee)
+            if found is not None and found != key:
+                continue  # names another function of the project (a104 SVDD2024: each script's ``main``)
         head = call.callee.split(".")[0]
         target = module.imports.get(head)
         if call.instance or "." not in call.callee or target is None \
@@ -1142,6 +1151,8 @@ def run_by_single_process_scripts_only(index: SemanticIndex, node: cst.CSTNode) 
 
 def _single_process_calls(project, key, seen: set, depth: int) -> bool:
     calls = project.callers.get(key)
+    if not calls and depth > 0:
+        return True  # a function of a script outside the DDP context that nothing calls (a110 RocWeather)
     if not calls or depth > 3 or key in seen:
         return False
     seen.add(key)

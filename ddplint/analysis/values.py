@@ -143,7 +143,8 @@ def rank_sources(index: SemanticIndex, expr: cst.BaseExpression, depth: int = 0)
     if not reaching and "." in name and name.rsplit(".", 1)[1] in FRAMEWORK_GLOBAL_RANKS:
         return frozenset({GLOBAL})  # ``accelerator.process_index``, ``fabric.global_rank``
     if not reaching and "." in name:
-        carried = _attribute_set_by_callee(index, expr, name) or _parameter_attribute_sources(index, expr, name)
+        carried = _attribute_set_by_callee(index, expr, name) or _inherited_attribute_sources(index, expr, name) \
+            or _parameter_attribute_sources(index, expr, name)
         if carried is not None:
             return carried
     for binding in reaching:
@@ -220,7 +221,7 @@ def _project_returned_rank(index: SemanticIndex, call: cst.Call, item: str) -> f
     return frozenset({GLOBAL if tag == GLOBAL_RANK else LOCAL if tag == LOCAL_RANK else UNKNOWN})
 
 
-_NODE_WORDS = ("node_rank", "noderank", "nr", "node_id", "node_idx", "machine_rank", "node")
+_NODE_WORDS = names.NODE_WORDS
 
 
 def _counts_nodes(expr: cst.BaseExpression, index: Optional[SemanticIndex] = None) -> bool:
@@ -331,6 +332,32 @@ def _slots_holding(site: CallSite, head: str) -> tuple[list[int], list[str]]:
             positions.append(position)
         position += 1
     return positions, keywords
+
+
+def _inherited_attribute_sources(index: SemanticIndex, expr: cst.BaseExpression,
+                                 name: str) -> Optional[frozenset[str]]:
+    """``self.rank`` in a method of ``Trainer(BaseTrainer)`` when only the base class
+    (another module) stores it, ``self.rank = rank`` in its ``__init__``: the rank the
+    callers of that constructor pass (through ``super().__init__(rank=rank)``; a109
+    MVSFormer). None when this module binds nothing of the kind."""
+    from ddplint.analysis.models import project_of
+    from ddplint.screen.facts import GLOBAL_RANK, LOCAL_RANK
+
+    head, _, attribute = name.partition(".")
+    owner = index.enclosing(expr, cst.ClassDef) if head == "self" and "." not in attribute else None
+    if owner is None:
+        function = index.enclosing_scope(expr)
+        owner = index.enclosing(function, cst.ClassDef) if head == "self" and function is not None else None
+    if owner is None:
+        return None
+    project = project_of(index)
+    stored = project.inherited_init_param(index.path, owner.name.value, attribute)
+    if stored is None:
+        return None
+    tags = project.param_values(stored[0][0], stored[0][1], stored[1])
+    if not tags:
+        return frozenset({UNKNOWN})
+    return frozenset(GLOBAL if tag == GLOBAL_RANK else LOCAL if tag == LOCAL_RANK else UNKNOWN for tag in tags)
 
 
 def _parameter_attribute_sources(index: SemanticIndex, expr: cst.BaseExpression,
@@ -699,6 +726,14 @@ def name_reads(index: SemanticIndex, name: str) -> list[cst.Name]:
                 table.setdefault(node.value, []).append(node)
         index.cache["values.name_reads"] = table
     return table.get(name, [])
+
+
+def uses_imported_module(index: SemanticIndex, prefix: str) -> bool:
+    """Does the module import ``prefix`` (or a submodule) AND read a name that
+    import binds? ``from accelerate import Accelerator`` left over from an
+    experiment prepares no loader and sets no device (a70 unlearn_multimodal)."""
+    return any((target == prefix or target.startswith(prefix + "."))
+               and name_reads(index, local.split(".")[0]) for local, target in index.imports.items())
 
 
 def _is_read(node: cst.Name, parent: cst.CSTNode) -> bool:

@@ -102,7 +102,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "99"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "101"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -491,9 +491,17 @@ def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFac
         facts.class_values = _class_values(facts, subtrees)
     if any(marker in source for marker in _STRIP_MARKERS):
         facts.prefix_strips = prefix_strips(tree, facts, subtrees)
-    facts.uses_sharding_framework = any(
-        target.lstrip(".").split(".")[0] in SHARDING_FRAMEWORKS for target in facts.imports.values())
+    facts.uses_sharding_framework = _uses_sharding_framework(facts, subtrees)
     return compact(facts)
+
+
+def _uses_sharding_framework(facts: ModuleFacts, subtrees: Subtrees) -> bool:
+    """accelerate / Lightning / ... imported and a name of that import read (an unused
+    ``from accelerate import Accelerator`` shards nothing; ``values.uses_imported_module``)."""
+    bound = {local.split(".")[0] for local, target in facts.imports.items()
+             if target.lstrip(".").split(".")[0] in SHARDING_FRAMEWORKS}
+    return bool(bound) and any(type(node) is ast.Name and node.id in bound and type(node.ctx) is ast.Load
+                               for node in subtrees.order)
 
 
 # ---------------------------------------------------------------------- compact summaries
@@ -1758,11 +1766,12 @@ class _Extractor:
         """Does a device argument read the parsed ``--local_rank`` flag, also through a
         name (or a list indexed: ``device_ids[0]``) bound from it in this function?"""
         assigned = self.assigned[-1]
-        if _reads_local_rank_attr(arg, assigned):
+        imported = self.facts.imports
+        if _reads_local_rank_attr(arg, assigned, imported):
             return True
         holder = _unsubscripted(arg)
         return isinstance(holder, (ast.Name, ast.Attribute)) and any(
-            _reads_local_rank_attr(value, assigned) for value in assigned.get(_dotted(holder) or "", ()))
+            _reads_local_rank_attr(value, assigned, imported) for value in assigned.get(_dotted(holder) or "", ()))
 
     def is_loader_name(self, name: str) -> bool:
         """A name every binding of which is a ``DataLoader(...)`` call (``dl = torch.utils.data.DataLoader(...)``)."""
@@ -2169,6 +2178,9 @@ class _Extractor:
             return {RANK_FLAG}  # ``FLAGS.verbose = dist.get_rank() == 0``, passed on as a flag
         if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod) and self.counts_devices(expr.right):
             return {LOCAL_RANK}  # ``rank % torch.cuda.device_count()``
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add) \
+                and (_counts_nodes(expr.left) or _counts_nodes(expr.right)):
+            return {GLOBAL_RANK}  # ``args.node_rank * args.gpus + gpu`` (values.rank_sources; a109 MVSFormer)
         key = self.env_key(expr)
         if key is not None:
             return {GLOBAL_RANK if key in _GLOBAL_RANK_VARIABLES else LOCAL_RANK if key in _LOCAL_RANK_VARIABLES
@@ -2182,7 +2194,8 @@ class _Extractor:
             for value in values:
                 found |= self.value_tags(value, depth + 1)
             return found
-        if isinstance(expr, ast.Attribute) and expr.attr == "local_rank":
+        if isinstance(expr, ast.Attribute) and expr.attr == "local_rank" \
+                and not (isinstance(expr.value, ast.Name) and expr.value.id in self.facts.imports):
             return {LOCAL_RANK_ATTRIBUTE}
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) \
                 and self.handed[-1].get(expr.value.id):
@@ -2939,12 +2952,24 @@ def _unsubscripted(expr: ast.AST) -> ast.AST:
     return expr.value if isinstance(expr, ast.Subscript) else expr
 
 
-def _reads_local_rank_attr(expr: ast.AST, assigned: dict) -> bool:
+def _counts_nodes(expr: ast.AST) -> bool:
+    """``args.node_rank * ngpus`` or ``args.rank * ngpus_per_node``: one operand of a
+    product names the node (``values._counts_nodes`` on the libcst side)."""
+    if not (isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mult)):
+        return False
+    lasts = [(_dotted(side) or "").split(".")[-1].lower() for side in (expr.left, expr.right)]
+    return any(last in names.NODE_WORDS for last in lasts) or (
+        any(RANK_NAME.match(last) for last in lasts) and any("per_node" in last for last in lasts))
+
+
+def _reads_local_rank_attr(expr: ast.AST, assigned: dict, imported: dict) -> bool:
     """An attribute or key named local_rank (``args.local_rank``, ``cfg["local_rank"]``),
     or a parameter (a name the function never binds) called so, which its callers fill
     (``spmd_main(args.local_world_size, args.local_rank)``): a parsed flag; a variable
-    the function binds from something else (``local_rank = dist.get_rank()``) is not."""
-    return any((type(node) is ast.Attribute and node.attr == "local_rank")
+    the function binds from something else (``local_rank = dist.get_rank()``) is not,
+    nor is an imported module's value (``idr_torch.local_rank``, a104 kiwano)."""
+    return any((type(node) is ast.Attribute and node.attr == "local_rank"
+                and not (type(node.value) is ast.Name and node.value.id in imported))
                or (type(node) is ast.Constant and node.value == "local_rank")
                or (type(node) is ast.Name and node.id == "local_rank" and "local_rank" not in assigned)
                for node in _walk(expr))

@@ -186,6 +186,30 @@ class Project:
             owners = [found] if found[1] in module.classes else []
         return bool(owners) and all(owner is not None and self._derives_from(owner, word) for owner in owners)
 
+    def plain_subclass_of(self, path: str, callee: str, imports: Optional[dict[str, str]], word: str) -> bool:
+        """Does ``callee`` (as written in module ``path``) name a project class derived
+        from a base that names ``word`` ("DataLoader") that defines no ``__init__`` on
+        the way (``class DataLoaderX(DataLoader): def __iter__(...)``)? Its calls take
+        the base's arguments: a call of it is a call of the base."""
+        found = self._definition(path, callee, imports)
+        if found is None or found[1] not in self.modules[found[0]].classes:
+            return False
+        return self._derives_without_init(found, word)
+
+    def _derives_without_init(self, owner: tuple[str, str], word: str, depth: int = 0) -> bool:
+        path, cls = owner
+        module = self.modules[path]
+        if f"{cls}.__init__" in module.functions:
+            return False
+        for base in module.classes.get(cls, ()):
+            if base.rsplit(".", 1)[-1] == word:
+                return True
+            parent = self._definition(path, base) if depth < 4 else None
+            if parent is not None and parent[1] in self.modules[parent[0]].classes \
+                    and self._derives_without_init(parent, word, depth + 1):
+                return True
+        return False
+
     def builds_rank_sharded(self, path: str, callee: str, imports: Optional[dict[str, str]]) -> bool:
         """Does ``callee`` (as written in module ``path``) name a project class that
         keeps its rank's slice of the data itself (ModuleFacts.rank_sharding_classes),
@@ -551,6 +575,27 @@ class Project:
             kept.add(tag[len(PARAM_PREFIX):])
         return frozenset(call.needs_flags) | kept if kept else None
 
+    def inherited_init_param(self, path: str, cls: str, attribute: str,
+                             depth: int = 0) -> Optional[tuple[FunctionKey, str]]:
+        """(the base's ``__init__``, its parameter) that ``self.<attribute>`` of class
+        ``cls`` (module ``path``) was stored from in a project base class (``self.rank =
+        rank`` in ``BaseTrainer.__init__``), the nearest base first; None when none
+        stores it so."""
+        module = self.modules.get(path)
+        if module is None or depth > 4:
+            return None
+        for base in module.classes.get(cls, ()):
+            found = self._definition(path, base)
+            if found is None or found[1] not in self.modules[found[0]].classes:
+                continue
+            stored = self.modules[found[0]].attribute_params.get(found[1], {}).get(attribute)
+            if stored is not None and stored[0] == "__init__":
+                return (found[0], f"{found[1]}.__init__"), stored[1]
+            deeper = self.inherited_init_param(found[0], found[1], attribute, depth + 1)
+            if deeper is not None:
+                return deeper
+        return None
+
     def _constructor_param(self, key: FunctionKey, flag: str) -> Optional[str]:
         """The ``__init__`` parameter an attribute flag ("self.dist") was stored from,
         when ``key`` is that constructor."""
@@ -665,6 +710,24 @@ class Project:
         if (key, param) not in self._param_values:
             self._solve_param_values((key, param))
         return self._param_values[(key, param)]
+
+    def leaves_unfilled(self, path: str, function: str, param: str) -> bool:
+        """Does every known call of ``function`` (module ``path``) leave ``param``
+        to its default (no keyword, too few positional arguments, no ``*args`` /
+        ``**kwargs``), with at least one call known? (``train(loader, model, ...)``
+        never passing ``eval_criterion=``: the default function runs.)"""
+        key = self.function_key(path, function)
+        function_facts = self.function(key)
+        calls = self.callers.get(key)
+        if function_facts is None or not calls:
+            return False
+        for _, call in calls:
+            if call.positional is None or param in call.keywords or not _a_real_call(call):
+                return False
+            params = _argument_params(function_facts, call)
+            if param not in params or params.index(param) < call.positional:
+                return False
+        return True
 
     def _solve_param_values(self, start: tuple[FunctionKey, str]) -> None:
         """Collect the parameters whose values flow into ``start`` (through
@@ -807,6 +870,24 @@ class Project:
             if direction != "up":
                 pending.extend((*sub, "down") for sub in self._subclasses().get(owner, ()))
         return ""
+
+    def overriding_methods(self, path: str, cls: str, method: str) -> list[FunctionFacts]:
+        """The ``method`` of every project class derived from class ``cls`` of module
+        ``path`` (a few levels down) that defines its own: what ``self.method()`` in the
+        base may run (``self._train_epoch(epoch)`` of an abstract ``BaseTrainer``)."""
+        found: list[FunctionFacts] = []
+        pending, seen = [(path, cls)], set()
+        while pending and len(seen) < 32:
+            owner = pending.pop()
+            if owner in seen:
+                continue
+            seen.add(owner)
+            for sub in self._subclasses().get(owner, ()):
+                function = self.modules[sub[0]].functions.get(f"{sub[1]}.{method}")
+                if function is not None:
+                    found.append(function)
+                pending.append(sub)
+        return found
 
     def _subclasses(self) -> dict[tuple[str, str], list[tuple[str, str]]]:
         if not hasattr(self, "_subclass_cache"):
