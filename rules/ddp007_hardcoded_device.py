@@ -45,7 +45,9 @@ guard: rank 0 owns GPU 0); the self-test block (`if __name__ == "__main__":`)
 of a module that is in DDP context only because a DDP script imports it, or that
 starts no process group nor workers (itself, or through the functions it calls:
 a data module's check of its loader); a round trip
-through the GPU whose result stays on the CPU (`.to(0).to("cpu")`); code that is
+through the GPU whose result stays on the CPU (`.to(0).to("cpu")`); a device a helper
+returns (`return device, ids`) that its callers bind only for single-process arms (`if not
+ddp: model.to(self.device)`, pytorch-template's `_prepare_device`); code that is
 not a DDP worker: launcher-parent code before or after `mp.spawn` (also in
 functions only the launcher calls, such as a test pass after the join), the single-process
 branch of a script (`if args.local_rank == -1:`, the `else` of
@@ -71,11 +73,12 @@ from typing import Iterator
 import libcst as cst
 
 from ddplint import names
+from ddplint.analysis import flow
 from ddplint.analysis.values import (CUDA_INDEX, attribute_names, binding_is_read, device_arguments,
                                      in_device_list, is_test_module, literal_int, literal_str,
                                      module_masks_visible_devices, name_reads)
 from ddplint.analysis.models import project_of
-from ddplint.analysis.roles import is_worker_code, runs_on_rank_zero_only
+from ddplint.analysis.roles import in_single_process_branch, is_worker_code, runs_on_rank_zero_only
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
@@ -92,6 +95,28 @@ class HardcodedDevice(Rule):
     needs_ddp_context = True
 
     valid = [
+        # A helper's device that only the single-process arm takes (pytorch-template's
+        # _prepare_device; a109 MVSFormer).
+        Valid("""\
+import torch
+import torch.distributed as dist
+
+
+class BaseTrainer:
+    def __init__(self, model, config, rank=0, ddp=False):
+        self.device, device_ids = self._prepare_device(config["n_gpu"])
+        if not ddp:
+            self.model = model.to(self.device)
+        else:
+            self.model = model
+
+    def _prepare_device(self, n_gpu_use):
+        n_gpu = torch.cuda.device_count()
+        n_gpu_use = min(n_gpu_use, n_gpu)
+        device = torch.device("cuda:0" if n_gpu_use > 0 else "cpu")
+        list_ids = list(range(n_gpu_use))
+        return device, list_ids
+"""),
         # compared with, not used: which process sits on GPU 0 (a process-index test)
         Valid(DIST + "dist.init_process_group('nccl')\nclass Trainer:\n    def __init__(self, gpu):\n"
                      "        self.device = gpu\n        torch.cuda.set_device(gpu)\n"
@@ -249,6 +274,24 @@ class Engine:
                      "        model(**batch).loss.backward()\n"),
     ]
     invalid = [
+        # ... taken by every rank.
+        Invalid("""\
+import torch
+import torch.distributed as dist
+
+
+class BaseTrainer:
+    def __init__(self, model, config, rank=0, ddp=False):
+        self.device, device_ids = self._prepare_device(config["n_gpu"])
+        self.model = model.to(self.device)
+
+    def _prepare_device(self, n_gpu_use):
+        n_gpu = torch.cuda.device_count()
+        n_gpu_use = min(n_gpu_use, n_gpu)
+        device = torch.device("cuda:0" if n_gpu_use > 0 else "cpu")
+        list_ids = list(range(n_gpu_use))
+        return device, list_ids
+""", line=13, column=31),
         # An argparse default every rank keeps and puts its model on (a62 unlearn_multimodal).
         Invalid("import argparse\nimport torch\nimport torch.distributed as dist\n"
                 "from torch.nn.parallel import DistributedDataParallel as DDP\n"
@@ -377,8 +420,82 @@ class Engine:
             if is_worker_code(index, node) and not in_device_list(index, node) and not _left_at_once(index, node) \
                     and not runs_on_rank_zero_only(index, node) \
                     and not _one_gpu_visible(index, node) and not _default_replaced_by_rank(index, node) \
-                    and not _compared(index, node) and not _fallback_of_unwrapped_model(index, node):
+                    and not _compared(index, node) and not _fallback_of_unwrapped_model(index, node) \
+                    and not _returned_to_single_process_uses(index, node):
                 yield self.report(node, _message(index, node))
+
+
+def _returned_to_single_process_uses(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """``device = torch.device('cuda:0' if n_gpu > 0 else 'cpu'); return device, ids`` in a
+    helper (pytorch-template's ``_prepare_device``) whose every call in the module binds
+    the device to a name (``self.device, ids = self._prepare_device(n)``) that only
+    single-process arms read (``if not ddp: self.model = model.to(self.device)``; a109
+    MVSFormer): no DDP worker takes that device."""
+    value = node  # up to the whole value: the conditional, ``torch.device(...)`` around it
+    while isinstance(index.parent(value), (cst.IfExp, cst.BooleanOperation, cst.Arg)) or (
+            isinstance(index.parent(value), cst.Call) and isinstance(value, cst.Arg)):
+        value = index.parent(value)
+    statement = index.parent(value)
+    function = flow.enclosing_function(index, node)
+    if function is None or not isinstance(statement, cst.Assign) or len(statement.targets) != 1 \
+            or not isinstance(statement.targets[0].target, cst.Name):
+        return False
+    position = _returned_position(index, function, statement.targets[0].target.value)
+    if position is None:
+        return False
+    calls = [site for site in index.calls if _calls_function(site.node.func, function.name.value)]
+    holders = [_bound_at(index, site.node, position) for site in calls]
+    if not holders or any(holder is None for holder in holders):
+        return False
+    reads = [read for holder in holders for read in _reads_of(index, holder)]
+    return bool(reads) and all(in_single_process_branch(index, read) for read in reads)
+
+
+def _returned_position(index: SemanticIndex, function: cst.FunctionDef, name: str):
+    """-1 when every ``return`` of ``function`` hands back ``name`` itself, i when each
+    returns a tuple holding it at position i; None otherwise."""
+    found = set()
+    for exit_node in index.exits:
+        if not isinstance(exit_node, cst.Return) or flow.enclosing_function(index, exit_node) is not function:
+            continue
+        value = exit_node.value
+        if isinstance(value, cst.Tuple):
+            found.add(next((i for i, e in enumerate(value.elements) if dotted_name(e.value) == name), None))
+        else:
+            found.add(-1 if value is not None and dotted_name(value) == name else None)
+    return found.pop() if len(found) == 1 else None
+
+
+def _calls_function(func: cst.BaseExpression, name: str) -> bool:
+    return (isinstance(func, cst.Name) and func.value == name) or (
+        isinstance(func, cst.Attribute) and func.attr.value == name and dotted_name(func.value) == "self")
+
+
+def _bound_at(index: SemanticIndex, call: cst.Call, position: int):
+    """The name or attribute (dotted) that ``target = call`` / ``a, target = call``
+    binds to the returned element at ``position`` (-1: the whole value)."""
+    statement = index.parent(call)
+    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+        return None
+    target = statement.targets[0].target
+    if position >= 0:
+        if not isinstance(target, (cst.Tuple, cst.List)) or position >= len(target.elements):
+            return None
+        target = target.elements[position].value
+    return dotted_name(target)
+
+
+def _reads_of(index: SemanticIndex, holder: str) -> list[cst.CSTNode]:
+    if "." not in holder:
+        return list(name_reads(index, holder))
+    head, _, attribute = holder.rpartition(".")
+    reads = []
+    for name in attribute_names(index, attribute):
+        node = index.parent(name)
+        if dotted_name(node) == holder and not any(
+                isinstance(up, cst.AssignTarget) for up in list(index.ancestors(node))[:3]):
+            reads.append(node)  # (not ``self.device, ids = ...`` itself)
+    return reads
 
 
 def _fallback_of_unwrapped_model(index: SemanticIndex, node: cst.CSTNode) -> bool:

@@ -140,6 +140,46 @@ def main(cfg, multi_gpu):
                         "train_loader = DataLoader(train_ds, shuffle=True)\n"),
         Valid(IMPORTS + "if rank == 0:\n    val_loader = DataLoader(val_ds, batch_size=8)\n"),
         Valid(IMPORTS + "val_loader = DataLoader(val_ds, batch_size=8, shuffle=False)\n"),
+        # A mode whose other arm builds the DistributedSampler: this arm is the single-process one
+        # (a98 bert_seq2seq_DDP).
+        Valid(IMPORTS + """\
+import torch
+
+
+class Trainer:
+    def __init__(self, env_type="pytorch"):
+        self.env_type = env_type
+        if env_type == "DDP":
+            dist.init_process_group("nccl")
+
+    def get_dataloader(self, dataset, shuffle=False, batch_size=1):
+        if self.env_type == "pytorch":
+            return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle)
+        else:
+            sampler = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=shuffle)
+            return DataLoader(dataset, batch_size=batch_size, sampler=sampler)
+
+    def train(self, model, dataset):
+        loader = self.get_dataloader(dataset, shuffle=True, batch_size=8)
+        for batch in loader:
+            model(batch).sum().backward()
+"""),
+        # A helper that pulls a few batches for samples from a shuffling loader it builds.
+        Valid(IMPORTS + """\
+def extract_sample(dataset, size_batch, num_iter, is_shuffle):
+    dataloader = DataLoader(dataset, batch_size=size_batch, shuffle=is_shuffle, drop_last=True)
+    xs = []
+    for i, (x, c) in enumerate(dataloader):
+        if i >= num_iter:
+            break
+        xs.append(x)
+    return xs
+
+
+def main(dataset, args):
+    dist.init_process_group("nccl")
+    sample_train = extract_sample(dataset, args.size_batch, 1, True)
+"""),
         # A subclass whose own __init__ builds the sampler.
         Valid(IMPORTS + """\
 from torch.utils.data import DistributedSampler
@@ -395,13 +435,15 @@ def run(rank, ds, model):
             target = _assigned_name(index, site.node)
             shuffle = site.argument("shuffle")
             shuffle_value = shuffle.value if shuffle is not None else spread.get("shuffle")
-            shuffles = shuffle_value is not None and (literal_bool(shuffle_value) is True
-                                                      or _parameter_passed_true(index, shuffle_value))
+            # (a shuffle parameter some call fills with True counts for a builder that hands
+            # the loader out, not for a helper that pulls a few batches from it itself)
+            shuffles = shuffle_value is not None and (literal_bool(shuffle_value) is True or (
+                _parameter_passed_true(index, shuffle_value) and _returned(index, site, target)))
             named_train = target is not None and "train" in target.lower()
             if not (shuffles or named_train) or (target is not None and _EVAL_NAME.search(target)):
                 continue
             if is_rank_guarded(index, site.node) or _not_map_style(index, site) \
-                    or not is_worker_code(index, site.node):
+                    or not is_worker_code(index, site.node) or _other_arm_shards(index, site.node):
                 continue
             if _returned(index, site, target) and not _callers_known_plain(index, site):
                 continue
@@ -416,6 +458,23 @@ def run(rank, ds, model):
         for site in index.calls:
             if _builder_leaves_out_sampler(index, site):
                 yield self.report(site.node, message)
+
+
+def _other_arm_shards(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """``if self.env_type == "pytorch": return DataLoader(ds, shuffle=shuffle) else:
+    sampler = DistributedSampler(ds, ...)``: the innermost ``if`` around the loader
+    builds a DistributedSampler in its other arm, so this arm is the single-process
+    mode (a98 bert_seq2seq_DDP). Another sampler there (a balanced one) says nothing."""
+    child = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        if isinstance(ancestor, cst.If) and child is not ancestor.test:
+            other = ancestor.orelse if child is ancestor.body else ancestor.body
+            return other is not None and any(any(a is other for a in index.ancestors(call.node))
+                                             for call in index.calls_to(names.DISTRIBUTED_SAMPLER))
+        child = ancestor
+    return False
 
 
 def _loader_calls(index: SemanticIndex) -> list[CallSite]:

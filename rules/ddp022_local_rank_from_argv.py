@@ -452,8 +452,10 @@ def _mentions_local_rank(index: SemanticIndex, expr: cst.CSTNode, attributes: se
     while stack:
         node = stack.pop()
         if isinstance(node, cst.Attribute) and node.attr.value.lower() in attributes \
-                and not (isinstance(node.value, cst.Name) and node.value.value in index.imports):
-            return True  # (``idr_torch.local_rank``: an imported module's value, not the flag; a104 kiwano)
+                and not (isinstance(node.value, cst.Name) and "." not in index.imports.get(node.value.value, ".")):
+            # (``import idr_torch`` ... ``idr_torch.local_rank``: a module's value, not the flag, a104
+            # kiwano; ``from option import opt`` is the parsed options themselves)
+            return True
         if isinstance(node, (cst.Name, cst.Attribute)) and depth < 2:
             # a name or attribute copied from the flag: ``args.gpu = args.local_rank``
             values = index.reaching_values(node) or []

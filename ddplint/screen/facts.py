@@ -102,7 +102,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "101"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "102"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -2195,7 +2195,7 @@ class _Extractor:
                 found |= self.value_tags(value, depth + 1)
             return found
         if isinstance(expr, ast.Attribute) and expr.attr == "local_rank" \
-                and not (isinstance(expr.value, ast.Name) and expr.value.id in self.facts.imports):
+                and not (isinstance(expr.value, ast.Name) and "." not in self.facts.imports.get(expr.value.id, ".")):
             return {LOCAL_RANK_ATTRIBUTE}
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) \
                 and self.handed[-1].get(expr.value.id):
@@ -2967,9 +2967,10 @@ def _reads_local_rank_attr(expr: ast.AST, assigned: dict, imported: dict) -> boo
     or a parameter (a name the function never binds) called so, which its callers fill
     (``spmd_main(args.local_world_size, args.local_rank)``): a parsed flag; a variable
     the function binds from something else (``local_rank = dist.get_rank()``) is not,
-    nor is an imported module's value (``idr_torch.local_rank``, a104 kiwano)."""
+    nor is an imported module's value (``import idr_torch``; ``idr_torch.local_rank``, a104
+    kiwano; ``from option import opt`` imports the options themselves)."""
     return any((type(node) is ast.Attribute and node.attr == "local_rank"
-                and not (type(node.value) is ast.Name and node.value.id in imported))
+                and not (type(node.value) is ast.Name and "." not in imported.get(node.value.id, ".")))
                or (type(node) is ast.Constant and node.value == "local_rank")
                or (type(node) is ast.Name and node.id == "local_rank" and "local_rank" not in assigned)
                for node in _walk(expr))
