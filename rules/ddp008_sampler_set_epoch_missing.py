@@ -13,10 +13,12 @@ Also flagged: `DistributedSampler(ds, shuffle=shuffle)` in a builder whose
 callers all pass `shuffle=True`, or leave out a parameter whose default is
 `True` (`def mk_loaders(ds, bs, shuffle=True)` called as `mk_loaders(ds, 32)`).
 
-Not flagged: `shuffle=False` (or a value ddplint cannot read; a flag set to `True`
+Not flagged: a sampler built inside the epoch loop with a seed that reads the loop
+variable (`DistributedSampler(ds, seed=seed + epoch)`: a new order every epoch);
+`shuffle=False` (or a value ddplint cannot read; a flag set to `True`
 only under the opposite test of the arm that builds the sampler counts as `False`); single-pass scripts without an epoch loop;
-validation/test samplers (named so, or sampling a dataset named so:
-`DistributedSampler(valdataset)`); a helper that calls `set_epoch`; an epoch loop that hands its
+validation/test samplers (named so, sampling a dataset named so:
+`DistributedSampler(valdataset)`, or built in a function named so: `def validation_dataloader(...)`); a helper that calls `set_epoch`; an epoch loop that hands its
 epoch to a training function imported from a package the project does not ship
 (`train_one_epoch(model, data, epoch)` from open_clip's `training.train`: it may call
 `set_epoch` on the data, and its body is not visible). The module need not
@@ -75,6 +77,18 @@ class SamplerSetEpochMissing(Rule):
     uses_project = True
 
     valid = [
+        # A validation loader builder's sampler (a57 mipt-distributed-learning).
+        Valid(IMPORTS + "class Data:\n    def validation_dataloader(self, batch_size, distributed_mode=False):\n"
+                        "        sampler = DistributedSampler(self) if distributed_mode else None\n"
+                        "        return DataLoader(self, batch_size=batch_size, sampler=sampler)\n"
+                        "def fit(data, model, epochs):\n    for epoch in range(epochs):\n"
+                        "        evaluate(model, data.validation_dataloader(32, True))\n"),
+        # Rebuilt every epoch with a seed that reads the epoch (a95 mattersim).
+        Valid(IMPORTS + "def fit(parts, model, epochs, seed):\n    for epoch in range(epochs):\n"
+                        "        for idx, part in enumerate(parts):\n"
+                        "            sampler = DistributedSampler(part, seed=seed + idx * 131 + epoch)\n"
+                        "            for batch in DataLoader(part, batch_size=32, sampler=sampler):\n"
+                        "                step(model, batch)\n"),
         # The epoch and the data go to a training function of a package the repository does not
         # ship (open_clip's train_one_epoch calls set_epoch on what it is given): not visible here.
         Valid(IMPORTS + "from training.train import train_one_epoch\n"
@@ -155,6 +169,11 @@ class SamplerSetEpochMissing(Rule):
                         "        self.loader = DataLoader(ds, sampler=self.sampler)\n"),
     ]
     invalid = [
+        # Rebuilt every epoch with the same seed: the same order every epoch.
+        Invalid(IMPORTS + "def fit(part, model, epochs, seed):\n    for epoch in range(epochs):\n"
+                          "        sampler = DistributedSampler(part, seed=seed)\n"
+                          "        for batch in DataLoader(part, batch_size=32, sampler=sampler):\n"
+                          "            step(model, batch)\n", line=6, column=19),
         # ... but a function of that package that only reports the epoch trains nothing.
         Invalid(IMPORTS + "from reporting import report\n"
                           "def main(ds, model, epochs):\n    sampler = DistributedSampler(ds)\n"
@@ -302,7 +321,7 @@ class SamplerSetEpochMissing(Rule):
             if shuffle is not None and literal_bool(shuffle.value) is not True \
                     and not _true_when_training(index, shuffle.value):
                 continue  # shuffle=False, or a value we cannot read
-            if site.has_star_kwargs or _is_eval_sampler(index, site):
+            if site.has_star_kwargs or _is_eval_sampler(index, site) or _reseeded_every_epoch(index, site):
                 continue
             if (own or mine.calls_set_epoch) and not _others_only(index, site, own):
                 continue  # set_epoch is called here, maybe on this sampler
@@ -314,6 +333,18 @@ class SamplerSetEpochMissing(Rule):
 # Libraries whose functions are known not to call set_epoch on what they are given.
 _KNOWN_LIBRARIES = ("torch", "numpy", "math", "logging", "os", "time", "json", "wandb", "tqdm", "builtins")
 _TRAINING_WORDS = ("train", "epoch", "fit")
+
+
+def _reseeded_every_epoch(index: SemanticIndex, site: CallSite) -> bool:
+    """``DistributedSampler(data, seed=base + idx * 131 + epoch)`` built inside the epoch
+    loop: its seed reads a loop variable, so the order changes every epoch without
+    ``set_epoch`` (a95 mattersim). A sampler rebuilt with the default seed is not."""
+    seed = site.argument("seed")
+    if seed is None:
+        return False
+    read = flow.names_in(seed.value)
+    return any(isinstance(loop, cst.For) and read & flow.names_in(loop.target)
+               for loop in flow.enclosing_loops(index, site.node))
 
 
 def _epoch_handed_to_unseen_trainer(index: SemanticIndex) -> bool:
@@ -413,17 +444,22 @@ def _true_when_training(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
 
 def _is_eval_sampler(index: SemanticIndex, site: CallSite) -> bool:
     """Validation/test samplers: their order does not matter. Named so (``val_sampler =``),
-    or sampling a dataset named so (``sampler_vl = DistributedSampler(valdataset)``)."""
+    sampling a dataset named so (``sampler_vl = DistributedSampler(valdataset)``), or built
+    in a function named so (``def validation_dataloader(...)``)."""
     dataset = site.argument("dataset")
     if dataset is not None and _names_evaluation(index.module.code_for_node(dataset.value)):
         return True
     for ancestor in index.ancestors(site.node):
         if isinstance(ancestor, (cst.Assign, cst.AnnAssign)):
             targets = ancestor.targets if isinstance(ancestor, cst.Assign) else [ancestor]
-            return _names_evaluation(" ".join(index.module.code_for_node(t.target) for t in targets))
+            if _names_evaluation(" ".join(index.module.code_for_node(t.target) for t in targets)):
+                return True
+            break
         if isinstance(ancestor, cst.BaseStatement):
             break
-    return False
+    # ... or built by a loader builder named so (``def validation_dataloader(self, ...)``, a57 mipt)
+    function = flow.enclosing_function(index, site.node)
+    return function is not None and _names_evaluation(function.name.value)
 
 
 def _names_evaluation(text: str) -> bool:

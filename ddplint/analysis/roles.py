@@ -1146,16 +1146,23 @@ def run_by_single_process_scripts_only(index: SemanticIndex, node: cst.CSTNode) 
     if function is None:
         return False
     project = project_of(index)
-    return _single_process_calls(project, project.function_key(index.path, function_key(index, function)), set(), 0)
+    return _single_process_calls(project, project.function_key(index.path, function_key(index, function)), {}, 0)
 
 
-def _single_process_calls(project, key, seen: set, depth: int) -> bool:
+def _single_process_calls(project, key, seen: dict, depth: int) -> bool:
     calls = project.callers.get(key)
     if not calls and depth > 0:
         return True  # a function of a script outside the DDP context that nothing calls (a110 RocWeather)
-    if not calls or depth > 3 or key in seen:
+    if key in seen:
+        return seen[key]  # (two calls from one caller ask about it twice; a cycle does not decide)
+    if not calls or depth > 3:
         return False
-    seen.add(key)
+    seen[key] = True
+    seen[key] = _callers_single_process(project, key, calls, seen, depth)
+    return seen[key]
+
+
+def _callers_single_process(project, key, calls, seen: dict, depth: int) -> bool:
     for caller_path, call in calls:
         if call.single_process and caller_path != key[0]:
             continue  # ``if args.local_rank == -1: loader = get_dataloader(...)`` in another module
@@ -1173,13 +1180,13 @@ def _single_process_calls(project, key, seen: set, depth: int) -> bool:
 
 
 def _drives_distributed_code(project, path: str) -> bool:
-    """Does module ``path`` import torch.distributed (RULES.md's DDP context,
-    which the project's facts leave to calls), or call a project function that
+    """Does module ``path`` import torch.distributed and use it (RULES.md's DDP context,
+    which the project's facts leave to calls; an import nothing reads runs no worker,
+    a55 PyTorch-DDP-demo's single-process ``main.py``), or call a project function that
     initialises the process group (``setup_launch(cfg)`` of a utils module)?
     An entry script that does runs as a worker."""
     module = project.modules.get(path)
-    return module is None or any(target == "torch.distributed" or target.startswith("torch.distributed.")
-                                 for target in module.imports.values()) or project.starts_process_group(path)
+    return module is None or module.uses_torch_distributed or project.starts_process_group(path)
 
 
 def spawned_through_a_parameter(index: SemanticIndex, function: cst.FunctionDef) -> bool:

@@ -102,7 +102,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "102"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "103"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -317,6 +317,8 @@ class ModuleFacts:
     local_rank_attr_as_device: bool = False
     adds_local_rank_flag: bool = False  # argparse ``add_argument("--local_rank")``
     uses_sharding_framework: bool = False  # accelerate / Lightning shard loaders themselves
+    # imports torch.distributed and reads a name of that import (an unused import runs no worker)
+    uses_torch_distributed: bool = False
     moves_to_cuda: bool = False  # puts data on a GPU: .cuda(), "cuda"/"cuda:N"/"nccl", set_device, device_ids=
     wrapped_globals: dict[str, str] = field(default_factory=dict)  # module-level name -> "ddp"/"fsdp"
     # "Cls" -> {"model": "ddp"} for ``self.model = DDP(...)`` in the class's methods
@@ -491,15 +493,18 @@ def summarize(source: str, path: str, screen: bool = True) -> Optional[ModuleFac
         facts.class_values = _class_values(facts, subtrees)
     if any(marker in source for marker in _STRIP_MARKERS):
         facts.prefix_strips = prefix_strips(tree, facts, subtrees)
-    facts.uses_sharding_framework = _uses_sharding_framework(facts, subtrees)
+    facts.uses_sharding_framework = _reads_an_import(
+        facts, subtrees, lambda target: target.lstrip(".").split(".")[0] in SHARDING_FRAMEWORKS)
+    facts.uses_torch_distributed = _reads_an_import(
+        facts, subtrees, lambda target: target == "torch.distributed" or target.startswith("torch.distributed."))
     return compact(facts)
 
 
-def _uses_sharding_framework(facts: ModuleFacts, subtrees: Subtrees) -> bool:
-    """accelerate / Lightning / ... imported and a name of that import read (an unused
-    ``from accelerate import Accelerator`` shards nothing; ``values.uses_imported_module``)."""
-    bound = {local.split(".")[0] for local, target in facts.imports.items()
-             if target.lstrip(".").split(".")[0] in SHARDING_FRAMEWORKS}
+def _reads_an_import(facts: ModuleFacts, subtrees: Subtrees, wanted) -> bool:
+    """A module whose import target ``wanted`` accepts is imported and a name of that import
+    read (an unused ``from accelerate import Accelerator`` shards nothing, an unused ``import
+    torch.distributed as dist`` starts no worker; ``values.uses_imported_module``)."""
+    bound = {local.split(".")[0] for local, target in facts.imports.items() if wanted(target)}
     return bool(bound) and any(type(node) is ast.Name and node.id in bound and type(node.ctx) is ast.Load
                                for node in subtrees.order)
 
