@@ -86,18 +86,8 @@ DIST = "import torch\nimport torch.distributed as dist\n"
 SINGLE_GPU_VISIBLE = re.compile(r"^\s*\d+\s*$")
 DEVICE_KEYWORDS = ("device", "map_location", "output_device")
 
-
-class HardcodedDevice(Rule):
-    code, name, severity = "DDP007", "hardcoded-device", "warning"
-    message = "hard-coded device index: every rank lands on the same GPU; derive it from LOCAL_RANK"
-    # (the reports name the device: "every rank puts its tensors on cuda:0")
-    triggers = ("cuda", "CUDA_VISIBLE_DEVICES", "device", ".to(")
-    needs_ddp_context = True
-
-    valid = [
-        # A helper's device that only the single-process arm takes (pytorch-template's
-        # _prepare_device; a109 MVSFormer).
-        Valid("""\
+# pytorch-template's ``_prepare_device``: the device it returns goes where the callers put it.
+PREPARED_DEVICE = """\
 import torch
 import torch.distributed as dist
 
@@ -116,7 +106,25 @@ class BaseTrainer:
         device = torch.device("cuda:0" if n_gpu_use > 0 else "cpu")
         list_ids = list(range(n_gpu_use))
         return device, list_ids
-"""),
+"""
+PREPARED_DEVICE_TAKEN = PREPARED_DEVICE.replace("""        if not ddp:
+            self.model = model.to(self.device)
+        else:
+            self.model = model
+""", "        self.model = model.to(self.device)\n")
+
+
+class HardcodedDevice(Rule):
+    code, name, severity = "DDP007", "hardcoded-device", "warning"
+    message = "hard-coded device index: every rank lands on the same GPU; derive it from LOCAL_RANK"
+    # (the reports name the device: "every rank puts its tensors on cuda:0")
+    triggers = ("cuda", "CUDA_VISIBLE_DEVICES", "device", ".to(")
+    needs_ddp_context = True
+
+    valid = [
+        # A helper's device that only the single-process arm takes (pytorch-template's
+        # _prepare_device; a109 MVSFormer).
+        Valid(PREPARED_DEVICE),
         # compared with, not used: which process sits on GPU 0 (a process-index test)
         Valid(DIST + "dist.init_process_group('nccl')\nclass Trainer:\n    def __init__(self, gpu):\n"
                      "        self.device = gpu\n        torch.cuda.set_device(gpu)\n"
@@ -275,23 +283,7 @@ class Engine:
     ]
     invalid = [
         # ... taken by every rank.
-        Invalid("""\
-import torch
-import torch.distributed as dist
-
-
-class BaseTrainer:
-    def __init__(self, model, config, rank=0, ddp=False):
-        self.device, device_ids = self._prepare_device(config["n_gpu"])
-        self.model = model.to(self.device)
-
-    def _prepare_device(self, n_gpu_use):
-        n_gpu = torch.cuda.device_count()
-        n_gpu_use = min(n_gpu_use, n_gpu)
-        device = torch.device("cuda:0" if n_gpu_use > 0 else "cpu")
-        list_ids = list(range(n_gpu_use))
-        return device, list_ids
-""", line=13, column=31),
+        Invalid(PREPARED_DEVICE_TAKEN, line=13, column=31),
         # An argparse default every rank keeps and puts its model on (a62 unlearn_multimodal).
         Invalid("import argparse\nimport torch\nimport torch.distributed as dist\n"
                 "from torch.nn.parallel import DistributedDataParallel as DDP\n"

@@ -74,6 +74,13 @@ _STREAMING = re.compile(r"streaming\s*=\s*True|to_iterable_dataset\(")
 _DATA_KEYWORDS = ("data", "dataset", "datalist", "data_list")
 _SHARDED_BY_HAND = re.compile(r"rank|world_size|num_replicas|shard|split_by_node|num_shards", re.IGNORECASE)
 
+# A loader builder whose ``shuffle`` comes from its callers (a105 rDL-SIM).
+LOADER_BUILDER = """\
+def get_loader(mode, root, batch_size, shuffle=False, num_workers=0):
+    dataset = Microscopy(mode, root)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers)
+
+"""
 
 class MissingDistributedSampler(Rule):
     code, name, severity = "DDP009", "missing-distributed-sampler", "warning"
@@ -195,13 +202,8 @@ def setup_loader(dataset, batch_size):
     while True:
         yield from loader
 """),
-        # ... and one that no call asks to shuffle.
-        Valid(IMPORTS + """\
-def get_loader(mode, root, batch_size, shuffle=False, num_workers=0):
-    dataset = Microscopy(mode, root)
-    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers)
-
-
+        # A loader builder that no call asks to shuffle.
+        Valid(IMPORTS + LOADER_BUILDER + """
 def main(args):
     dist.init_process_group("nccl")
     loader = get_loader("val", args.root, args.batch_size, False, 4)
@@ -363,12 +365,7 @@ class Runner:
                 self.step(batch)
 """, line=6, column=27),
         # A builder whose shuffle parameter a training call fills with True (a105 rDL-SIM, a104 mattersim).
-        Invalid(IMPORTS + """\
-def get_loader(mode, root, batch_size, shuffle=False, num_workers=0):
-    dataset = Microscopy(mode, root)
-    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers)
-
-
+        Invalid(IMPORTS + LOADER_BUILDER + """
 def main(args):
     dist.init_process_group("nccl")
     train_loader = get_loader("train", args.root, args.batch_size, True, 4)

@@ -194,21 +194,7 @@ class Project:
         found = self._definition(path, callee, imports)
         if found is None or found[1] not in self.modules[found[0]].classes:
             return False
-        return self._derives_without_init(found, word)
-
-    def _derives_without_init(self, owner: tuple[str, str], word: str, depth: int = 0) -> bool:
-        path, cls = owner
-        module = self.modules[path]
-        if f"{cls}.__init__" in module.functions:
-            return False
-        for base in module.classes.get(cls, ()):
-            if base.rsplit(".", 1)[-1] == word:
-                return True
-            parent = self._definition(path, base) if depth < 4 else None
-            if parent is not None and parent[1] in self.modules[parent[0]].classes \
-                    and self._derives_without_init(parent, word, depth + 1):
-                return True
-        return False
+        return self._derives_from(found, word, keeping_init=True)
 
     def builds_rank_sharded(self, path: str, callee: str, imports: Optional[dict[str, str]]) -> bool:
         """Does ``callee`` (as written in module ``path``) name a project class that
@@ -230,14 +216,19 @@ class Project:
         return bool(owners) and all(owner is not None and owner[1] in self.modules[owner[0]].rank_sharding_classes
                                     for owner in owners)
 
-    def _derives_from(self, owner: tuple[str, str], word: str, depth: int = 0) -> bool:
+    def _derives_from(self, owner: tuple[str, str], word: str, depth: int = 0, keeping_init: bool = False) -> bool:
+        """Does a base of class ``owner``, followed through the project, name ``word``? With
+        ``keeping_init``: a base whose last name is ``word``, and no class on the way defines
+        ``__init__``."""
         path, cls = owner
+        if keeping_init and f"{cls}.__init__" in self.modules[path].functions:
+            return False
         for base in self.modules[path].classes.get(cls, ()):
-            if word in base:
+            if (base.rsplit(".", 1)[-1] == word) if keeping_init else (word in base):
                 return True
             parent = self._definition(path, base) if depth < 4 else None
             if parent is not None and parent[1] in self.modules[parent[0]].classes \
-                    and self._derives_from(parent, word, depth + 1):
+                    and self._derives_from(parent, word, depth + 1, keeping_init):
                 return True
         return False
 
