@@ -77,7 +77,8 @@ class SamplerSetEpochMissing(Rule):
     uses_project = True
 
     valid = [
-        # A validation loader builder's sampler (a57 mipt-distributed-learning).
+        # A validation loader builder's sampler (a57 mipt-distributed-learning); a train_sampler
+        # built beside it in a builder named for evaluation is flagged (see invalid).
         Valid(IMPORTS + "class Data:\n    def validation_dataloader(self, batch_size, distributed_mode=False):\n"
                         "        sampler = DistributedSampler(self) if distributed_mode else None\n"
                         "        return DataLoader(self, batch_size=batch_size, sampler=sampler)\n"
@@ -169,6 +170,14 @@ class SamplerSetEpochMissing(Rule):
                         "        self.loader = DataLoader(ds, sampler=self.sampler)\n"),
     ]
     invalid = [
+        # A train sampler in a builder whose name says eval (a61 CLD-SGM's get_loaders_eval).
+        Invalid(IMPORTS + "def get_loaders_eval(train_data, valid_data, distributed):\n"
+                          "    train_sampler = DistributedSampler(train_data) if distributed else None\n"
+                          "    valid_sampler = DistributedSampler(valid_data) if distributed else None\n"
+                          "    return DataLoader(train_data, sampler=train_sampler), DataLoader(valid_data, sampler=valid_sampler)\n"
+                          "def fit(model, epochs, data):\n    train_queue, valid_queue = get_loaders_eval(data, data, True)\n"
+                          "    for epoch in range(epochs):\n        for batch in train_queue:\n            step(model, batch)\n",
+                line=5, column=21),
         # Rebuilt every epoch with the same seed: the same order every epoch.
         Invalid(IMPORTS + "def fit(part, model, epochs, seed):\n    for epoch in range(epochs):\n"
                           "        sampler = DistributedSampler(part, seed=seed)\n"
@@ -449,17 +458,20 @@ def _is_eval_sampler(index: SemanticIndex, site: CallSite) -> bool:
     dataset = site.argument("dataset")
     if dataset is not None and _names_evaluation(index.module.code_for_node(dataset.value)):
         return True
+    target = ""
     for ancestor in index.ancestors(site.node):
         if isinstance(ancestor, (cst.Assign, cst.AnnAssign)):
             targets = ancestor.targets if isinstance(ancestor, cst.Assign) else [ancestor]
-            if _names_evaluation(" ".join(index.module.code_for_node(t.target) for t in targets)):
+            target = " ".join(index.module.code_for_node(t.target) for t in targets)
+            if _names_evaluation(target):
                 return True
             break
         if isinstance(ancestor, cst.BaseStatement):
             break
-    # ... or built by a loader builder named so (``def validation_dataloader(self, ...)``, a57 mipt)
+    # ... or built by a loader builder named so (``def validation_dataloader(self, ...)``, a57 mipt),
+    # unless its name says training (``train_sampler`` in ``get_loaders_eval(...)``, a61 CLD-SGM)
     function = flow.enclosing_function(index, site.node)
-    return function is not None and _names_evaluation(function.name.value)
+    return function is not None and "train" not in target.lower() and _names_evaluation(function.name.value)
 
 
 def _names_evaluation(text: str) -> bool:
