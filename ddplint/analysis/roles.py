@@ -1152,7 +1152,10 @@ def run_by_single_process_scripts_only(index: SemanticIndex, node: cst.CSTNode) 
 def _single_process_calls(project, key, seen: dict, depth: int) -> bool:
     calls = project.callers.get(key)
     if not calls and depth > 0:
-        return True  # a function of a script outside the DDP context that nothing calls (a110 RocWeather)
+        # a function that nothing calls, of a script outside the DDP context that no module imports
+        # (a110 RocWeather's evaluation script); a library module's may be called from anywhere (a
+        # dataset class built through a registry, a101 HeltonPretrain)
+        return not project.reached_by(key[0])
     if key in seen:
         return seen[key]  # (two calls from one caller ask about it twice; a cycle does not decide)
     if not calls or depth > 3:
