@@ -24,7 +24,9 @@ def seen(ctx: ProbeContext, with_sampler: bool) -> list[int]:
     if with_sampler:
         loader = DataLoader(data, batch_size=16, sampler=DistributedSampler(data, shuffle=True, seed=0))
     else:
-        loader = DataLoader(data, batch_size=16, shuffle=True)  # noqa: DDP009 (the line under test)
+        # the line under test (DDP009 reads this arm as the single-process mode: its sibling
+        # builds the DistributedSampler)
+        loader = DataLoader(data, batch_size=16, shuffle=True)
     return [int(i) for b in loader for i in b]
 
 
