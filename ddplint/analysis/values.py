@@ -221,9 +221,6 @@ def _project_returned_rank(index: SemanticIndex, call: cst.Call, item: str) -> f
     return frozenset({GLOBAL if tag == GLOBAL_RANK else LOCAL if tag == LOCAL_RANK else UNKNOWN})
 
 
-_NODE_WORDS = names.NODE_WORDS
-
-
 def _counts_nodes(expr: cst.BaseExpression, index: Optional[SemanticIndex] = None) -> bool:
     """``args.node_rank * ngpus_per_node`` (one operand of a product names the
     node); also ``args.rank * ngpus_per_node`` (PyTorch's ImageNet example: the
@@ -234,7 +231,7 @@ def _counts_nodes(expr: cst.BaseExpression, index: Optional[SemanticIndex] = Non
         return False
     sides = (expr.left, expr.right)
     lasts = [(dotted_name(side) or "").split(".")[-1] for side in sides]
-    if any(last.lower() in _NODE_WORDS for last in lasts):
+    if any(last.lower() in names.NODE_WORDS for last in lasts):
         return True
     return index is not None and any(
         names.RANK_NAME.match(lasts[i]) and _gpus_per_node(index, sides[1 - i]) for i in (0, 1))
@@ -344,10 +341,10 @@ def _inherited_attribute_sources(index: SemanticIndex, expr: cst.BaseExpression,
     from ddplint.screen.facts import GLOBAL_RANK, LOCAL_RANK
 
     head, _, attribute = name.partition(".")
-    owner = index.enclosing(expr, cst.ClassDef) if head == "self" and "." not in attribute else None
-    if owner is None:
-        function = index.enclosing_scope(expr)
-        owner = index.enclosing(function, cst.ClassDef) if head == "self" and function is not None else None
+    if head != "self" or "." in attribute:
+        return None
+    function = index.enclosing_scope(expr)  # (``enclosing`` stops at the method: look from the method out)
+    owner = index.enclosing(function, cst.ClassDef) if function is not None else None
     if owner is None:
         return None
     project = project_of(index)
