@@ -336,22 +336,26 @@ def _inherited_attribute_sources(index: SemanticIndex, expr: cst.BaseExpression,
     """``self.rank`` in a method of ``Trainer(BaseTrainer)`` when only the base class
     (another module) stores it, ``self.rank = rank`` in its ``__init__``: the rank the
     callers of that constructor pass (through ``super().__init__(rank=rank)``; a109
-    MVSFormer). None when this module binds nothing of the kind."""
+    MVSFormer). Also ``self.args.local_rank`` when the class (or a base) stored
+    ``self.args = args`` in ``__init__``: what the constructor's callers' objects carry
+    in ``local_rank`` (a111 DUSTGaussian). None when this module binds nothing of the kind."""
     from ddplint.analysis.models import project_of
     from ddplint.screen.facts import GLOBAL_RANK, LOCAL_RANK
 
     head, _, attribute = name.partition(".")
-    if head != "self" or "." in attribute:
+    attribute, _, carried = attribute.partition(".")
+    if head != "self" or "." in carried:
         return None
     function = index.enclosing_scope(expr)  # (``enclosing`` stops at the method: look from the method out)
     owner = index.enclosing(function, cst.ClassDef) if function is not None else None
     if owner is None:
         return None
     project = project_of(index)
-    stored = project.inherited_init_param(index.path, owner.name.value, attribute)
+    stored = project.inherited_init_param(index.path, owner.name.value, attribute, itself=bool(carried))
     if stored is None:
         return None
-    tags = project.param_values(stored[0][0], stored[0][1], stored[1])
+    param = f"{stored[1]}.{carried}" if carried else stored[1]
+    tags = project.param_values(stored[0][0], stored[0][1], param)
     if not tags:
         return frozenset({UNKNOWN})
     return frozenset(GLOBAL if tag == GLOBAL_RANK else LOCAL if tag == LOCAL_RANK else UNKNOWN for tag in tags)
@@ -409,6 +413,9 @@ def global_rank_origin(index: SemanticIndex, expr: cst.BaseExpression, depth: in
     if not reaching and "." in name and GLOBAL in (_parameter_attribute_sources(index, expr, name) or ()):
         head = next(b for b in index.reaching(name.split(".")[0], expr) if b.kind == "param")
         return _passed_by(index, head)
+    if not reaching and name.startswith("self.") and GLOBAL in (_inherited_attribute_sources(index, expr, name) or ()):
+        owner = index.enclosing(index.enclosing_scope(expr), cst.ClassDef)
+        return f"passed to {owner.name.value}() by its callers" if owner is not None else "passed by the callers"
     for binding in reaching:
         if binding.kind in ("assign", "annassign") and binding.value is not None:
             found = global_rank_origin(index, binding.value, depth + 1)

@@ -102,7 +102,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "103"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "104"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -2084,6 +2084,10 @@ class _Extractor:
         for slot, arg in arguments:
             if not isinstance(arg, ast.Name) or arg.id in ("self", "cls"):
                 continue
+            if self.handed[-1].get(arg.id):
+                # ``init_distributed_mode(args); train(args)``: any attribute ``train`` reads
+                # may be one the earlier callees set (the join names it: Project._slot_tag)
+                slots[f"{slot}.*"] = f"{SET_BY_CALLEE_PREFIX}*:" + "|".join(self.handed[-1][arg.id])
             prefix = arg.id + "."
             attributes = {name[len(prefix):] for scope in self.assigned for name in scope
                           if name.startswith(prefix) and "." not in name[len(prefix):]}
@@ -2094,6 +2098,8 @@ class _Extractor:
                     # (``args.rank = rank`` of ``def main(rank, args)`` that mp.spawn runs: the
                     # join follows the parameter to the spawn index)
                     slots[f"{slot}.{attribute}"] = tag
+                else:  # rebound here: not what the caller's own parameter carried (Project._slot_tag)
+                    slots[f"{slot}.{attribute}"] = UNKNOWN
 
     def wrapped_attribute(self, expr: ast.AST) -> str:
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
@@ -2199,12 +2205,15 @@ class _Extractor:
             for value in values:
                 found |= self.value_tags(value, depth + 1)
             return found
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) \
+                and self.handed[-1].get(expr.value.id):
+            # Before the attribute's name: ``init_distributed_mode(args)`` may have set
+            # ``args.local_rank = int(os.environ["RANK"])`` (a111 DUSTGaussian); the join
+            # falls back to the parsed flag when no callee sets it.
+            return {f"{SET_BY_CALLEE_PREFIX}{expr.attr}:" + "|".join(self.handed[-1][expr.value.id])}
         if isinstance(expr, ast.Attribute) and expr.attr == "local_rank" \
                 and not (isinstance(expr.value, ast.Name) and "." not in self.facts.imports.get(expr.value.id, ".")):
             return {LOCAL_RANK_ATTRIBUTE}
-        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) \
-                and self.handed[-1].get(expr.value.id):
-            return {f"{SET_BY_CALLEE_PREFIX}{expr.attr}:" + "|".join(self.handed[-1][expr.value.id])}
         if isinstance(expr, ast.Name) and self.function is not None and expr.id in self.function.params:
             return {PARAM_PREFIX + expr.id}
         return {""}

@@ -23,6 +23,7 @@ from ddplint.screen.facts import (ARGV_LOCAL_RANK, DDP_MODEL, FACTORY_CALL, FLAG
 
 # ---------------------------------------------------------------------- the join
 FunctionKey = tuple[str, str]  # (module path, function name)
+_SET_LOCAL_RANK = f"{SET_BY_CALLEE_PREFIX}local_rank:"  # ``args.local_rank`` after ``setup(args)``
 
 
 class Project:
@@ -394,7 +395,8 @@ class Project:
     def _takes_arguments(self, key: FunctionKey, call: CallFact) -> bool:
         function = self.function(key)
         params = _argument_params(function, call)
-        return all(int(slot) < len(params) if slot.isdigit() else slot in function.params for slot in call.args)
+        return all(int(slot) < len(params) if slot.isdigit() else slot.split(".")[0] in function.params
+                   or slot.split(".")[0].isdigit() for slot in call.args)
 
     def function(self, key: FunctionKey) -> Optional[FunctionFacts]:
         module = self.modules.get(key[0])
@@ -566,15 +568,18 @@ class Project:
             kept.add(tag[len(PARAM_PREFIX):])
         return frozenset(call.needs_flags) | kept if kept else None
 
-    def inherited_init_param(self, path: str, cls: str, attribute: str,
-                             depth: int = 0) -> Optional[tuple[FunctionKey, str]]:
+    def inherited_init_param(self, path: str, cls: str, attribute: str, depth: int = 0,
+                             itself: bool = False) -> Optional[tuple[FunctionKey, str]]:
         """(the base's ``__init__``, its parameter) that ``self.<attribute>`` of class
         ``cls`` (module ``path``) was stored from in a project base class (``self.rank =
-        rank`` in ``BaseTrainer.__init__``), the nearest base first; None when none
-        stores it so."""
+        rank`` in ``BaseTrainer.__init__``), the nearest base first; with ``itself``
+        the class's own ``__init__`` first; None when none stores it so."""
         module = self.modules.get(path)
         if module is None or depth > 4:
             return None
+        stored = module.attribute_params.get(cls, {}).get(attribute) if itself else None
+        if stored is not None and stored[0] == "__init__":
+            return (path, f"{cls}.__init__"), stored[1]
         for base in module.classes.get(cls, ()):
             found = self._definition(path, base)
             if found is None or found[1] not in self.modules[found[0]].classes:
@@ -582,7 +587,7 @@ class Project:
             stored = self.modules[found[0]].attribute_params.get(found[1], {}).get(attribute)
             if stored is not None and stored[0] == "__init__":
                 return (found[0], f"{found[1]}.__init__"), stored[1]
-            deeper = self.inherited_init_param(found[0], found[1], attribute, depth + 1)
+            deeper = self.inherited_init_param(found[0], found[1], attribute, depth + 1, itself)
             if deeper is not None:
                 return deeper
         return None
@@ -755,21 +760,26 @@ class Project:
         tags: set[str] = set()
         feeding: list[tuple[FunctionKey, str]] = []
         for caller_path, call in calls:
-            tag = self._slot_tag(key, call, param)
+            tag = self._slot_tag(key, call, param, caller_path)
             if tag.startswith(PARAM_PREFIX) and call.caller:
                 feeding.append(((caller_path, call.caller), tag[len(PARAM_PREFIX):]))
             elif tag.startswith(RETURN_PREFIX):
                 tags.add(self.returned_tag(caller_path, tag) or UNKNOWN)
             elif tag.startswith(SET_BY_CALLEE_PREFIX):
-                tags.add(self._set_by_callee_tag(caller_path, tag) or UNKNOWN)
+                tags.add(self._set_by_callee_tag(caller_path, tag) or (
+                    self._local_rank_attribute_tag(caller_path) if tag.startswith(_SET_LOCAL_RANK) else UNKNOWN))
             elif tag.startswith(SELF_ATTRIBUTE_PREFIX):
                 tags.add(UNKNOWN)
-            elif tag == LOCAL_RANK_ATTRIBUTE:  # ``args.local_rank``: parsed from argv?
-                tags.add(ARGV_LOCAL_RANK if self.in_scope(caller_path, lambda m: m.adds_local_rank_flag)
-                         else UNKNOWN)
+            elif tag == LOCAL_RANK_ATTRIBUTE:
+                tags.add(self._local_rank_attribute_tag(caller_path))
             else:
                 tags.add(tag or UNKNOWN)
         return tags, feeding
+
+    def _local_rank_attribute_tag(self, path: str) -> str:
+        """``args.local_rank`` that no callee set: the ``--local_rank`` flag the launcher
+        passes when the project parses one, else unknown."""
+        return ARGV_LOCAL_RANK if self.in_scope(path, lambda m: m.adds_local_rank_flag) else UNKNOWN
 
     def _set_by_callee_tag(self, path: str, tag: str) -> str:
         """The rank a "set:ATTR:CALLEE@SLOT|..." tag names: what a project function the
@@ -790,7 +800,7 @@ class Project:
                     return found
         return ""
 
-    def _slot_tag(self, key: FunctionKey, call: CallFact, param: str) -> str:
+    def _slot_tag(self, key: FunctionKey, call: CallFact, param: str, caller_path: str = "") -> str:
         """The tag ``call`` passes for ``param`` ("" when it passes something
         untagged or nothing). ``param`` may name an attribute of a parameter
         ("config.rank"): what the argument object carries there at the call."""
@@ -802,7 +812,18 @@ class Project:
             params = _argument_params(function, call) if function is not None else ()
             if base not in params:
                 return ""
-            return call.args.get(f"{params.index(base)}.{attribute}", "")
+            slot = str(params.index(base))
+            carried = call.args.get(f"{slot}.{attribute}")
+            if carried is None and "." not in attribute and f"{slot}.*" in call.args:
+                # set by a project function the object was handed to before this call
+                carried = self._set_by_callee_tag(caller_path, call.args[f"{slot}.*"].replace(":*:", f":{attribute}:", 1))
+            if not carried and "." not in attribute and call.args.get(slot, "").startswith(PARAM_PREFIX):
+                # ``Model(args)`` inside ``train(args)``: what ``train``'s callers' objects carry
+                # (a111 DUSTGaussian's ``args.local_rank`` read in a constructor)
+                carried = f"{call.args[slot]}.{attribute}"
+            if not carried and attribute == "local_rank" and f"{slot}.*" in call.args:
+                carried = LOCAL_RANK_ATTRIBUTE
+            return carried or ""
         params = _argument_params(function, call) if function is not None else ()
         if function is not None and param in function.true_defaults and _a_real_call(call) \
                 and not self.fills(key, param, call.positional, call.keywords, call.instance):
