@@ -363,6 +363,10 @@ def _crude_bracket_depth(source: str) -> int:
 def parse_module(source: str) -> tuple[Optional["cst.Module"], Optional[Diagnostic]]:
     import libcst as cst
 
+    from ddplint import libcst_compat
+
+    libcst_compat.apply()  # valid Python that libcst's own checks reject
+
     if "\0" in source:  # Python refuses NUL bytes anywhere; say where the first one is
         before = source[:source.index("\0")]
         line = before.count("\n") + 1

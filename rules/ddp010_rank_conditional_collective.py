@@ -127,6 +127,37 @@ class RankConditionalCollective(Rule):
     valid = [
         # The class all-reduces only ``if self.distributed:``, stored from a constructor
         # parameter that defaults to False and that rank 0's call leaves out (HydraGNN's datasets).
+        # The summary forward runs in the constructor before the same constructor wraps the
+        # model (``self.g = DDP(self.g)`` comes later): rank 0 runs the plain model alone
+        # (a114 StyleGAN2_Pytorch).
+        Valid("""\
+import torch
+import torch.nn as nn
+import torch.distributed as dist
+
+
+def print_summary(module, inputs):
+    return module(*inputs)
+
+
+class Trainer:
+    def __init__(self, local_rank):
+        self.local_rank = local_rank
+        self.g = nn.Linear(2, 2).cuda()
+        if self.local_rank == 0:
+            print_summary(self.g, [torch.zeros(1, 2)])
+        self.g = nn.parallel.DistributedDataParallel(self.g, device_ids=[local_rank])
+
+    def train(self):
+        for step in range(10):
+            self.g(torch.zeros(1, 2)).sum().backward()
+
+
+def main():
+    dist.init_process_group("nccl")
+    Trainer(dist.get_rank() % torch.cuda.device_count()).train()
+    dist.destroy_process_group()
+"""),
         Valid("""\
 import torch
 import torch.distributed as dist
@@ -450,6 +481,31 @@ def train(model, loader, rank, world_size):
         if rank == world_size - 1:
             logger.log_step(step, loss.item(), reduce=True)
 """, line=22, column=13),
+        # The constructor wraps first, then rank 0 alone runs the summary forward on the DDP model.
+        Invalid("""\
+import torch
+import torch.nn as nn
+import torch.distributed as dist
+
+
+def print_summary(module, inputs):
+    return module(*inputs)
+
+
+class Trainer:
+    def __init__(self, local_rank):
+        self.local_rank = local_rank
+        self.g = nn.Linear(2, 2).cuda()
+        self.g = nn.parallel.DistributedDataParallel(self.g, device_ids=[local_rank])
+        if self.local_rank == 0:
+            print_summary(self.g, [torch.zeros(1, 2)])
+
+
+def main():
+    dist.init_process_group("nccl")
+    Trainer(dist.get_rank() % torch.cuda.device_count())
+    dist.destroy_process_group()
+""", line=16, column=13),
         # "Not launched by torchrun, or rank 0": in a distributed run, rank 0 only (PersonReID).
         Invalid(DDP_IMPORT + """\
 import os

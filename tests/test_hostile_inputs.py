@@ -47,6 +47,15 @@ def test_byte_order_mark_does_not_shift_columns(tmp_path):
     assert first_line(result).startswith("bom.py:7:18: DDP007")
 
 
+def test_valid_python_that_libcst_validation_rejects_is_still_linted(tmp_path):
+    # ``(a if b else c)for x`` (no space before ``for``) is valid Python; libcst <= 1.9's
+    # validation rejected it and the whole file was a DDP000 (a114 StyleGAN2_Pytorch).
+    write(tmp_path / "train.py", BAD_SCRIPT + "images = [(x.float() if x.ndim == 4 else x)for x in [model]]\n")
+    result = lint(tmp_path, "--select", "ALL", "train.py")
+    assert "DDP000" not in result.stdout
+    assert "train.py:7:18: DDP007" in result.stdout
+
+
 @pytest.mark.parametrize("newline", ["\r\n", "\r"], ids=["CRLF", "CR"])
 def test_crlf_and_cr_line_endings_keep_lines_and_columns(tmp_path, newline):
     (tmp_path / "ends.py").write_bytes(BAD_SCRIPT.replace("\n", newline).encode())

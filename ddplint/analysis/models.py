@@ -335,6 +335,24 @@ def _flag_facts(test, holds: bool, into: dict[str, bool]) -> None:
             into.setdefault(name, holds)
 
 
+def _used_before_its_constructor_wraps_it(index, expr, name: str) -> bool:
+    """``self.g`` used in ``__init__`` before the same constructor's ``self.g =
+    DDP(self.g)``: the instance is still being built and the class's wrap comes later,
+    so the reaching bindings alone say what it holds (a summary forward before the
+    wrap; a114 StyleGAN2), not the class-wide "this attribute is wrapped"."""
+    import libcst as cst
+
+    from ddplint.analysis.flow import precedes
+    from ddplint.analysis.values import _is_wrap_call
+
+    scope = index.enclosing_scope(expr)
+    if not isinstance(scope, cst.FunctionDef) or scope.name.value != "__init__":
+        return False
+    return any(b.kind == "assign" and isinstance(b.value, cst.Call) and index.enclosing_scope(b.node) is scope
+               and precedes(index, expr, b.node) and _is_wrap_call(index, b.value, (names.DDP, names.FSDP))
+               for b in index.visible_bindings(name, expr) or ())
+
+
 def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
     """"ddp"/"fsdp" when ``expr`` holds a model wrapped elsewhere in the
     project: returned by a project function (``model, opt =
@@ -357,7 +375,7 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
     parts = name.split(".")
     if len(parts) == 2 and parts[0] == "self":
         owner = _self_class(index, expr)
-        if owner:
+        if owner and not _used_before_its_constructor_wraps_it(index, expr, name):
             kind = project.attribute_wrapped(index.path, owner, parts[1])
             if kind:
                 return kind

@@ -355,7 +355,13 @@ class SemanticIndex:
         found = list(self.bindings.get((id(self.module), name), ()))
         head = name.split(".")[0]
         if found and head in ("self", "cls"):
-            return self._same_class_family(found, at)
+            found = self._same_class_family(found, at)
+            use_scope = self.enclosing_scope(at)
+            if isinstance(use_scope, cst.FunctionDef) and use_scope.name.value == "__init__":
+                # The constructor runs once, first: its later ``self.g = DDP(self.g)`` cannot
+                # reach an earlier use (a summary forward before the wrap; a114 StyleGAN2).
+                found = [b for b in found if not self._rebound_later(b, at, use_scope)]
+            return found
         if not found:
             return found
         use_scope = self.enclosing_scope(at)
