@@ -125,6 +125,13 @@ class HardcodedDevice(Rule):
         # A helper's device that only the single-process arm takes (pytorch-template's
         # _prepare_device; a109 MVSFormer).
         Valid(PREPARED_DEVICE),
+        # ``local_rank >= 0`` against the -1 of a run no launcher started: its else is the
+        # single-process run, where cuda:0 is the only GPU in use (a111 compositional_SLMs).
+        Valid(DIST + "import os\ndef main():\n"
+                     "    local_rank = int(os.environ['LOCAL_RANK']) if 'LOCAL_RANK' in os.environ else -1\n"
+                     "    if local_rank >= 0:\n        torch.cuda.set_device(local_rank)\n"
+                     "        dist.init_process_group('nccl')\n        device = torch.device('cuda')\n"
+                     "    else:\n        device = torch.device('cuda:0')\n    return build().to(device)\n"),
         # compared with, not used: which process sits on GPU 0 (a process-index test)
         Valid(DIST + "dist.init_process_group('nccl')\nclass Trainer:\n    def __init__(self, gpu):\n"
                      "        self.device = gpu\n        torch.cuda.set_device(gpu)\n"
@@ -284,6 +291,12 @@ class Engine:
     invalid = [
         # ... taken by every rank.
         Invalid(PREPARED_DEVICE_TAKEN, line=13, column=31),
+        # Not ``local_rank >= 0``'s single-process else: ``rank > 0`` picks the non-zero ranks of the run: workers.
+        Invalid(DIST + "import os\ndef main():\n"
+                       "    rank = int(os.environ['RANK'])\n    dist.init_process_group('nccl')\n"
+                       "    if rank > 0:\n        device = torch.device('cuda:0')\n"
+                       "    else:\n        device = torch.device('cuda')\n    return build().to(device)\n",
+                line=8, column=31),
         # An argparse default every rank keeps and puts its model on (a62 unlearn_multimodal).
         Invalid("import argparse\nimport torch\nimport torch.distributed as dist\n"
                 "from torch.nn.parallel import DistributedDataParallel as DDP\n"

@@ -131,6 +131,22 @@ class RankDivergentSkipBeforeBackward(Rule):
     needs_ddp_context = True
 
     valid = [
+        # Resuming: skip the steps done before, counted from tqdm's ``trange`` epoch counter and
+        # the step index: the same on every rank (a111 compositional_SLMs).
+        Valid(DIST + """\
+from tqdm import trange, tqdm
+from torch.nn.parallel import DistributedDataParallel as DDP
+def train(net, loader, opt, epochs, max_recover_step=-1):
+    model = DDP(net.cuda())
+    for epoch in trange(0, int(epochs), desc="Epoch"):
+        for step, batch in enumerate(tqdm(loader)):
+            curr_step = step + epoch * len(loader)
+            if curr_step <= max_recover_step:
+                continue
+            loss = model(batch).mean()
+            loss.backward()
+            opt.step()
+"""),
         # The try holds the backward itself: the all-reduce may be what failed, on every rank.
         Valid(DIST + """\
 from torch.nn.parallel import DistributedDataParallel as DDP

@@ -1703,8 +1703,8 @@ def loop_counter_names(index: SemanticIndex, loop: Loop) -> set[str]:
                     and isinstance(element.value, cst.Tuple) and element.value.elements:
                 counters |= names_in(element.value.elements[0].value)
         return counters
-    if callee == "range" or _calls_range(iterable) or (isinstance(iterable, cst.Call)
-                                                       and _wraps_range_name(index, iterable)):
+    if _counts(callee) or _calls_range(iterable) or (isinstance(iterable, cst.Call)
+                                                     and _wraps_range_name(index, iterable)):
         # also ``tqdm(range(n))``, ``log_every(range(n))``, ``pbar = range(n); pbar = tqdm(pbar)``
         return names_in(loop.target)
     # ``enumerate(loader)``, also wrapped: ``tqdm(enumerate(loader))``
@@ -1739,14 +1739,21 @@ def _wraps_range_name(index: SemanticIndex, call: cst.Call) -> bool:
         return False
     inner = call.args[0].value
     values = [v for v in (index.reaching_values(inner) or []) if v is not call]
-    return bool(values) and all(isinstance(v, cst.Call) and dotted_name(v.func) == "range" for v in values)
+    return bool(values) and all(isinstance(v, cst.Call) and _counts(dotted_name(v.func)) for v in values)
+
+
+def _counts(callee: Optional[str]) -> bool:
+    """``range(n)``, or tqdm's ``trange(n)`` (``tqdm(range(n))``; a111 compositional_SLMs'
+    ``train_iterator = trange(0, int(epochs))``)."""
+    return callee is not None and (callee == "range" or callee.split(".")[-1] == "trange")
 
 
 def _calls_range(expr: cst.BaseExpression) -> bool:
     stack: list[cst.CSTNode] = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "range":
+        if isinstance(node, cst.Call) and isinstance(node.func, (cst.Name, cst.Attribute)) \
+                and _counts(dotted_name(node.func)):
             return True
         stack.extend(node.children)
     return False

@@ -392,7 +392,11 @@ def _comparison_polarity(test: cst.Comparison) -> Optional[bool]:
         return mode if operator is cst.Equal else not mode
     value = _signed_int(right)
     if last in _RANK_WORDS and value == -1:
-        return {cst.Equal: False, cst.NotEqual: True}.get(operator)
+        return {cst.Equal: False, cst.NotEqual: True, cst.GreaterThan: True, cst.LessThanEqual: False}.get(operator)
+    if last in _RANK_WORDS and value == 0 and operator in (cst.GreaterThanEqual, cst.LessThan):
+        # ``local_rank >= 0`` with the -1 of a run no launcher started (a111 compositional_SLMs);
+        # ``rank > 0`` is not this: it selects the non-zero ranks
+        return operator is cst.GreaterThanEqual
     if last.replace("_", "") in _WORLD_WORDS and value is not None:
         if (operator, value) in ((cst.GreaterThan, 1), (cst.GreaterThanEqual, 2), (cst.NotEqual, 1)):
             return True
