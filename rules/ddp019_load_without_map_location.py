@@ -262,6 +262,27 @@ num_example = len(train_features)
                      "def worker(gpu, args):\n    torch.cuda.set_device(gpu)\n"
                      "def main(args):\n    mp.spawn(worker, nprocs=args.gpus, args=(args,))\n    evaluate(args)\n"
                      "if __name__ == '__main__':\n    main(check(parse()))\n"),
+        # ``args.gpu is None`` never holds in this worker: every call passes the spawn index or
+        # the launcher's local rank (a61 moco-1's main_lincls_dist_launch.py).
+        Valid(DIST + """\
+import os
+import torch.multiprocessing as mp
+def main_worker(gpu, args):
+    args.gpu = gpu
+    dist.init_process_group("nccl", rank=args.rank)
+    torch.cuda.set_device(args.gpu)
+    model = Net().cuda(args.gpu)
+    if args.gpu is None:
+        checkpoint = torch.load(args.resume)
+    else:
+        checkpoint = torch.load(args.resume, map_location=lambda storage, loc: storage)
+    model.load_state_dict(checkpoint["state_dict"])
+def main(args):
+    if args.multiprocessing_distributed:
+        mp.spawn(main_worker, nprocs=torch.cuda.device_count(), args=(args,))
+    else:
+        main_worker(int(os.environ["LOCAL_RANK"]), args)
+"""),
         # the single-process branch of a script
         Valid(DIST + "model.cuda()\nif not args.distributed:\n    ckpt = torch.load(args.ckpt)\n"),
         # in-memory buffers: this process's own round trip, or bytes a remote service serialised
@@ -400,20 +421,22 @@ for epc in range(lastepc, epochs):
                        "    blob = torch.load(os.path.join(folder, 'lr.pt'), map_location='cpu')\n"
                        "    self.lr_scheduler.load_state_dict(blob['lr_state'])\n"),
         # The unmapped arm of ``if gpu is None`` runs on a per-rank GPU too when another path
-        # (a cluster launch) sets the device from another value.
+        # (a cluster launch, which passes no spawn index) sets the device from another value.
         Invalid(DIST + "import torch.multiprocessing as mp\ndef worker(gpu, cfg):\n    cfg.gpu = gpu\n    if cfg.on_cluster:\n"
                        "        cfg.dev_slot = cfg.rank % torch.cuda.device_count()\n        torch.cuda.set_device(cfg.dev_slot)\n"
                        "    elif cfg.gpu is not None:\n        torch.cuda.set_device(cfg.gpu)\n    if cfg.gpu is None:\n"
                        "        snap = torch.load(cfg.resume)\n    else:\n"
                        "        snap = torch.load(cfg.resume, map_location=f'cuda:{cfg.gpu}')\n"
-                       "    net.load_state_dict(snap['net'])\nmp.spawn(worker, nprocs=4, args=(cfg,))\n",
+                       "    net.load_state_dict(snap['net'])\nif cfg.on_cluster:\n    worker(None, cfg)\n"
+                       "else:\n    mp.spawn(worker, nprocs=4, args=(cfg,))\n",
                 line=12, column=16,
                 fixed=DIST + "import torch.multiprocessing as mp\ndef worker(gpu, cfg):\n    cfg.gpu = gpu\n    if cfg.on_cluster:\n"
                        "        cfg.dev_slot = cfg.rank % torch.cuda.device_count()\n        torch.cuda.set_device(cfg.dev_slot)\n"
                        "    elif cfg.gpu is not None:\n        torch.cuda.set_device(cfg.gpu)\n    if cfg.gpu is None:\n"
                        "        snap = torch.load(cfg.resume, map_location='cpu')\n    else:\n"
                        "        snap = torch.load(cfg.resume, map_location=f'cuda:{cfg.gpu}')\n"
-                       "    net.load_state_dict(snap['net'])\nmp.spawn(worker, nprocs=4, args=(cfg,))\n"),
+                       "    net.load_state_dict(snap['net'])\nif cfg.on_cluster:\n    worker(None, cfg)\n"
+                       "else:\n    mp.spawn(worker, nprocs=4, args=(cfg,))\n"),
         # The module's policy keeps the gathered state on the GPU: the files hold CUDA tensors.
         Invalid(OFFLOAD_POLICY.format(offload=False), line=20, column=27,
                 fixed=OFFLOAD_POLICY.format(offload=False).replace("torch.load(path)",

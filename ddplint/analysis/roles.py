@@ -282,12 +282,27 @@ def flag_polarity(index: SemanticIndex, test: cst.BaseExpression) -> Optional[bo
             inner = flag_polarity(index, test.left)
             negated = (target.comparator.value == "False") != isinstance(target.operator, (cst.IsNot, cst.NotEqual))
             return None if inner is None else (not inner if negated else inner)
+        if isinstance(target.operator, (cst.Is, cst.IsNot)) and isinstance(target.comparator, cst.Name) \
+                and target.comparator.value == "None" and _always_a_rank(index, test.left):
+            # ``if args.gpu is None:`` in a worker whose ``args.gpu = gpu`` every caller fills with
+            # the spawn index or the local rank: that arm never runs there (a61 moco-1)
+            return isinstance(target.operator, cst.IsNot)
         if isinstance(target.operator, (cst.In, cst.NotIn)) and literal_str(test.left) in _LAUNCHER_VARIABLES \
                 and dotted_name(target.comparator) in ("os.environ", "environ"):
             # ``"RANK" in os.environ``: started by a launcher (torchrun) as one of several processes
             return isinstance(target.operator, cst.In)
         return _comparison_polarity(test)
     return None
+
+
+def _always_a_rank(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
+    """Does every binding that reaches ``expr`` hold a rank or device index (never None)?"""
+    from ddplint.analysis.values import GLOBAL, LOCAL, rank_sources
+
+    if dotted_name(expr) is None:
+        return False
+    sources = rank_sources(index, expr)
+    return bool(sources) and sources <= {GLOBAL, LOCAL}
 
 
 # Variables a distributed launcher (torchrun, torch.distributed.launch) sets for each process.
