@@ -58,7 +58,7 @@ import libcst as cst
 from ddplint import names
 from ddplint.analysis.values import literal_bool
 from ddplint.analysis.flow import calls_in_function as flow_calls, grad_mode, helper_functions
-from ddplint.analysis.models import project_of, wrapped_root
+from ddplint.analysis.models import project_of, returned_wrap, wrapped_root
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
 
@@ -351,7 +351,7 @@ class Forecaster:
         return True if sketch.may_call(names.DDP) else ("receives_ddp",)  # or a function given DDP models
 
     def check(self, index: SemanticIndex) -> Iterator[Report]:
-        if not index.calls_to(names.DDP) and not _receives_ddp_models(index):
+        if not index.calls_to(names.DDP) and not _receives_ddp_models(index) and not _binds_returned_ddp_models(index):
             return
         for site in index.method_calls("requires_grad_", "to", *_CASTS):
             if site.receiver is not None and _is_modification(index, site) and \
@@ -592,6 +592,13 @@ def _parameter_freezes(index: SemanticIndex, function: cst.FunctionDef) -> list[
                 found.append((head, flag.value))
     index.cache[key] = found
     return found
+
+
+def _binds_returned_ddp_models(index: SemanticIndex) -> bool:
+    """Does this module bind a DDP model a project function returns (``self.netG =
+    self.set_device(networks.define_G(opt))`` with the wrap inside ``define_G``; a114 IDM)?"""
+    return any(b.kind == "assign" and isinstance(b.value, cst.Call) and returned_wrap(index, b.value) == "ddp"
+               for bindings in index.bindings.values() for b in bindings)
 
 
 def _receives_ddp_models(index: SemanticIndex) -> bool:

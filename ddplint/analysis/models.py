@@ -393,16 +393,7 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
         if isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) and value is not expr and not position:
             kind = "" if unwrapped_in_other_arm(index, binding) else wrapped_out_of_calls(index, value, depth + 1)
         elif isinstance(value, cst.Call):
-            callee = project_callee(index, value)
-            facts = project.callee_facts(index.path, callee) if callee else None
-            kind = facts.returns_wrapped.get(position, "") if facts is not None else ""
-            if not kind and facts is not None and facts.returns_through.get(position):
-                # ``tokenizer, model = get_model(...)`` where get_model returns set_model()'s FSDP model
-                kind = project.returned_tag(index.path, f"{RETURN_PREFIX}{callee}:{position}")
-            if not kind and not position:
-                kind = _returned_here(index, value, depth)
-            if kind and call_made_single_process(index, value):
-                kind = ""  # ``cfg.num_gpus = 1`` just before: the builder leaves the model plain
+            kind = _returned_by_call(index, value, position, depth)
         else:
             kind = ""
         if kind:
@@ -411,6 +402,58 @@ def wrapped_out_of_calls(index, expr, depth: int = 0) -> str:
         return wrapped_by_keyword(index, expr, parts[1])
     return ""
 
+
+
+def returned_wrap(index, call) -> str:
+    """"ddp"/"fsdp" when the project function ``call`` runs returns a wrapped model."""
+    return _returned_by_call(index, call, "", 0)
+
+
+def _returned_by_call(index, call, position: str, depth: int) -> str:
+    """"ddp"/"fsdp" when the project function ``call`` runs returns a wrapped model
+    (at ``position`` of the tuple it returns, "" for the whole value)."""
+    from ddplint.analysis.roles import call_made_single_process
+    from ddplint.screen.facts import RETURN_PREFIX
+
+    project = project_of(index)
+    callee = project_callee(index, call)
+    facts = project.callee_facts(index.path, callee) if callee else None
+    kind = facts.returns_wrapped.get(position, "") if facts is not None else ""
+    if not kind and facts is not None and facts.returns_through.get(position):
+        # ``tokenizer, model = get_model(...)`` where get_model returns set_model()'s FSDP model
+        kind = project.returned_tag(index.path, f"{RETURN_PREFIX}{callee}:{position}")
+    if not kind and not position:
+        kind = _returned_here(index, call, depth)
+    if not kind and not position and facts is not None and facts.returns_params and depth <= 3:
+        kind = _passed_through(index, call, facts, depth)
+    if kind and call_made_single_process(index, call):
+        kind = ""  # ``cfg.num_gpus = 1`` just before: the builder leaves the model plain
+    return kind
+
+
+def _passed_through(index, call, facts, depth: int) -> str:
+    """``self.netG = self.set_device(networks.define_G(opt))`` where ``set_device(self,
+    x)`` (a base class's, another module) returns ``x`` moved: what the argument holds
+    (a114 IDM)."""
+    import libcst as cst
+
+    params = list(facts.params)
+    if isinstance(call.func, cst.Attribute) and params[:1] in (["self"], ["cls"]):
+        params = params[1:]
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    for param in facts.returns_params:
+        arg = next((a for a in call.args if a.keyword is not None and a.keyword.value == param), None)
+        if arg is None and param in params and params.index(param) < len(positional):
+            arg = positional[params.index(param)]
+        if arg is None:
+            continue
+        if isinstance(arg.value, cst.Call):
+            kind = _returned_by_call(index, arg.value, "", depth + 1)
+        else:
+            kind = wrapped_out_of_calls(index, arg.value, depth + 1)
+        if kind:
+            return kind
+    return ""
 
 
 def _returned_here(index, call, depth: int) -> str:
@@ -535,7 +578,11 @@ def _unwrapped_on_the_way(index, expr) -> bool:
 
     if not isinstance(expr, cst.Name):
         return False
-    for binding in index.reaching(expr.value, expr):
+    reaching = index.reaching(expr.value, expr)
+    # ``network = self.netG`` then ``if isinstance(self.netG, DDP): network = network.module``:
+    # the test may name what the alias was copied from (a114 IDM)
+    subjects = {expr.value} | {dotted_name(b.value) for b in reaching if b.kind == "assign" and _plain_alias(b.value)}
+    for binding in reaching:
         value = binding.value
         if binding.kind != "assign" or not isinstance(value, cst.Attribute) or value.attr.value != "module" \
                 or dotted_name(value.value) != expr.value:
@@ -543,13 +590,21 @@ def _unwrapped_on_the_way(index, expr) -> bool:
         branch = index.enclosing(binding.node, cst.If)
         if branch is None or not any(a is branch.body for a in index.ancestors(binding.node)):
             continue
-        if _isinstance_facts(index, branch.test, expr.value, False):
+        if any(subject and _isinstance_facts(index, branch.test, subject, False) for subject in subjects):
             return True
         from ddplint.analysis.roles import flag_polarity
 
         if flag_polarity(index, branch.test) is True:
             return True  # ``if args.distributed: model = model.module``: wrapped only in that run
     return False
+
+
+def _plain_alias(value) -> bool:
+    """``self.netG`` / ``net`` (not ``net.module``): a copy of another name."""
+    import libcst as cst
+
+    return isinstance(value, cst.Name) or (isinstance(value, cst.Attribute) and value.attr.value != "module"
+                                           and isinstance(value.value, (cst.Name, cst.Attribute)))
 
 
 def not_instance_of(index, expr) -> frozenset:
@@ -723,6 +778,9 @@ def wrapped_root(index, expr, at_order: int, wrappers: tuple[str, ...] = (names.
                     # bindings, judged here too), not every binding of the attribute (a100 dllib)
                 if is_ddp_model(index, value, at_order, wrappers):
                     return prefix
+                if isinstance(value, cst.Call) and size > 1 \
+                        and {"ddp": names.DDP, "fsdp": names.FSDP}.get(returned_wrap(index, value)) in wrappers:
+                    return prefix  # ``self.netG = self.set_device(define_G(opt))``, the wrap in define_G
                 # An alias of a wrapped model or of its inner model
                 # (``inner = ddp.module``, ``net = self.net``).
                 if isinstance(value, (cst.Name, cst.Attribute)) and value is not expr and _depth < 4 \
