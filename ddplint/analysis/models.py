@@ -977,6 +977,11 @@ _RANK_SOURCE_OF_TAG = {GLOBAL_RANK: "global", LOCAL_RANK: "local", ARGV_LOCAL_RA
                        SPAWN_INDEX: "local", LITERAL: "literal"}
 
 
+def rank_source_of_tag(tag: str) -> str:
+    """The rank source (``values.rank_sources``' words) a facts tag names."""
+    return _RANK_SOURCE_OF_TAG.get(tag, "unknown")
+
+
 def parameter_rank_sources(index, binding, attribute: str = "") -> frozenset[str]:
     """The rank sources (see ``values.rank_sources``) that the project's call
     sites pass for a parameter (or for ``attribute`` of it): a global rank passed
@@ -986,7 +991,7 @@ def parameter_rank_sources(index, binding, attribute: str = "") -> frozenset[str
     tags = parameter_values(index, binding, attribute)
     if not tags:
         return frozenset({"unknown"})
-    return frozenset(_RANK_SOURCE_OF_TAG.get(tag, "unknown") for tag in tags)
+    return frozenset(rank_source_of_tag(tag) for tag in tags)
 
 
 def guard_encloses_wrap(index, guard, node, wrappers: tuple[str, ...] = (names.DDP, names.FSDP)) -> bool:

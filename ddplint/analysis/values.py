@@ -210,15 +210,14 @@ def _project_returned_rank(index: SemanticIndex, call: cst.Call, item: str) -> f
     module of the project: the rank its returns hand back at ``item``
     (FunctionFacts.returns_ranks); UNKNOWN when it is no project function or
     the returns do not agree."""
-    from ddplint.analysis.models import project_of
-    from ddplint.screen.facts import GLOBAL_RANK, LOCAL_RANK
+    from ddplint.analysis.models import project_of, rank_source_of_tag
 
     callee = dotted_name(call.func)
     if callee is None:
         return frozenset({UNKNOWN})
     function = project_of(index).callee_facts(index.path, callee, index.imports)
     tag = function.returns_ranks.get(item) if function is not None else None
-    return frozenset({GLOBAL if tag == GLOBAL_RANK else LOCAL if tag == LOCAL_RANK else UNKNOWN})
+    return frozenset({rank_source_of_tag(tag) if tag is not None else UNKNOWN})
 
 
 def _counts_nodes(expr: cst.BaseExpression, index: Optional[SemanticIndex] = None) -> bool:
@@ -283,8 +282,7 @@ def _attribute_set_by_callee(index: SemanticIndex, expr: cst.BaseExpression,
     in that attribute (FunctionFacts.sets_param_ranks); None when none sets it.
     (A helper of this module binds ``args.rank`` here: index.reaching finds it.)"""
     from ddplint.analysis.flow import precedes
-    from ddplint.analysis.models import project_of
-    from ddplint.screen.facts import GLOBAL_RANK, LOCAL_RANK
+    from ddplint.analysis.models import project_of, rank_source_of_tag
 
     head, _, attribute = name.partition(".")
     if "." in attribute or head in ("self", "cls"):
@@ -309,7 +307,7 @@ def _attribute_set_by_callee(index: SemanticIndex, expr: cst.BaseExpression,
         for param in handed:
             tag = function.sets_param_ranks.get(f"{param}.{attribute}")
             if tag is not None:
-                found.add(GLOBAL if tag == GLOBAL_RANK else LOCAL if tag == LOCAL_RANK else UNKNOWN)
+                found.add(rank_source_of_tag(tag))
     return frozenset(found) if found else None
 
 
@@ -339,8 +337,7 @@ def _inherited_attribute_sources(index: SemanticIndex, expr: cst.BaseExpression,
     MVSFormer). Also ``self.args.local_rank`` when the class (or a base) stored
     ``self.args = args`` in ``__init__``: what the constructor's callers' objects carry
     in ``local_rank`` (a111 DUSTGaussian). None when this module binds nothing of the kind."""
-    from ddplint.analysis.models import project_of
-    from ddplint.screen.facts import GLOBAL_RANK, LOCAL_RANK
+    from ddplint.analysis.models import project_of, rank_source_of_tag
 
     head, _, attribute = name.partition(".")
     attribute, _, carried = attribute.partition(".")
@@ -358,7 +355,7 @@ def _inherited_attribute_sources(index: SemanticIndex, expr: cst.BaseExpression,
     tags = project.param_values(stored[0][0], stored[0][1], param)
     if not tags:
         return frozenset({UNKNOWN})
-    return frozenset(GLOBAL if tag == GLOBAL_RANK else LOCAL if tag == LOCAL_RANK else UNKNOWN for tag in tags)
+    return frozenset(rank_source_of_tag(tag) for tag in tags)
 
 
 def _parameter_attribute_sources(index: SemanticIndex, expr: cst.BaseExpression,
