@@ -9,9 +9,10 @@ it = iter(loader)`). A `set_epoch` method that hands the epoch to an inner sampl
 is a relay, not a call. A one-file project is complete; independent scripts of one
 folder (an examples repository) never satisfy each other.
 
-Also flagged: `DistributedSampler(ds, shuffle=shuffle)` in a builder whose
-callers all pass `shuffle=True`, or leave out a parameter whose default is
-`True` (`def mk_loaders(ds, bs, shuffle=True)` called as `mk_loaders(ds, 32)`).
+Also flagged: `DistributedSampler(ds, shuffle=shuffle)` in a builder that a
+call fills with `shuffle=True` (the training loader's call; the others may pass a
+config value or `False`), or whose parameter defaults to `True` and is left out
+(`def mk_loaders(ds, bs, shuffle=True)` called as `mk_loaders(ds, 32)`).
 
 Not flagged: a sampler built inside the epoch loop with a seed that reads the loop
 variable (`DistributedSampler(ds, seed=seed + epoch)`: a new order every epoch);
@@ -59,7 +60,7 @@ import libcst as cst
 from ddplint import names
 from ddplint.analysis import flow
 from ddplint.analysis.values import literal_bool
-from ddplint.analysis.models import parameter_values, project_of
+from ddplint.analysis.models import function_key, parameter_values, project_of
 from ddplint.screen.facts import TRUE, ModuleFacts, summarize
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
@@ -170,6 +171,11 @@ class SamplerSetEpochMissing(Rule):
                         "        self.loader = DataLoader(ds, sampler=self.sampler)\n"),
     ]
     invalid = [
+        # The training call passes True, another one a config value (none False): the training
+        # loader's sampler is never re-seeded (a102 COIGAN's data_sampler).
+        Invalid(IMPORTS + "def make_sampler(ds, shuffle):\n    return DistributedSampler(ds, shuffle=shuffle)\n"
+                          "train_s = make_sampler(ds, shuffle=True)\nother_s = make_sampler(extra, shuffle=cfg.shuffle)\n"
+                          "for epoch in range(3):\n    train(train_s)\n", line=5, column=12),
         # A train sampler in a builder whose name says eval (a61 CLD-SGM's get_loaders_eval).
         Invalid(IMPORTS + "def get_loaders_eval(train_data, valid_data, distributed):\n"
                           "    train_sampler = DistributedSampler(train_data) if distributed else None\n"
@@ -435,7 +441,7 @@ def _names(expr: cst.BaseExpression) -> list[cst.Name]:
 
 def _true_when_training(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
     """``shuffle=(mode == "train")``, ``shuffle=is_train``: shuffles the training
-    data; a name set to ``False`` on the test path and ``True`` on the others; or a parameter that every known call of the sampler's builder fills
+    data; a name set to ``False`` on the test path and ``True`` on the others; or a parameter that a known call of the sampler's builder fills
     with ``True`` (``data_sampler(ds, shuffle=True)``)."""
     if literal_bool(expr) is None and "train" in index.module.code_for_node(expr).lower():
         return True
@@ -447,8 +453,18 @@ def _true_when_training(index: SemanticIndex, expr: cst.BaseExpression) -> bool:
     values = [b.value for b in bindings] if all(b.value is not None and b.kind != "param" for b in bindings) else []
     if values and all(literal_bool(v) is not None for v in values) and any(literal_bool(v) for v in values):
         return True  # ``shuffle_flag = False`` for the test split, ``= True`` otherwise
-    return bool(bindings) and all(b.kind == "param" and parameter_values(index, b) == frozenset({TRUE})
-                                  for b in bindings)
+    # Some call passes ``True`` (``data_sampler(ds, shuffle=True, ...)`` for the training set) and
+    # none ``False``: the others pass a config value (a102 COIGAN). (A call with ``False`` marks a
+    # builder shared by the training and the evaluation loaders: silent, as when unknown.)
+    return bool(bindings) and all(b.kind == "param" and TRUE in (parameter_values(index, b) or ())
+                                  and not _switched_off_by_a_call(index, b) for b in bindings)
+
+
+def _switched_off_by_a_call(index: SemanticIndex, binding) -> bool:
+    function = binding.scope
+    if not isinstance(function, cst.FunctionDef):
+        return False
+    return project_of(index).some_call_switches_off(index.path, function_key(index, function), binding.name)
 
 
 def _is_eval_sampler(index: SemanticIndex, site: CallSite) -> bool:

@@ -725,6 +725,18 @@ class Project:
                 return False
         return True
 
+    def some_call_switches_off(self, path: str, function: str, param: str) -> bool:
+        """Does a known call of ``function`` (module ``path``) pass ``False`` or ``None``
+        for ``param`` (``make_sampler(val, shuffle=False)``)?"""
+        key = self.function_key(path, function)
+        function_facts = self.function(key)
+        if function_facts is None:
+            return False
+        for _, call in self.callers.get(key) or ():
+            if any(self._param_for_slot(key, call, slot) == param for slot in call.false_slots):
+                return True
+        return False
+
     def _solve_param_values(self, start: tuple[FunctionKey, str]) -> None:
         """Collect the parameters whose values flow into ``start`` (through
         "param:NAME" arguments), then grow their tag sets to a fixpoint (calls
