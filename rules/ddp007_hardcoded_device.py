@@ -50,7 +50,7 @@ returns (`return device, ids`) that its callers bind only for single-process arm
 ddp: model.to(self.device)`, pytorch-template's `_prepare_device`); code that is
 not a DDP worker: launcher-parent code before or after `mp.spawn` (also in
 functions only the launcher calls, such as a test pass after the join), the single-process
-branch of a script (`if args.local_rank == -1:`, the `else` of
+branch of a script (`if args.local_rank == -1:`, the `else` of `if local_rank >= 0:`, the `else` of
 `if args.distributed:` or of `if world_size > 1:`, whatever the world-size
 spelling: `worldsize`, `nprocs`, `num_processes`, ...), and the methods of a
 class whose `__init__` builds a trainer of the module with its single-process

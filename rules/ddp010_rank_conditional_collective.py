@@ -53,7 +53,8 @@ under a flag (`if reduce:`, `x if reduce else y`, or `if self.dist:` with `self.
 stored from a constructor parameter) called with that flag `False`/`None` or leaving out
 a parameter that defaults to it (`log_step(..., reduce=False)`, `Dataset(cfg)`); a helper
 that unwraps the model it is given (`if is_distributed: model = model.module`) before
-its forward.
+its forward; a forward in a constructor before the same constructor wraps the model
+(`print_summary(self.g, ...)` under `if rank == 0:`, then `self.g = DDP(self.g)`).
 
 ## Why is this bad?
 Every rank must enter a collective for it to complete. When only rank 0 calls

@@ -17,8 +17,10 @@ also in another module), the attributes of objects passed in (`CFG.rank =
 int(os.environ["RANK"]); train(CFG)` then `device_ids=[config.rank]` inside
 `train(config)`), the attributes a setup helper of the project writes into an object
 handed to it (`dist_setup_launch(args)` doing `args.rank = int(os.environ["RANK"])`,
-then `device_ids=[args.rank]`, also from another module) and the tuples a setup
-helper returns (`rank, world = setup_ddp()`).
+then `device_ids=[args.rank]`, also from another module; the helper's value outranks the
+attribute's name: `args.local_rank = int(os.environ["RANK"])` is the global rank, and so is
+`args.local_rank` read in `Model(args)` or through `self.args` of a class that stores it)
+and the tuples a setup helper returns (`rank, world = setup_ddp()`).
 
 ## Why is this bad?
 The global rank counts processes across all nodes; the device index counts GPUs

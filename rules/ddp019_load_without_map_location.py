@@ -26,7 +26,8 @@ them into a model that is already on its GPU) now start on the CPU.
 Not flagged: a `map_location` (or `**kwargs` that may carry one); code that
 is not a DDP worker (launcher-parent code before or after `mp.spawn`, also in
 functions only the launcher calls, functions of an entry script that nothing names, the single-process
-branch of a script, the self-test block of an imported module, single-process or
+branch of a script, an arm that never runs in the worker (`if args.gpu is None:` where
+every call fills `args.gpu` with the spawn index or the local rank), the self-test block of an imported module, single-process or
 CPU-only test functions: in unit tests the role is decided per test function);
 loads that run on rank 0 only (`if rank == 0:`, the `else` of a truthy `if rank:`, or in a function every caller
 runs under a rank guard: rank 0 owns device 0); files known to hold CPU tensors
