@@ -102,7 +102,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "104"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "105"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -1378,6 +1378,9 @@ class _Extractor:
                 facts.keeps.update(p for p in params if _reads_raw(child.value, p))
         for value in self.returns[-1]:
             items = list(enumerate(value.elts)) if isinstance(value, ast.Tuple) else [(None, value)]
+            if isinstance(value, ast.Dict):  # ``return {"classifier": classifier, ...}``: by key
+                items = [(key.value, item) for key, item in zip(value.keys, value.values)
+                         if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier()]
             for position, item in items:
                 kind = self.wrapper_of(item)
                 if not kind and isinstance(item, ast.Name):
@@ -2058,6 +2061,10 @@ class _Extractor:
                 tag = self.arg_tag(keyword.value)
                 if tag:
                     slots[keyword.arg] = tag
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                for name, tag in self.spread_slots(keyword.value).items():
+                    slots.setdefault(name, tag)
         self.attribute_rank_slots(node, slots)
         for position, arg in enumerate(node.args):
             if isinstance(arg, ast.Starred):
@@ -2074,6 +2081,25 @@ class _Extractor:
                                          None if starred else len(node.args),
                                          tuple(k.arg for k in node.keywords if k.arg is not None),
                                          self.single_arms > 0, needs, false_slots))
+
+    def spread_slots(self, expr: ast.AST) -> dict[str, str]:
+        """The keyword slots a ``**kwargs`` argument fills, where the screen can tell:
+        a dict display bound to the name (``system = {"classifier": ddp_model, ...}``), or
+        the dict display a function of this module returns (``system = setup(rank, cfg)``
+        then ``training_loop(rank, **config, **system)``; a61 pytorch_ddp_resnet)."""
+        values = self.values_of(expr.id) if isinstance(expr, ast.Name) else [expr]
+        if len(values) != 1:
+            return {}
+        value = values[0]
+        if isinstance(value, ast.Dict):
+            return {key.value: tag for key, item in zip(value.keys, value.values)
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier()
+                    and (tag := self.arg_tag(item))}
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+            function = self.facts.functions.get(value.func.id)
+            if function is not None:
+                return {key: kind for key, kind in function.returns_wrapped.items() if key.isidentifier()}
+        return {}
 
     def attribute_rank_slots(self, node: ast.Call, slots: dict[str, str]) -> None:
         """``train(CFG)`` after ``CFG.rank = int(os.environ["RANK"])``: slot "0.rank"
