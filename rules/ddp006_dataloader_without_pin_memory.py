@@ -121,6 +121,26 @@ class DataLoaderWithoutPinMemory(Rule):
     uses_project = True
 
     valid = [
+        # The test mode builds a loader and never reads it (it samples from noise): no batch
+        # reaches the GPU (a57 Pytorch-Progressive-GAN).
+        Valid("""\
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader
+
+
+def test(args, dataset_test):
+    loader_test = DataLoader(dataset_test, batch_size=16, shuffle=False, num_workers=8)
+    net = torch.nn.Linear(8, 8).cuda()
+    with torch.no_grad():
+        return net(torch.randn(16, 8, device="cuda"))
+
+
+def main(args, dataset_test):
+    dist.init_process_group("nccl")
+    if args.mode == "test":
+        test(args, dataset_test)
+"""),
         # The Hugging Face dataset is formatted onto the GPU: batches come out as CUDA tensors
         # (a104 ke-t5-downstreams).
         Valid("""\
@@ -412,11 +432,15 @@ def run(cfg, model, train_set, val_set):
 
 def _dropped_beside_a_used_loader(index: SemanticIndex, call, loaders) -> bool:
     """``val_loader = DataLoader(...)`` that nothing reads, next to the training loader that
-    is read: its batches never reach the GPU (a97 Diffusion_Modality). (A lone unread loader
-    is a snippet's loader, not evidence of a dropped one.)"""
+    is read: its batches never reach the GPU (a97 Diffusion_Modality); or an unread loader of a
+    function the project calls. (A lone unread loader elsewhere is a snippet's loader, not
+    evidence of a dropped one.)"""
     if not flow.never_read(index, call.node):
         return False
     scope = index.enclosing_scope(call.node)
+    if isinstance(scope, cst.FunctionDef) and index.parent(scope) is index.module \
+            and project_of(index).callers.get(project_of(index).function_key(index.path, scope.name.value)):
+        return True  # ``loader_test`` built in a ``test()`` the program calls, then never read (a57 Progressive-GAN)
     return any(other is not call and index.enclosing_scope(other.node) is scope
                and not flow.never_read(index, other.node) for other in loaders)
 
