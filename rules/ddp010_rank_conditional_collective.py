@@ -117,21 +117,8 @@ class Trainer:
 """
 
 
-class RankConditionalCollective(Rule):
-    code, name, severity = "DDP010", "rank-conditional-collective", "error"
-    message = "collective under a rank condition: the other ranks never join it and the job hangs"
-    # Every report sits in a branch of a rank test (``if`` statement or expression).
-    triggers = ("if",)
-    needs_ddp_context = True
-    uses_project = True
-
-    valid = [
-        # The class all-reduces only ``if self.distributed:``, stored from a constructor
-        # parameter that defaults to False and that rank 0's call leaves out (HydraGNN's datasets).
-        # The summary forward runs in the constructor before the same constructor wraps the
-        # model (``self.g = DDP(self.g)`` comes later): rank 0 runs the plain model alone
-        # (a114 StyleGAN2_Pytorch).
-        Valid("""\
+# A constructor that runs a summary forward on rank 0 and wraps the model, in either order.
+SUMMARY_IN_CONSTRUCTOR = """\
 import torch
 import torch.nn as nn
 import torch.distributed as dist
@@ -145,9 +132,8 @@ class Trainer:
     def __init__(self, local_rank):
         self.local_rank = local_rank
         self.g = nn.Linear(2, 2).cuda()
-        if self.local_rank == 0:
-            print_summary(self.g, [torch.zeros(1, 2)])
-        self.g = nn.parallel.DistributedDataParallel(self.g, device_ids=[local_rank])
+{before}
+{after}
 
     def train(self):
         for step in range(10):
@@ -158,7 +144,25 @@ def main():
     dist.init_process_group("nccl")
     Trainer(dist.get_rank() % torch.cuda.device_count()).train()
     dist.destroy_process_group()
-"""),
+"""
+SUMMARY_ON_RANK_ZERO = "        if self.local_rank == 0:\n            print_summary(self.g, [torch.zeros(1, 2)])"
+WRAP_G = "        self.g = nn.parallel.DistributedDataParallel(self.g, device_ids=[local_rank])"
+
+class RankConditionalCollective(Rule):
+    code, name, severity = "DDP010", "rank-conditional-collective", "error"
+    message = "collective under a rank condition: the other ranks never join it and the job hangs"
+    # Every report sits in a branch of a rank test (``if`` statement or expression).
+    triggers = ("if",)
+    needs_ddp_context = True
+    uses_project = True
+
+    valid = [
+        # The summary forward runs in the constructor before the same constructor wraps the
+        # model (``self.g = DDP(self.g)`` comes later): rank 0 runs the plain model alone
+        # (a114 StyleGAN2_Pytorch).
+        Valid(SUMMARY_IN_CONSTRUCTOR.format(before=SUMMARY_ON_RANK_ZERO, after=WRAP_G)),
+        # The class all-reduces only ``if self.distributed:``, stored from a constructor
+        # parameter that defaults to False and that rank 0's call leaves out (HydraGNN's datasets).
         Valid("""\
 import torch
 import torch.distributed as dist
@@ -483,30 +487,7 @@ def train(model, loader, rank, world_size):
             logger.log_step(step, loss.item(), reduce=True)
 """, line=22, column=13),
         # The constructor wraps first, then rank 0 alone runs the summary forward on the DDP model.
-        Invalid("""\
-import torch
-import torch.nn as nn
-import torch.distributed as dist
-
-
-def print_summary(module, inputs):
-    return module(*inputs)
-
-
-class Trainer:
-    def __init__(self, local_rank):
-        self.local_rank = local_rank
-        self.g = nn.Linear(2, 2).cuda()
-        self.g = nn.parallel.DistributedDataParallel(self.g, device_ids=[local_rank])
-        if self.local_rank == 0:
-            print_summary(self.g, [torch.zeros(1, 2)])
-
-
-def main():
-    dist.init_process_group("nccl")
-    Trainer(dist.get_rank() % torch.cuda.device_count())
-    dist.destroy_process_group()
-""", line=16, column=13),
+        Invalid(SUMMARY_IN_CONSTRUCTOR.format(before=WRAP_G, after=SUMMARY_ON_RANK_ZERO), line=16, column=13),
         # "Not launched by torchrun, or rank 0": in a distributed run, rank 0 only (PersonReID).
         Invalid(DDP_IMPORT + """\
 import os
