@@ -8,7 +8,10 @@ a per-iteration step function such as an Ignite `update`), and
 nothing turns gradient synchronisation off on the non-stepping micro-steps
 (`with model.no_sync():` around the accumulating backward or its forward, or
 `model.require_backward_grad_sync = False`). FSDP accumulation without
-`no_sync()` is the same warning.
+`no_sync()` is the same warning. A `no_sync()` entered on an `ExitStack` counts
+where it is entered: under the step's own test (`if (i + 1) % k: stack.enter_context(...)`)
+it is the fix; under another test (`if i_cycle < n - 1:`, recycling passes without
+grad) the pass whose loss goes backward still syncs.
 
 Backward and step may be done by a helper: a same-module function, a
 mixed-precision manager of the project (`amp.backward(loss)` then
@@ -129,6 +132,26 @@ class MissingNoSyncAccumulation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # ``no_sync()`` entered on an ExitStack on the iterations that do not step: done right.
+        Valid("""\
+from contextlib import ExitStack
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def train(net, loader, opt, k):
+    model = DDP(net)
+    for i, batch in enumerate(loader):
+        with ExitStack() as stack:
+            if (i + 1) % k != 0:
+                stack.enter_context(model.no_sync())
+            loss = model(batch).mean()
+            loss.backward()
+        if (i + 1) % k == 0:
+            opt.step()
+            opt.zero_grad()
+"""),
         # ``self.model`` of a sibling class: the DDP strategy wraps its own model; the local-SGD
         # strategy's is never wrapped and is all-reduced by hand (a95 Pseudo-Asynchronous-LocalSGD).
         Valid("import torch\nimport torch.distributed as dist\nimport torch.nn as nn\n"
@@ -560,6 +583,33 @@ for it, (x, y) in enumerate(loader):
 """),
     ]
     invalid = [
+        # The ExitStack enters ``no_sync()`` only for the no-grad recycling passes; the last
+        # pass, whose loss goes backward, syncs on every micro-step (a55 RoseTTAFold2).
+        Invalid("""\
+from contextlib import ExitStack
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def train(net, loader, opt, k, max_cycle):
+    model = DDP(net)
+    for i, batch in enumerate(loader):
+        n_cycle = np.random.randint(1, max_cycle + 1)
+        out = batch
+        for i_cycle in range(n_cycle):
+            with ExitStack() as stack:
+                if i_cycle < n_cycle - 1:
+                    stack.enter_context(torch.no_grad())
+                    stack.enter_context(model.no_sync())
+                out = model(out)
+        loss = out.mean() / k
+        loss.backward()
+        if (i + 1) % k == 0:
+            opt.step()
+            opt.zero_grad()
+""", line=20, column=9),
         # FSDP2 shards the model in place (fully_shard(model), no new name): accumulating every
         # step without set_requires_gradient_sync(False) (simpler-fsdp).
         Invalid("""\
@@ -1783,8 +1833,19 @@ def _no_sync_applies(index: SemanticIndex, event: flow.Event, loop: flow.Loop, b
         return True
     item = _with_item_of(index, event.site.node)
     if item is None:
-        return True
-    with_node = index.parent(item)
+        entered = _entered_on_exit_stack(index, event.site.node)
+        if entered is None:
+            return True
+        with_node, guard = entered
+        if guard is not None and not flow.is_inside(index, backward, guard) \
+                and not _decided_by_the_step_test(index, index.parent(guard), loop):
+            # ``if i_cycle < n - 1: stack.enter_context(model.no_sync())``: only the no-grad
+            # recycling passes run unsynced; the last pass, whose loss goes backward, syncs
+            # (a55 RoseTTAFold2). (``if (i + 1) % k: stack.enter_context(model.no_sync())``
+            # is the accumulation done right.)
+            return False
+    else:
+        with_node = index.parent(item)
     if flow.exclusive(index, with_node, backward):
         # The other arm's no_sync (``if args.fp16: ... else: with model.no_sync():``)
         # does not apply, unless the code chooses right there between syncing
@@ -1797,6 +1858,41 @@ def _no_sync_applies(index: SemanticIndex, event: flow.Event, loop: flow.Loop, b
     # the forward ran inside it: ``with model.no_sync(): loss = model(x)`` then backward
     return any(flow.is_inside(index, e.site.node, with_node) and flow.is_inside(index, e.site.node, loop)
                for e in flow.events(index, loop))
+
+
+def _decided_by_the_step_test(index: SemanticIndex, branch: cst.CSTNode, loop: flow.Loop) -> bool:
+    """Does the ``if`` that enters a ``no_sync()`` test what the loop's optimizer step
+    tests (the same names: ``if (i + 1) % k != 0:`` beside ``if (i + 1) % k == 0: step``)?"""
+    if not isinstance(branch, cst.If):
+        return False
+    tested = flow.names_in(branch.test)
+    for event in flow.events(index, loop):
+        if flow.any_step(index, event.site):
+            if any(tested & flow.names_in(test.test) for test, _ in flow.if_ancestors(index, event.site.node)):
+                return True
+    return False
+
+
+def _entered_on_exit_stack(index: SemanticIndex, call: cst.Call) -> Optional[tuple[cst.With, Optional[cst.CSTNode]]]:
+    """``stack.enter_context(model.no_sync())`` inside ``with ExitStack() as stack:``: that
+    ``with``, and the arm of the ``if`` between them that enters it (None when it always
+    is entered). None for anything else."""
+    enter = index.parent(index.parent(call))  # Call(enter_context) <- Arg <- no_sync()
+    if not (isinstance(enter, cst.Call) and isinstance(enter.func, cst.Attribute)
+            and enter.func.attr.value == "enter_context" and isinstance(enter.func.value, cst.Name)):
+        return None
+    stack_name, guard, child = enter.func.value.value, None, enter
+    for ancestor in index.ancestors(enter):
+        if isinstance(ancestor, cst.If) and guard is None and child is not ancestor.test:
+            guard = child  # the arm (body or else) that enters it
+        child = ancestor
+        if isinstance(ancestor, cst.With) and any(
+                isinstance(item.asname, cst.AsName) and isinstance(item.asname.name, cst.Name)
+                and item.asname.name.value == stack_name for item in ancestor.items):
+            return ancestor, guard
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            return None
+    return None
 
 
 def _chooses_sync(index: SemanticIndex, with_node: cst.With, loop: flow.Loop, backward: cst.CSTNode) -> bool:
