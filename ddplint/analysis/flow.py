@@ -286,7 +286,25 @@ def is_scaler_step(site: CallSite) -> bool:
 
 
 def any_step(index: SemanticIndex, site: CallSite) -> bool:
-    return is_optimizer_step(index, site) or is_scaler_step(site) or is_helper_step(index, site)
+    return is_optimizer_step(index, site) or is_scaler_step(site) or is_helper_step(index, site) \
+        or steps_in_another_module(index, site)
+
+
+def steps_in_another_module(index: SemanticIndex, site: CallSite) -> bool:
+    """A call of a function or method of another project module that steps the
+    optimizer once per call (``self._optimizer_step()`` of a base class defined
+    elsewhere: a46 RL2). Same-module helpers are inlined in ``events`` instead."""
+    if site.method is None or "step" not in site.method.lower():
+        return False
+    from ddplint.analysis.models import project_callee, project_of
+
+    callee = project_callee(index, site.node)
+    project = project_of(index)
+    key = project.resolve_function(index.path, callee) if callee and project is not None else None
+    if key is None or key[0] == index.path:
+        return False
+    facts = project.function(key)
+    return facts is not None and facts.steps_optimizer
 
 
 def is_helper_step(index: SemanticIndex, site: CallSite) -> bool:

@@ -102,7 +102,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "105"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "106"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -122,6 +122,24 @@ def _has_training_loop(function: ast.AST) -> bool:
             if "epoch" in head.lower() or any(
                     isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
                     for n in ast.walk(node)):
+                return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _steps_an_optimizer(function: ast.AST) -> bool:
+    """Does the function itself step an optimizer once per call: ``opt.step()`` on a
+    name that says optimizer, or ``scaler.step(opt)``, outside any loop of its own?"""
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
+                             ast.For, ast.AsyncFor, ast.While)):
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "step":
+            holder = (_dotted(node.func.value) or "").lower().rsplit(".", 1)[-1]
+            if "optim" in holder or holder in ("opt", "optim") or holder.startswith("opt_") \
+                    or holder.endswith("_opt") or ("scaler" in holder and node.args):
                 return True
         stack.extend(ast.iter_child_nodes(node))
     return False
@@ -224,6 +242,9 @@ class FunctionFacts:
     # parameters it stores in the instance (``self.sum += val``); what it returns
     # wrapped in DDP/FSDP ("" for the value itself, "0", "1", ... for a tuple's items).
     runs_backward: bool = False
+    # Steps an optimizer (``self.optimizer.step()``, ``scaler.step(opt)``) once per call: outside
+    # any loop of its own (``def _optimizer_step(self): clip...; self.optimizer.step()``).
+    steps_optimizer: bool = False
     keeps: set[str] = field(default_factory=set)
     returns_wrapped: dict[str, str] = field(default_factory=dict)
     # Return positions ("" or "0", "1", ...) that hand back what a possible project function
@@ -1385,12 +1406,20 @@ class _Extractor:
                 kind = self.wrapper_of(item)
                 if not kind and isinstance(item, ast.Name):
                     kind = next((k for k in map(self.wrapper_of, self.values_of(item.id)) if k), "")
+                if not kind and _on_self(item):  # ``self.model = FSDP(model, ...)`` ... ``return self.model``
+                    kind = self.wrapped_here(node, item)
                 if kind:
                     facts.returns_wrapped.setdefault("" if position is None else str(position), kind)
                 elif isinstance(item, ast.Name):
                     tag = self.return_tag(item)
                     if tag:
                         facts.returns_through.setdefault("" if position is None else str(position), tag)
+                elif isinstance(item, ast.Call) and position is None and self.self_class \
+                        and isinstance(item.func, ast.Attribute) and _dotted(item.func.value) == "self":
+                    # ``return self.model_init_full(model)``: what that method of the class returns
+                    tag = f"{RETURN_PREFIX}{self.self_class}.{item.func.attr}:"
+                    known = facts.returns_through.get("", "")
+                    facts.returns_through[""] = "|".join(sorted({*known.split("|"), tag} - {""}))
         objects = [value.id for value in self.returns[-1] if isinstance(value, ast.Name) and value.id[:1].isupper()
                    and (value.id in self.facts.classes or value.id in self.facts.imports or self.facts.star_imports)]
         if objects and len(objects) == len(self.returns[-1]):
@@ -1400,6 +1429,16 @@ class _Extractor:
             facts.returns_classes = tuple(sorted(classes))
         facts.returns_detached = self.detached_positions(self.returns[-1])
         facts.returns_ranks = self.returned_ranks(self.returns[-1])
+
+    def wrapped_here(self, function: ast.AST, attribute: ast.AST) -> str:
+        """"ddp"/"fsdp" when the function assigns a DDP/FSDP wrap to ``attribute``
+        (``self.model``) itself; "" otherwise."""
+        written = _dotted(attribute)
+        for child in self.subtrees.of_kind(function, ast.Assign):
+            kind = self.wrapper_of(child.value)
+            if kind and any(_dotted(target) == written for target in child.targets):
+                return kind
+        return ""
 
     def returned_ranks(self, returns: list[ast.AST]) -> dict[str, str]:
         """FunctionFacts.returns_ranks: per position, the one rank kind every
@@ -1503,6 +1542,7 @@ class _Extractor:
         facts.rank_predicate = self.returns_rank_test(node)
         if facts.trains is None:
             facts.trains = _has_training_loop(node)
+        facts.steps_optimizer = _steps_an_optimizer(node)
         facts.rank_predicate_lenient = facts.rank_predicate or self.returns_rank_test(node, lenient=True)
         facts.returns_agreed = bool(self.returns[-1]) and all(
             _derives_from(value, self.agreed[-1]) for value in self.returns[-1])

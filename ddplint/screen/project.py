@@ -859,6 +859,34 @@ class Project:
         key = self.resolve_function(path, callee, imports)
         return self.function(key) if key is not None else None
 
+    def instance_holds_wrap(self, path: str, class_written: str) -> str:
+        """"ddp"/"fsdp" when an instance of the project class ``class_written`` (as
+        module ``path`` writes it) holds a DDP/FSDP-wrapped model in an attribute:
+        ``policy = Policy(FSDP(get_model()), ...)`` with ``self.lm_model = lm_model``
+        (a88 DPO-and-GRPO). Its methods (``policy.loss(x)``) run that model."""
+        owner = self._definition(path, class_written)
+        if owner is None or owner[1] not in self.modules[owner[0]].classes:
+            return ""
+        attributes: list[str] = []
+        pending, seen = [owner], set()
+        while pending:  # the attributes the class and its project bases store
+            current = pending.pop()
+            if current in seen or current[0] not in self.modules:
+                continue
+            seen.add(current)
+            module = self.modules[current[0]]
+            for table in (module.wrapped_attributes, module.attribute_params, module.attribute_returns):
+                attributes += [a for a in table.get(current[1], {}) if a not in attributes]
+            for base in module.classes.get(current[1], ()):
+                found = self._definition(current[0], base)
+                if found is not None and found[1] in self.modules[found[0]].classes:
+                    pending.append(found)
+        for attribute in attributes:
+            kind = self.attribute_wrapped(owner[0], owner[1], attribute)
+            if kind:
+                return kind
+        return ""
+
     def attribute_wrapped(self, path: str, class_key: str, attribute: str) -> str:
         """"ddp"/"fsdp" when ``self.<attribute>`` is assigned a DDP/FSDP wrap in
         class ``class_key`` of module ``path``, in one of its project bases, or
@@ -993,7 +1021,8 @@ class Project:
         subclasses, as ``attribute_wrapped`` walks them) as a class that
         assigns a DDP/FSDP wrap to an attribute."""
         seen: set[tuple[str, str]] = set()
-        pending = [(path, cls) for path, module in self.modules.items() for cls in module.wrapped_attributes]
+        pending = [(path, cls) for path, module in self.modules.items()
+                   for cls in {*module.wrapped_attributes, *module.attribute_returns} if self._stores_wrapped_model(path, cls)]
         while pending:
             owner = pending.pop()
             if owner in seen or owner[0] not in self.modules:
@@ -1518,9 +1547,18 @@ class Project:
             for base in bases:
                 found = self._definition(path, base)
                 if found is not None and found[0] != path and found[0] in self.modules \
-                        and self.modules[found[0]].wrapped_attributes.get(found[1]):
+                        and self._stores_wrapped_model(*found):
                     return True
         return False
+
+    def _stores_wrapped_model(self, path: str, cls: str) -> bool:
+        """Does class ``cls`` of module ``path`` assign a DDP/FSDP wrap to a ``self``
+        attribute: ``self.model = DDP(...)``, or ``self.model = prepare_dp_model(...)``
+        where the project function returns ``FSDP(...)`` (a46 RL2's ``FSDPWorker``)?"""
+        module = self.modules[path]
+        if module.wrapped_attributes.get(cls):
+            return True
+        return any(self.returned_tag(path, tag) for tag in module.attribute_returns.get(cls, {}).values())
 
     @property
     def _gets_wrapped_back(self) -> set[str]:
@@ -1528,9 +1566,17 @@ class Project:
         model (``model, opt = setup_for_distributed_mode(model, opt)``)."""
         if not hasattr(self, "_gets_back_cache"):
             self._gets_back_cache = {caller for key, calls in self.callers.items()
-                                     if (self.function(key) is not None and self.function(key).returns_wrapped)
-                                     for caller, _ in calls}
+                                     if self._returns_a_wrap(key) for caller, _ in calls}
         return self._gets_back_cache
+
+    def _returns_a_wrap(self, key: FunctionKey) -> bool:
+        """Does the function hand back a DDP/FSDP-wrapped model, itself or through what
+        another project function returns (``return self.model_init_full(model)``)?"""
+        function = self.function(key)
+        if function is None:
+            return False
+        return bool(function.returns_wrapped) or any(
+            self.returned_tag(key[0], tag) for tag in function.returns_through.values())
 
     @property
     def _receives_wrapped(self) -> set[str]:
