@@ -1427,6 +1427,7 @@ def _message(index: SemanticIndex, test: cst.CSTNode, region: Optional[cst.CSTNo
 def _runs_fsdp(index: SemanticIndex, region: cst.CSTNode) -> bool:
     """Is every wrapped model the region's forwards run (that ddplint can name) an FSDP one?"""
     kinds = {models.wrapped_kind(index, flow.model_of_forward(event.site.node), event.site.order)
+             or (_holder_kind(index, event.site) if not event.inlined else "")
              for event in flow.events(index, region)} - {""}
     return kinds == {"fsdp"}
 
@@ -1656,7 +1657,35 @@ def _on_wrapped_model(index: SemanticIndex, loop: flow.Loop) -> bool:
             wrapped = True  # ``loss = train_batch(model, x, y)``: the helper runs its forward
         elif event.inlined and _helper_runs_wrapped_forward(index, event.site, 0):
             wrapped = True  # ``self.step(x)`` -> ``self.loss(x)`` -> ``train_losses(self.model, ...)``
+        elif not event.inlined and _method_of_wrapped_holder(index, event.site):
+            wrapped = True  # ``loss = policy.loss(x)`` with ``policy = Policy(FSDP(m), ...)``
     return wrapped
+
+
+def _method_of_wrapped_holder(index: SemanticIndex, site) -> bool:
+    """A method of a project object that holds a DDP/FSDP model in an attribute
+    (``policy = Policy(FSDP(m), ...)`` then ``loss = policy.loss(x)``): the method
+    runs that model's forward."""
+    return bool(_holder_kind(index, site))
+
+
+def _holder_kind(index: SemanticIndex, site) -> str:
+    """"ddp"/"fsdp" for ``_method_of_wrapped_holder``'s calls (the kind every possible
+    object holds), "" otherwise."""
+    from ddplint.analysis.models import project_of
+
+    if site.receiver is None or site.method is None or dotted_name(site.receiver) is None:
+        return ""
+    if any(word in site.method.lower() for word in ("ema", "save", "log", "eval", "clip", "unwrap", "state_dict")):
+        return ""
+    values = index.reaching_values(site.receiver) or []
+    # Every object that may be there (``model = Policy(FSDP(m))`` / ``model = DPO(ref, FSDP(m))``
+    # in the arms of a task switch) is one.
+    classes = {dotted_name(v.func) if isinstance(v, cst.Call) else None for v in values}
+    if not classes or None in classes:
+        return ""
+    kinds = {project_of(index).instance_holds_wrap(index.path, cls) for cls in classes}
+    return kinds.pop() if len(kinds) == 1 else ("ddp" if "" not in kinds else "")
 
 
 def _helper_runs_wrapped_forward(index: SemanticIndex, site, depth: int) -> bool:
