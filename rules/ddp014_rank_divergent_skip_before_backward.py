@@ -1502,7 +1502,7 @@ def _step_function_exit(index: SemanticIndex, exit_node: cst.CSTNode) -> Optiona
     if any(_rank_condition(index, t) for t in tests):
         return None  # a rank-0-only step function: DDP010's question, not this rule's
     batch = _per_batch_params(index, function)
-    if any(_per_rank_data_condition(index, t, [], batch) for t in tests):
+    if any(_per_rank_data_condition(index, t, [], batch, function) for t in tests):
         return "warning" if isinstance(exit_node, (cst.Raise, cst.Assert)) else "error"
     return None
 
@@ -1686,9 +1686,11 @@ def _rank_condition(index: SemanticIndex, test: cst.BaseExpression) -> bool:
 
 
 def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
-                             loops: list[flow.Loop], extra_data: frozenset[str] = frozenset()) -> bool:
+                             loops: list[flow.Loop], extra_data: frozenset[str] = frozenset(),
+                             step_function: Optional[cst.FunctionDef] = None) -> bool:
     """Does the test depend on this rank's data (a non-finite check, the batch,
-    the loss) rather than on agreed values or counters?"""
+    the loss) rather than on agreed values or counters? ``step_function``: a
+    per-step function the test sits in, whose own forward makes this rank's loss."""
     read = flow.names_in(test)
     order = flow.order_near(index, test)
     if _reads_only_structure(test):
@@ -1723,7 +1725,7 @@ def _per_rank_data_condition(index: SemanticIndex, test: cst.BaseExpression,
                         index, value, unpack_position(binding.node, name)
                         if binding.kind == "unpack" and isinstance(binding.node, cst.Assign) else None):
                     return True  # ``loss, ok = self.step(batch)`` with ``if torch.isnan(loss): return None, False``
-                if _binding_in_loop(binding, loops, index) and (
+                if _binding_in_loop(binding, [*loops, *([step_function] if step_function else [])], index) and (
                         flow.binding_carries_graph(index, binding, 0)
                         or (value is not None and flow.forward_sites(index, value, binding.order))):
                     return True  # this rank's loss or model output (``kl = (...).mean().item()``)

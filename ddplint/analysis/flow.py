@@ -680,6 +680,8 @@ def is_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int, _dep
     for binding in index.visible_bindings(name, expr) or []:
         if binding.kind in ("def", "class", "import"):
             return False  # ``build_model(...)`` is a function, not a model
+        if binding.kind == "param" and isinstance(binding.node, cst.Param) and _module_param(index, binding):
+            return True  # ``def train_step(data, module: nn.Module, ...)``
         value = binding.value
         if binding.kind == "assign" and isinstance(value, (cst.Name, cst.Subscript)) and _depth < 3 \
                 and is_model(index, value, at_order, _depth + 1):
@@ -695,6 +697,21 @@ def is_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int, _dep
     if last.startswith(FACTORY_VERBS):
         return False  # ``factory.build_model(cfg)`` returns a module; it is not one
     return last in MODEL_NAMES or last.endswith("_model") or last.endswith("_net")
+
+
+def _module_param(index: SemanticIndex, binding) -> bool:
+    """A parameter annotated ``nn.Module`` (or a DDP/FSDP class), or one that the
+    project's callers fill with a DDP/FSDP model (``training_func(data, detector, ...)``)."""
+    annotation = binding.node.annotation
+    if annotation is not None:
+        written = index.qualified_name(annotation.annotation) or dotted_name(annotation.annotation) or ""
+        if written in ("torch.nn.Module", "torch.nn.modules.module.Module") or written in WRAPPERS:
+            return True
+    if not isinstance(binding.scope, cst.FunctionDef):
+        return False
+    from ddplint.analysis.models import function_key, project_of
+
+    return bool(project_of(index).wrapped_param(index.path, function_key(index, binding.scope), binding.name))
 
 
 def is_criterion(index: SemanticIndex, expr: cst.BaseExpression) -> bool:

@@ -83,6 +83,9 @@ LOCAL_RANK_ATTRIBUTE = "attr:local_rank"  # X.local_rank: ARGV_LOCAL_RANK once t
 RETURN_PREFIX = "ret:"
 # The callee of ``obj.m()`` with ``obj = factory(...)``: "factory().m" (see FunctionFacts.returns_classes).
 FACTORY_CALL = "()."
+# The callee of ``fn = REGISTRY[name]`` then ``fn(...)``: "REGISTRY[]", every function
+# registered there (``@REGISTRY.register_module``; ModuleFacts.registered).
+REGISTRY_CALL = "[]"
 # "self:Cls.NAME": ``self.NAME`` of class Cls, stored from a parameter of one of
 # its methods (ModuleFacts.attribute_params): what its callers passed there.
 SELF_ATTRIBUTE_PREFIX = "self:"
@@ -102,7 +105,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "106"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "107"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -125,6 +128,22 @@ def _has_training_loop(function: ast.AST) -> bool:
                 return True
         stack.extend(ast.iter_child_nodes(node))
     return False
+
+
+_REGISTERING = ("register", "register_module", "register_function")
+
+
+def _registries(decorators: list[ast.AST]) -> list[str]:
+    """The registries a function's decorators add it to: "REG" for ``@REG.register_module``,
+    ``@REG.register_module()`` and ``@REG.register("name")``."""
+    found = []
+    for decorator in decorators:
+        func = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if isinstance(func, ast.Attribute) and func.attr in _REGISTERING:
+            registry = _dotted(func.value)
+            if registry is not None:
+                found.append(registry)
+    return found
 
 
 def _steps_an_optimizer(function: ast.AST) -> bool:
@@ -353,6 +372,10 @@ class ModuleFacts:
     # "Cls.method" for ``super().method(...)`` (or ``super(Cls, self).method``)
     # called in a method of class Cls: the base class's method runs there too.
     super_calls: list[str] = field(default_factory=list)
+    # Module-level functions registered in a registry object: the registry as written
+    # ("PIPELINE_DICT") -> their names, for ``@PIPELINE_DICT.register_module`` (also
+    # ``register_module()``, ``register(...)``). ``PIPELINE_DICT[cfg.name](...)`` may run any.
+    registered: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # A shell launcher (``run.sh``): the Python scripts it runs with one GPU visible per
     # process (``export CUDA_VISIBLE_DEVICES=$1`` then ``python models/train.py``), as written.
     launches_masked: tuple[str, ...] = ()
@@ -561,7 +584,7 @@ _FUNCTION_SETS = ("forwards", "true_defaults", "false_defaults", "forwards_globa
                   "loads", "device_params", "keeps", "saves", "saves_unguarded", "returns_detached",
                   "hands_on")
 _MODULE_MAPS = ("imports", "functions", "classes", "wrapped_globals", "wrapped_attributes", "attribute_params",
-                "attribute_returns", "attribute_flags")
+                "attribute_returns", "attribute_flags", "registered")
 
 
 def intern_strings(facts: "ModuleFacts") -> None:
@@ -790,7 +813,7 @@ def _may_reach_project_function(call: CallFact, facts: "ModuleFacts") -> bool:
     if FACTORY_CALL in call.callee:  # ``trainer.train(model)`` with ``trainer = build_trainer(...)``
         factory = call.callee.partition(FACTORY_CALL)[0]
         return factory.split(".")[0] in facts.imports or factory in facts.functions or bool(facts.star_imports)
-    parts = call.callee.split(".")
+    parts = call.callee.removesuffix(REGISTRY_CALL).split(".")
     head = parts[0]
     if head in facts.imports:
         return True
@@ -1515,6 +1538,9 @@ class _Extractor:
             (_dotted(d.func if isinstance(d, ast.Call) else d) or "").split(".")[-1]
             in _rank_zero_decorators() + self.rank_gates for d in node.decorator_list)
         self.expressions(node.decorator_list)
+        if not outer_owner and self.function is None:
+            for registry in _registries(node.decorator_list):
+                self.facts.registered[registry] = (*self.facts.registered.get(registry, ()), node.name)
         outer, outer_guards, outer_maybe, outer_opaque = self.function, self.guards, self.maybe_guards, self.opaque
         outer_main, outer_flags = self.main_guards, self.flag_guards
         self.function, self.guards, self.maybe_guards, self.opaque, self.main_guards = facts, [], [], 0, []
@@ -1834,7 +1860,14 @@ class _Extractor:
         if not isinstance(func, ast.Name):
             return []
         found: list[str] = []
-        for value in self.values_of(func.id):
+        values = self.values_of(func.id)
+        registries = {_dotted(v.value) if isinstance(v, ast.Subscript) else None for v in values}
+        if values and None not in registries and len(registries) == 1:
+            # ``training_func = PIPELINE_DICT[cfg.trainer.training_func]`` then ``training_func(...)``
+            registry = registries.pop()
+            return [] if (self.qualified(values[0].value) or "").startswith(LIBRARY_PREFIXES) \
+                else [registry + REGISTRY_CALL]
+        for value in values:
             arms = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
             for arm in arms:
                 target = _dotted(arm) if isinstance(arm, (ast.Name, ast.Attribute)) else None

@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Optional
 
 from ddplint import names
 from ddplint.screen.facts import (ARGV_LOCAL_RANK, DDP_MODEL, FACTORY_CALL, FLAG_PREFIX, FSDP_MODEL, LOCAL_RANK_ATTRIBUTE,
-                                  PARAM_PREFIX,
+                                  PARAM_PREFIX, REGISTRY_CALL,
                                   RETURN_PREFIX, SELF_ATTRIBUTE_PREFIX, SET_BY_CALLEE_PREFIX, TRUE,
                                   UNKNOWN, CallFact, FunctionFacts, ModuleFacts)
 
@@ -142,8 +142,43 @@ class Project:
         ("build_trainer().train"), that method of each class the factory may build."""
         if FACTORY_CALL in callee:
             return self.factory_methods(path, callee, imports)
+        if callee.endswith(REGISTRY_CALL):
+            return self.registered_functions(path, callee[:-len(REGISTRY_CALL)])
         key = self.resolve_function(path, callee, imports)
         return [key] if key is not None else []
+
+    def registered_functions(self, path: str, registry: str) -> list[FunctionKey]:
+        """The functions of the project registered in the registry object that
+        ``registry`` names in module ``path`` (``@PIPELINE_DICT.register_module``
+        anywhere, with the same object: a84 visualDet3D's training pipelines)."""
+        home = self._variable_home(path, registry)
+        if home is None:
+            return []
+        found = []
+        for other_path, module in self.modules.items():
+            for written, functions in module.registered.items():
+                if self._variable_home(other_path, written) == home:
+                    found += [(other_path, name) for name in functions if name in module.functions]
+        return found
+
+    def _variable_home(self, path: str, name: str, depth: int = 0) -> Optional[tuple[str, str]]:
+        """(module, name) where the module-level name ``name`` (dotted, as written in
+        module ``path``) is defined, following imports of project modules; None when
+        it comes from outside the project."""
+        module = self.modules.get(path)
+        if module is None or depth > 4:
+            return None
+        head, _, rest = name.partition(".")
+        if head not in module.imports:
+            return (path, name)
+        target = module.imports[head] + ("." + rest if rest else "")
+        level = len(target) - len(target.lstrip("."))
+        pieces = target[level:].split(".")
+        for split in range(len(pieces) - 1, -1 if level else 0, -1):
+            resolved = self.resolve_module(path, "." * level + ".".join(pieces[:split]))
+            if resolved is not None and resolved != path:
+                return self._variable_home(resolved, ".".join(pieces[split:]), depth + 1)
+        return None
 
     def factory_methods(self, path: str, callee: str,
                         imports: Optional[dict[str, str]] = None) -> list[FunctionKey]:
