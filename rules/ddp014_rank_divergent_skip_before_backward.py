@@ -804,6 +804,30 @@ def train(net, loader, opt):
 """),
     ]
     invalid = [
+        # A step function handed parts of the loop's batch (``sample["disparity"]``) returns
+        # when this rank's batch has no valid pixel, before the backward its peers run (a81 ADL).
+        Invalid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def main(net, loader, optimizer, args, gpu):
+    model = DDP(net.cuda(gpu), device_ids=[gpu])
+    for epoch in range(args.epochs):
+        for batch_idx, sample in enumerate(loader):
+            loss = train(model, optimizer, sample["left"], sample["disparity"], gpu)
+
+
+def train(model, optimizer, img, disp, gpu):
+    img, disp = img.cuda(gpu), disp.cuda(gpu)
+    mask = (disp < 192) * (disp > 0)
+    if mask.sum() == 0:
+        return 0.0
+    optimizer.zero_grad()
+    loss = (model(img)[mask] - disp[mask]).abs().mean()
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+""", line=19, column=9),
         # An abstract base trainer's epoch loop: the subclass's _train_epoch runs the backward
         # (a109 MVSFormer); only rank 0 stops early.
         Invalid("""\
@@ -1528,10 +1552,18 @@ def _per_batch_params(index: SemanticIndex, function: cst.FunctionDef) -> set[st
         here = set()
         for position, name in enumerate(params):
             arg = site.argument(name, position)
-            if arg is not None and isinstance(arg.value, cst.Name) and arg.value.value in data:
+            if arg is not None and _part_of_data(arg.value, data):
                 here.add(name)
         found = here if found is None else found & here
     return found or set()
+
+
+def _part_of_data(value: cst.BaseExpression, data: set[str]) -> bool:
+    """The loop's batch or a part of it: ``batch``, ``sample["disparity"]``, ``batch.images``
+    (``train(model, opt, sample['left'], ...)``: a81 ADL)."""
+    while isinstance(value, (cst.Subscript, cst.Attribute)):
+        value = value.value
+    return isinstance(value, cst.Name) and value.value in data
 
 
 def _sync_points(index: SemanticIndex, loop: flow.Loop) -> list[cst.CSTNode]:
