@@ -754,9 +754,9 @@ def test_a_checkpoint_helper_that_writes_through_a_collective_client_is_called_o
 
 
 def test_shell_launchers_that_mask_one_gpu_per_process_are_project_facts():
-    """A launcher that exports one device (``$1``, a number) before ``python x.py``
-    masks each process to one GPU; a list of devices, ``python -m``/torchrun, or a
-    mask set after the command do not."""
+    """A launcher that exports one device (``$1``, or numbers that differ from start to
+    start) before ``python x.py`` masks each process to one GPU; a list of devices,
+    ``python -m``/torchrun, or a mask set after the command do not."""
     from ddplint.screen.facts import summarize_launcher
 
     run = summarize_launcher("#!/bin/bash\nexport CUDA_VISIBLE_DEVICES=$1\nsource ~/.bashrc\n"
@@ -767,6 +767,14 @@ def test_shell_launchers_that_mask_one_gpu_per_process_are_project_facts():
                                "export CUDA_VISIBLE_DEVICES=$1\npython -m torch.distributed.run bert.py\n"
                                "torchrun --nproc-per-node 4 gpt.py\n", "scripts/other.sh")
     assert other.launches_masked == ()
+    # One literal device for every start of the script: a one-GPU run of its single-process
+    # path (a54 OpenLTM), not one GPU per DDP process. Two devices for two starts are.
+    single = summarize_launcher("export CUDA_VISIBLE_DEVICES=0\nmodel_name=timer\npython -u run.py \\\n"
+                                "  --task_name forecast\n", "scripts/forecast.sh")
+    assert single.launches_masked == ()
+    pair = summarize_launcher("CUDA_VISIBLE_DEVICES=0 python worker.py --rank 0 &\n"
+                              "CUDA_VISIBLE_DEVICES=1 python worker.py --rank 1 &\nwait\n", "scripts/pair.sh")
+    assert pair.launches_masked == ("worker.py",)
     project = Project([run, other, summarize("x = 1\n", "models/imagenet_ddp.py"),
                        summarize("x = 1\n", "tools/eval.py"), summarize("x = 1\n", "train.py")])
     assert project.masked_by_launcher("models/imagenet_ddp.py")  # the folder and name of a cluster path

@@ -105,7 +105,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "107"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "108"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -469,22 +469,34 @@ def _masks_its_command(source: str) -> bool:
 def _masked_launches(source: str) -> list[str]:
     """``export CUDA_VISIBLE_DEVICES=$1`` (or ``CUDA_VISIBLE_DEVICES=$i python ...``)
     with one device (a variable or a number, no list), then ``python [flags] x.py``
-    (not ``python -m``: torchrun and friends start several processes)."""
-    found, masked = [], False
+    (not ``python -m``: torchrun and friends start several processes). A literal
+    device counts only when the file starts the script on two or more of them
+    (``CUDA_VISIBLE_DEVICES=0 python t.py & CUDA_VISIBLE_DEVICES=1 python t.py``):
+    ``export CUDA_VISIBLE_DEVICES=0`` then ``python run.py`` is a one-GPU run of
+    the script's single-process path, and says nothing of how torchrun starts it
+    (a54 OpenLTM's forecast scripts)."""
+    found, masked = [], None
+    literals: dict[str, set[str]] = {}
     for words in _shell_lines(source):
         while words and words[0] in ("srun", "exec", "nohup", "time", "singularity"):
             words = words[1:]
         prefix_mask = None
         while (mask := _leading_mask(words)) is not None:
-            one = _one_device(mask.group(1))
+            value = mask.group(1).strip("\"'") if _one_device(mask.group(1)) else None
             words = words[2:] if words[0] == "export" else words[1:]
             if words:
-                prefix_mask = one
+                prefix_mask = value or ""
             else:
-                masked = one
+                masked = value
         script = _python_script(words)
-        if script is not None and (prefix_mask if prefix_mask is not None else masked):
+        value = prefix_mask if prefix_mask is not None else masked
+        if script is None or not value:
+            continue
+        if value.isdigit():
+            literals.setdefault(script, set()).add(value)
+        elif script not in found:
             found.append(script)
+    found += [script for script, values in literals.items() if len(values) > 1 and script not in found]
     return found
 
 
