@@ -355,6 +355,38 @@ def main(args):
                      "    checkpoint = torch.load(path, weights_only=True)\n", filename="tests/test_fsdp.py"),
     ]
     invalid = [
+        # The scheduler's state comes from the checkpoint, but so does the optimizer's, copied
+        # key by key: its CUDA tensors land on GPU 0 on every rank (a96 Pseudo-Asynchronous-LocalSGD).
+        Invalid(DIST + """\
+class Algorithm:
+    def __init__(self, model, optimizer, scheduler, local_rank):
+        torch.cuda.set_device(local_rank)
+        self.model = torch.nn.parallel.DistributedDataParallel(model.cuda(), device_ids=[local_rank])
+        self.optimizer, self.scheduler = optimizer, scheduler
+
+    def load_optimizer_checkpoint(self, path):
+        checkpoint = torch.load(path)
+        state = {}
+        for k, v in checkpoint["optimizer_state_dict"].items():
+            state[k[7:] if k.startswith("module.") else k] = v
+        self.optimizer.load_state_dict(state)
+        self.scheduler.load_state_dict(checkpoint["scheduler_state_dict"])
+""", line=10, column=22,
+                fixed=DIST + """\
+class Algorithm:
+    def __init__(self, model, optimizer, scheduler, local_rank):
+        torch.cuda.set_device(local_rank)
+        self.model = torch.nn.parallel.DistributedDataParallel(model.cuda(), device_ids=[local_rank])
+        self.optimizer, self.scheduler = optimizer, scheduler
+
+    def load_optimizer_checkpoint(self, path):
+        checkpoint = torch.load(path, map_location="cpu")
+        state = {}
+        for k, v in checkpoint["optimizer_state_dict"].items():
+            state[k[7:] if k.startswith("module.") else k] = v
+        self.optimizer.load_state_dict(state)
+        self.scheduler.load_state_dict(checkpoint["scheduler_state_dict"])
+"""),
         # ... but with a metric an evaluation returned beside it (it may be a CUDA tensor).
         Invalid("""\
 import os
@@ -1105,7 +1137,36 @@ def _feeds_a_scaler(index: SemanticIndex, site: CallSite) -> bool:
     scope = index.enclosing_scope(site.node)
     uses = [s for s in index.method_calls("load_state_dict") if s.scope is scope and s.order > site.order
             and s.node.args and _reads_this_load(index, s.node.args[0].value, target, site)]
-    return bool(uses) and all(_is_scaler_load(s.node) for s in uses)
+    return bool(uses) and all(_is_scaler_load(s.node) for s in uses) \
+        and not _reads_model_state(index, scope, target, uses)
+
+
+_MODEL_STATE_WORDS = ("optim", "model", "state_dict", "net", "weight", "param")
+
+
+def _reads_model_state(index: SemanticIndex, scope: cst.CSTNode, target: str, loads: list[CallSite]) -> bool:
+    """Does the function read an entry of the loaded dict that holds tensors, other
+    than in the scaler loads (``checkpoint["optimizer_state_dict"]`` copied key by key
+    into the optimizer's state, a96 Pseudo-Asynchronous-LocalSGD)?"""
+    in_loads = {id(node) for load in loads for node in _subscripts_in(load.node)}
+    for node in _subscripts_in(scope):
+        if id(node) in in_loads or dotted_name(node.value) != target or len(node.slice) != 1 \
+                or not isinstance(node.slice[0].slice, cst.Index):
+            continue
+        key = (literal_str(node.slice[0].slice.value) or "").lower()
+        if any(word in key for word in _MODEL_STATE_WORDS) and "scaler" not in key and "sched" not in key:
+            return True
+    return False
+
+
+def _subscripts_in(node: cst.CSTNode) -> list[cst.Subscript]:
+    found, stack = [], [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Subscript):
+            found.append(current)
+        stack.extend(current.children)
+    return found
 
 
 def _reads_this_load(index: SemanticIndex, expr: cst.BaseExpression, target: str, site: CallSite) -> bool:
