@@ -674,7 +674,9 @@ def _called_from_cuda_code(index: SemanticIndex, site: CallSite) -> bool:
     """Is the load's function (a checkpoint manager's ``load_checkpoint``, one
     that restores state with ``load_state_dict``) called,
     at every call the project knows outside unit tests (at least one), from
-    modules that put data on a GPU? Then it runs in a GPU worker although its own module never says cuda."""
+    modules that put data on a GPU? Then it runs in a GPU worker although its own module never says cuda.
+    A call from the same module (``self._reset()`` in ``Solver.__init__``) stands for that
+    function's callers (a57 FaSNet-TAC: ``Solver(data, model, ...)`` in the training script)."""
     from ddplint.analysis.models import function_key
 
     function = index.enclosing_scope(site.node)
@@ -683,7 +685,7 @@ def _called_from_cuda_code(index: SemanticIndex, site: CallSite) -> bool:
     if not any(s.scope is function for s in index.method_calls("load_state_dict")) \
             and not _returned(index, site, function):
         return False  # not a checkpoint restore (``bounds = torch.load(p)`` of a numpy table)
-    modules = [module for module in project_of(index).caller_modules(index.path, function_key(index, function)) or ()
+    modules = [module for module in project_of(index).outer_caller_modules(index.path, function_key(index, function)) or ()
                if not names.is_test_module(module.path)]  # (a unit test's CPU round trip says nothing of training)
     return bool(modules) and all(module.moves_to_cuda for module in modules)
 

@@ -1401,6 +1401,20 @@ class Project:
         calls = self.callers.get(self.function_key(path, function))
         return [self.modules[caller] for caller, _ in calls] if calls else None
 
+    def outer_caller_modules(self, path: str, function: str, depth: int = 0) -> Optional[list[ModuleFacts]]:
+        """As ``caller_modules``, but a call from another function of the same module
+        (``self._reset()`` in ``Solver.__init__``) stands for the callers of that
+        function, two levels at most: the modules whose code runs it."""
+        calls = self.callers.get(self.function_key(path, function))
+        if not calls:
+            return None
+        found: list[ModuleFacts] = []
+        for caller, call in calls:
+            outer = self.outer_caller_modules(caller, call.caller, depth + 1) \
+                if caller == path and call.caller and depth < 2 else None
+            found += outer if outer else [self.modules[caller]]
+        return found
+
     def defines_own_method(self, method: str) -> bool:
         """Does a project class that subclasses neither DDP nor FSDP define
         ``method`` (a home-grown data-parallel wrapper with its own ``no_sync``)?"""
