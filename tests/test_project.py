@@ -828,3 +828,17 @@ def test_a_collective_under_a_constructor_flag_follows_what_constructors_pass():
     assert not project.reaches_collective(("main.py", "serial"))
     assert project.reaches_collective(("main.py", "sharded"))
     assert project.reaches_collective(("main.py", "chosen"))
+
+
+def test_a_wrap_in_one_arm_of_a_conditional_expression_is_handed_on():
+    # ``FSDP(model) if is_distributed else model.to(rank)`` may be the FSDP model: the
+    # function it is handed to receives one (a97 U-EGformer's dsttrain).
+    project = _project({
+        "fsdp_train.py": "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
+                         "from trainer import dsttrain\n"
+                         "def main(model, rank, is_distributed):\n"
+                         "    model = FSDP(model) if is_distributed else model.to(rank)\n"
+                         "    dsttrain(model, rank)\n",
+        "trainer.py": "def dsttrain(model, rank):\n    model.train()\n",
+    })
+    assert project.ddp_params[("trainer.py", "dsttrain")] == {"model": "fsdp"}

@@ -105,7 +105,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "108"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "109"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -2376,6 +2376,8 @@ class _Extractor:
         return DDP_MODEL if qualified == names.DDP else FSDP_MODEL if qualified == names.FSDP else ""
 
     def wrapper_of(self, expr: ast.AST) -> str:
+        if isinstance(expr, ast.IfExp):  # ``FSDP(model) if is_distributed else model.to(rank)``: may be wrapped
+            return self.wrapper_of(expr.body) or self.wrapper_of(expr.orelse)
         if isinstance(expr, ast.Call):
             qualified = self.qualified(expr.func)
             if qualified == names.DDP:
