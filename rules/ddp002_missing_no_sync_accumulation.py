@@ -583,6 +583,29 @@ for it, (x, y) in enumerate(loader):
 """),
     ]
     invalid = [
+        # A GAN whose generator accumulates: its step waits for the accumulation test; the
+        # discriminator's unconditional step after its own backward is another model's
+        # (a117 whisper-vits-svc).
+        Invalid("""\
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def train(gen, disc, loader, optim_g, optim_d, accum_step, rank):
+    model_g = DDP(gen, device_ids=[rank])
+    model_d = DDP(disc, device_ids=[rank])
+    for step, (x, audio) in enumerate(loader):
+        fake = model_g(x)
+        loss_g = (model_d(fake) - 1).pow(2).mean()
+        loss_g.backward()
+        if (step + 1) % accum_step == 0:
+            optim_g.step()
+            optim_g.zero_grad()
+        optim_d.zero_grad()
+        loss_d = model_d(fake.detach()).pow(2).mean() + (model_d(audio) - 1).pow(2).mean()
+        loss_d.backward()
+        optim_d.step()
+""", line=11, column=9),
         # The ExitStack enters ``no_sync()`` only for the no-grad recycling passes; the last
         # pass, whose loss goes backward, syncs on every micro-step (a55 RoseTTAFold2).
         Invalid("""\
@@ -1552,6 +1575,13 @@ def _stepped_in_its_block(index: SemanticIndex, loop: flow.Loop, backward: flow.
     if flow.enclosing_loops(index, first)[:1] != flow.enclosing_loops(index, second)[:1]:
         return False  # a micro-step loop between them
     if isinstance(loop, (cst.For, cst.While)) and _accumulation_gate(index, step.anchor, loop) is not None:
+        return False
+    if any(flow.any_step(index, other.site) and flow.precedes(index, first, other.anchor)
+           and flow.precedes(index, other.anchor, second) and _accumulation_test(index, other.anchor, loop) is not None
+           for other in flow.events(index, loop)):
+        # ``loss_g.backward(); if (step + 1) % k == 0: optim_g.step()`` ... ``loss_d.backward();
+        # optim_d.step()``: the gated step is this backward's; the later one is another model's
+        # (a117 whisper-vits-svc).
         return False
     return _accumulation_test(index, second, block) is None
 
