@@ -110,6 +110,21 @@ TEACHER_STRIP = (DDP_SCRIPT + "torch.save(model.state_dict(), 'ckpt.pt')\n"
                  "def load_teacher(net):\n    sd = torch.load('teacher.pt', map_location='cpu')\n"
                  "    net.load_state_dict({k[7:]: v for k, v in sd.items()})\n")
 
+POLICIES = """\
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class Trainer:
+    def __init__(self, models, device_id):
+        self.models = {}
+        for policy, model in models.items():
+            self.models[policy] = DDP(model.cuda(), device_ids=[device_id])
+
+    def save_model_checkpoint(self, folder):
+        for policy, model in self.models.items():
+            torch.save(model.state_dict(), f"{folder}/{policy}.state_dict")
+"""
 RESUMED_PLAIN = ("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
                  "def fit(cfg, net):\n    if cfg.resume:\n        state = torch.load(cfg.resume, map_location='cpu')\n"
                  "        net.load_state_dict(state['weights'])\n    model = DDP(net.cuda())\n"
@@ -285,6 +300,9 @@ class DDPWrapperStateDict(Rule):
               "            weights = self.model.state_dict()\n        torch.save(weights, path)\n"),
     ]
     invalid = [
+        # A dict of policies whose entries are wrapped one by one: the saved values are the
+        # wrappers (a118 warp-drive).
+        Invalid(POLICIES, line=13, column=24),
         # The test tells DataParallel apart: a DDP model takes the other arm, with its prefixed keys.
         Invalid("import torch\nfrom torch.nn.parallel import DistributedDataParallel as DDP\n"
                 "def save(model, path):\n    if isinstance(model, torch.nn.DataParallel):\n"

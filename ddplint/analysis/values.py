@@ -504,7 +504,35 @@ def is_ddp_model(index: SemanticIndex, expr: cst.BaseExpression, at_order: int =
                 and not unwrapped_in_other_arm(index, binding) \
                 and is_ddp_model(index, binding.value, at_order, wrappers, depth + 1):
             return True
+        if binding.kind == "loop" and isinstance(binding.node, cst.For) \
+                and _iterates_wrapped_entries(index, binding.node, name, wrappers, depth):
+            return True
     return False
+
+
+def _iterates_wrapped_entries(index: SemanticIndex, loop: cst.For, name: str,
+                              wrappers: tuple[str, ...], depth: int) -> bool:
+    """``for policy, model in self.models.items():`` (or ``.values()``) over a dict
+    whose entries the module wraps (``self.models[policy] = DDP(...)``): the name
+    bound to the values holds a wrapped model (a118 warp-drive)."""
+    it, target = loop.iter, loop.target
+    if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and not it.args):
+        return False
+    method = it.func.attr.value
+    if method == "items":
+        if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
+            return False
+        value = target.elements[1].value
+    elif method == "values":
+        value = target
+    else:
+        return False
+    if dotted_name(value) != name:
+        return False
+    container = dotted_name(it.func.value)
+    return container is not None and any(
+        dotted_name(stored.value) == container and is_ddp_model(index, wrap, 0, wrappers, depth + 1)
+        for stored, wrap in index.subscript_assignments)
 
 
 def unwrapped_in_other_arm(index: SemanticIndex, binding) -> bool:
