@@ -828,7 +828,7 @@ def _cpu_payload(index: SemanticIndex, site: CallSite) -> bool:
     if _per_rank_file(index, path.value):
         return True
     if _in_memory(index, path.value) or _read_back_by_its_writer(index, site, path.value) \
-            or _written_by_cpu_only_module(index, path.value):
+            or _written_by_cpu_only_module(index, path.value) or _written_on_cpu_elsewhere(index, path.value):
         return True
     if any(_METADATA_FILE.search(text) for text in _strings_in(path.value)):
         return True
@@ -1048,6 +1048,32 @@ def _written_by_cpu_only_module(index: SemanticIndex, path: cst.BaseExpression) 
                 part in saved for part in parts if not _GENERIC_PATH.search(part) for saved in module.saved_paths):
             return True  # a standalone preprocessing script writes it (``python word_freq.py`` first)
     return False
+
+
+def _written_on_cpu_elsewhere(index: SemanticIndex, path: cst.BaseExpression) -> bool:
+    """Another module in reach writes the file, and every save there of a path that
+    shares the load's file name saves CPU tensors (``net.cpu()`` then ``torch.save(state,
+    osp.join(d, "model_final.pth"))`` in train.py; evaluate.py loads it: a115 DeepLab-v3-plus)."""
+    names_in_path = [t for t in _strings_in(path) if len(_PATH_NOISE.sub("", t)) >= 4]
+    if isinstance(path, cst.Name):
+        names_in_path += [t for value in index.reaching_values(path) or () for t in _strings_in(value)
+                          if len(_PATH_NOISE.sub("", t)) >= 4]
+    files = [t.rsplit("/", 1)[-1] for t in names_in_path if "." in t.rsplit("/", 1)[-1]]
+    if not files:
+        return False
+    project = project_of(index)
+    scope = project.scope(index.path)
+    found = False
+    for other in linked_modules(index):
+        module = project.modules.get(other)
+        if other == index.path or module is None or other not in scope:
+            continue
+        for saved in module.saved_paths:
+            if any(saved.endswith(name) for name in files):
+                if saved not in module.cpu_saved_paths:
+                    return False
+                found = True
+    return found
 
 
 # Path parts that many unrelated files share: no tie between a writer out of reach and the load.

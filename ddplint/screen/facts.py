@@ -105,7 +105,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "109"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "110"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -395,6 +395,10 @@ class ModuleFacts:
     rank_gates: tuple[str, ...] = ()
     # The literal text of ``torch.save`` paths ("./cache/{}_{}.pt": "{}" for a placeholder).
     saved_paths: list[str] = field(default_factory=list)
+    # ... those whose saved object is known to hold CPU tensors (``net.cpu()`` then
+    # ``torch.save(net.state_dict(), p)``, ``{k: v.cpu() ...}``): a load of the file elsewhere
+    # needs no map_location (DDP019).
+    cpu_saved_paths: list[str] = field(default_factory=list)
     # Attribute name -> whether every ``obj.name = ...`` of this module stores a rank
     # flag: a rank test (``args.should_save = args.save and is_master(args)``) or a
     # boolean literal under a rank guard (``if rank % n == 0: opt.log = True``).
@@ -1465,6 +1469,25 @@ class _Extractor:
         facts.returns_detached = self.detached_positions(self.returns[-1])
         facts.returns_ranks = self.returned_ranks(self.returns[-1])
 
+    def saved_on_cpu(self, saved: ast.AST, save: ast.Call) -> bool:
+        """Does the saved object hold CPU tensors: a ``.cpu()`` inside it (``{k: v.cpu() ...}``,
+        ``net.cpu().state_dict()``), or the state of a model the function moved with a
+        ``net.cpu()`` statement before the save and not back since (a115 DeepLab-v3-plus)?"""
+        values = [saved, *(self.values_of(saved.id) if isinstance(saved, ast.Name) else ())]
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "cpu"
+               for value in values for n in ast.walk(value)):
+            return True
+        owners = {(_dotted(n.func.value) or "").removesuffix(".module") for value in values for n in ast.walk(value)
+                  if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "state_dict"}
+        owners.discard("")
+        if not owners or self.function_node is None:
+            return False
+        moves = sorted((n.lineno, n.value.func.attr) for n in ast.walk(self.function_node)
+                       if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+                       and isinstance(n.value.func, ast.Attribute) and n.value.func.attr in ("cpu", "cuda", "to")
+                       and _dotted(n.value.func.value) in owners and n.lineno < save.lineno)
+        return bool(moves) and moves[-1][1] == "cpu"
+
     def wrapped_here(self, function: ast.AST, attribute: ast.AST) -> str:
         """"ddp"/"fsdp" when the function assigns a DDP/FSDP wrap to ``attribute``
         (``self.model``) itself; "" otherwise."""
@@ -1759,8 +1782,13 @@ class _Extractor:
             target = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "f"),
                                                                     None)
             text = _path_text(target) if target is not None else None
+            if text is None and isinstance(target, ast.Name):  # ``save_pth = osp.join(d, "model_final.pth")``
+                text = next((t for t in map(_path_text, self.values_of(target.id)) if t), None)
             if text:
                 facts.saved_paths.append(text)
+                saved = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "obj"), None)
+                if saved is not None and self.saved_on_cpu(saved, node):
+                    facts.cpu_saved_paths.append(text)
         if qualified in _AGREEING_COLLECTIVES and node.args and isinstance(node.args[0], ast.Name):
             self.agreed[-1].add(node.args[0].id)
         if (method == "add_argument" or isinstance(node.func, ast.Name) and any(
