@@ -91,7 +91,7 @@ from ddplint.analysis.models import (guard_encloses_wrap, judged_call_fact, may_
 from ddplint.screen.facts import COLLECTIVE_STATE_DICT, COLLECTIVES
 from ddplint import names
 from ddplint.analysis.values import is_ddp_model
-from ddplint.analysis.roles import in_single_process_branch, tests_subgroup_rank, zero_side
+from ddplint.analysis.roles import comparison_polarity, in_single_process_branch, tests_subgroup_rank, zero_side
 from ddplint.analysis.ranks import Guard, guard_restricts, rank_guards, selects_group_members
 from ddplint.rule import Invalid, Report, Rule, Valid
 from ddplint.analysis.semantic import CallSite, SemanticIndex, dotted_name
@@ -289,6 +289,11 @@ def fit(net, loader, evaluate):
         Valid(DDP_IMPORT + "def evaluate(net, loader):\n    for x in loader:\n        net(x)\n"
                            "model = DDP(net)\nif rank == 0:\n    evaluate(net, loader)\n"),
         Valid(DIST + "if args.local_rank != -1:\n    dist.barrier()\n"),
+        # The rank test holds a single-process test: the call runs only without distributed
+        # training (a116 albert_pytorch's "only evaluate when single GPU").
+        Valid(DDP_IMPORT + "def evaluate(args, model):\n    return model(args.x)\n"
+                           "model = DDP(net)\nif args.local_rank in [-1, 0] and step % 10 == 0:\n"
+                           "    if args.local_rank == -1:\n        evaluate(args, model)\n"),
         Valid(DIST + "if local_rank >= 0:\n    for t in tensors:\n        dist.broadcast(t, 0)\n"),
         # With the flag set every rank goes on: the collective path is shared.
         Valid(DIST + "def evaluate(shared, rank):\n    if not shared and rank != 0:\n        return\n"
@@ -724,6 +729,8 @@ if __name__ == "__main__":
                       and not tests_subgroup_rank(g.node.test)]  # a group's rank: which ranks is not known
             if not guards or _issued_on_every_branch(index, site, guards):
                 continue
+            if _in_single_process_comparison_arm(index, site.node):
+                continue  # ``if args.local_rank == -1: evaluate(...)`` inside the rank test: no peers (a116 albert)
             if _group_scoped(index, site) and all(selects_group_members(index, g.node.test) for g in guards):
                 continue  # a subgroup collective: the guard selects the group's members
             if all(guard_encloses_wrap(index, g, site.node) for g in guards):
@@ -799,6 +806,22 @@ def _evaluation_name(callee: str) -> bool:
     last = callee.split(".")[-1]
     words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", last)
     return bool(_EVALUATION.search(words)) and "save" not in last.lower() and "log" not in last.lower()
+
+
+def _in_single_process_comparison_arm(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """Is ``node`` in the arm of a comparison that holds only in a run no launcher started
+    (``if args.local_rank == -1:``, ``if world_size == 1:``)? That code has no peers. (A plain
+    flag such as ``not self.use_fsdp`` is not enough: a later re-wrap may still reach it.)"""
+    child: cst.CSTNode = node
+    for ancestor in index.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        if isinstance(ancestor, cst.If) and isinstance(ancestor.test, cst.Comparison):
+            polarity = comparison_polarity(ancestor.test)
+            if (child is ancestor.body and polarity is False) or (child is ancestor.orelse and polarity is True):
+                return True
+        child = ancestor
+    return False
 
 
 def _issued_on_every_branch(index: SemanticIndex, site: CallSite, guards: list[Guard]) -> bool:

@@ -392,6 +392,12 @@ def _counted_name(expr: cst.BaseExpression) -> Optional[str]:
     return dotted_name(expr)
 
 
+def comparison_polarity(test: cst.Comparison) -> Optional[bool]:
+    """``flag_polarity`` of a comparison alone: True for ``local_rank != -1`` /
+    ``world_size > 1``, False for ``local_rank == -1`` / ``world_size == 1``."""
+    return _comparison_polarity(test)
+
+
 def _comparison_polarity(test: cst.Comparison) -> Optional[bool]:
     target = test.comparisons[0]
     operator, left, right = type(target.operator), test.left, target.comparator
