@@ -289,6 +289,13 @@ def fit(net, loader, evaluate):
         Valid(DDP_IMPORT + "def evaluate(net, loader):\n    for x in loader:\n        net(x)\n"
                            "model = DDP(net)\nif rank == 0:\n    evaluate(net, loader)\n"),
         Valid(DIST + "if args.local_rank != -1:\n    dist.barrier()\n"),
+        # The evaluation hands the models to a logger's method (it records, it runs nothing) and
+        # runs only the unwrapped generator (a117 whisper-vits-svc).
+        Valid(DDP_IMPORT + "def validate(generator, discriminator, loader, writer, step):\n"
+                           "    for x in loader:\n        out = generator.module.infer(x)\n"
+                           "    writer.log_validation(out.mean().item(), generator, discriminator, step)\n"
+                           "model_g, model_d = DDP(gen), DDP(disc)\nif rank == 0:\n"
+                           "    validate(model_g, model_d, loader, writer, step)\n"),
         # The rank test holds a single-process test: the call runs only without distributed
         # training (a116 albert_pytorch's "only evaluate when single GPU").
         Valid(DDP_IMPORT + "def evaluate(args, model):\n    return model(args.x)\n"

@@ -105,7 +105,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "110"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "111"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -673,6 +673,7 @@ def compact(facts: "ModuleFacts") -> "ModuleFacts":
 _CUDA_USE = re.compile(r"""\.cuda\(|['"](?:cuda(?::\d+)?|nccl)['"]|['"]cuda:\{|cuda\.set_device\(|device_ids\s*=""")
 
 
+_LOGGING_CALL = re.compile(r"(^|_)(log|logs|logger|writer|save|print|plot|record|dump|summary)(_|$)", re.IGNORECASE)
 _HAND_ON_METHOD = re.compile(r"(^|_)(run|eval|evaluate|evaluation|validate|validation|test|infer|inference|"
                              r"predict|benchmark)(_|$)", re.IGNORECASE)
 
@@ -688,8 +689,9 @@ def _record_hand_ons(facts: "ModuleFacts") -> None:
         if function is None or call.instance and FACTORY_CALL not in call.callee or len(parts) != 2 \
                 or parts[0] in ("self", "cls") \
                 or parts[0] in facts.imports or parts[0] in facts.classes \
-                or not _HAND_ON_METHOD.search(parts[1]):
-            continue
+                or not _HAND_ON_METHOD.search(parts[1]) or _LOGGING_CALL.search(parts[1]) \
+                or _LOGGING_CALL.search(parts[0]):
+            continue  # (``writer.log_validation(loss, generator, ...)`` records, it runs nothing: a117 whisper-vits-svc)
         for tag in call.args.values():
             if tag.startswith(PARAM_PREFIX):
                 function.hands_on.add(tag[len(PARAM_PREFIX):])
