@@ -131,6 +131,50 @@ class RankDivergentSkipBeforeBackward(Rule):
     needs_ddp_context = True
 
     valid = [
+        # A dispatch on the loss object's type (and on the arity of what it returns) raises for
+        # an unsupported kind: the program's own types, the same on every rank.
+        Valid(DIST + """\
+from torch.nn.parallel import DistributedDataParallel as DDP
+def fit(net, loss_fn, loader, opt):
+    model = DDP(net.cuda())
+    for batch in loader:
+        if isinstance(loss_fn, PairLoss):
+            ret = loss_fn(model(batch[0]), model(batch[1]))
+        elif isinstance(loss_fn, PointLoss):
+            ret = loss_fn(model(batch[0]), batch[1])
+        else:
+            raise NotImplementedError(type(loss_fn))
+        if len(ret) == 2:
+            loss, info = ret
+        else:
+            raise NotImplementedError
+        loss.backward()
+        opt.step()
+"""),
+        # No model is wrapped anywhere: the gradients are averaged by hand after the step's
+        # backward, and the type dispatch raises the same on every rank (a118 allenact).
+        Valid(DIST + """\
+def run_pipeline(actor_critic, losses, batches, optimizer):
+    for batch in batches:
+        total = 0
+        for loss in losses:
+            try:
+                out = actor_critic(batch)
+            except ValueError:
+                save_error_data(batch)
+                raise
+            if isinstance(loss, ActorCriticLoss):
+                current = loss.loss(out, batch)
+            else:
+                raise NotImplementedError(type(loss))
+            total = total + current
+        optimizer.zero_grad()
+        total.backward()
+        for p in actor_critic.parameters():
+            if p.grad is not None:
+                dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+        optimizer.step()
+"""),
         # Resuming: skip the steps done before, counted from tqdm's ``trange`` epoch counter and
         # the step index: the same on every rank (a111 compositional_SLMs).
         Valid(DIST + """\
@@ -1475,6 +1519,11 @@ def _unknown_option_raise(index: SemanticIndex, raise_node: cst.Raise, loop: cst
         tests.append(node.test)
         parent = index.parent(node)
         node = parent if isinstance(parent, cst.If) and parent.orelse is node else None
+    if _not_implemented(raise_node) and all(_type_or_arity_test(test) for test in tests):
+        # ``if isinstance(loss, A): ... elif isinstance(loss, B): ... else: raise
+        # NotImplementedError``; ``if len(out) == 2: ... elif len(out) == 3: ... else: raise``:
+        # the program's own types and shapes, the same on every rank (a118 allenact)
+        return True
     for test in tests:
         if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
                 and isinstance(test.comparisons[0].operator, (cst.Equal, cst.In))):
@@ -1489,6 +1538,22 @@ def _unknown_option_raise(index: SemanticIndex, raise_node: cst.Raise, loop: cst
             return False
         subject = left
     return True
+
+
+def _not_implemented(raise_node: cst.Raise) -> bool:
+    exc = raise_node.exc
+    return exc is not None and (dotted_name(exc.func if isinstance(exc, cst.Call) else exc) or "") == "NotImplementedError"
+
+
+def _type_or_arity_test(test: cst.BaseExpression) -> bool:
+    """``isinstance(x, Cls)`` or ``len(x) == 3``: what kind of object the program built."""
+    if isinstance(test, cst.Call):
+        return dotted_name(test.func) == "isinstance"
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 \
+            and isinstance(test.comparisons[0].operator, cst.Equal):
+        left, right = test.left, test.comparisons[0].comparator
+        return isinstance(left, cst.Call) and dotted_name(left.func) == "len" and isinstance(right, cst.Integer)
+    return False
 
 
 def _step_function_exit(index: SemanticIndex, exit_node: cst.CSTNode) -> Optional[str]:
@@ -1620,7 +1685,12 @@ def _is_ddp_training_loop(index: SemanticIndex, loop: flow.Loop) -> bool:
     same-module helper, or hands a wrapped model to a training function. A
     backward whose every forward ran on a private copy of the model
     (``local = copy.deepcopy(module)``) or on the unwrapped ``ddp.module``
-    arms no reducer: it does not make a DDP training loop."""
+    arms no reducer: it does not make a DDP training loop. Nor does a project that averages
+    gradients by hand and wraps no model anywhere (a118 allenact)."""
+    from ddplint.analysis.models import project_of
+
+    if project_of(index).averages_gradients_by_hand():
+        return False
     if any(not _backward_of_plain_copy(index, e.site) for e in flow.backward_events(index, loop)):
         return True
     return any(not e.inlined and (_hands_wrapped_model_to_training(index, e.site)

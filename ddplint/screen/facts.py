@@ -105,7 +105,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "111"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "113"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -357,6 +357,11 @@ class ModuleFacts:
     local_rank_attr_as_device: bool = False
     adds_local_rank_flag: bool = False  # argparse ``add_argument("--local_rank")``
     uses_sharding_framework: bool = False  # accelerate / Lightning shard loaders themselves
+    # wraps a model in DDP / FSDP / fully_shard itself
+    wraps_models: bool = False
+    # all-reduces gradients by hand (``dist.all_reduce(p.grad)``): with no wrap anywhere in the
+    # project, its backward loops are no DDP training loops (DDP014)
+    reduces_gradients: bool = False
     # imports torch.distributed and reads a name of that import (an unused import runs no worker)
     uses_torch_distributed: bool = False
     moves_to_cuda: bool = False  # puts data on a GPU: .cuda(), "cuda"/"cuda:N"/"nccl", set_device, device_ids=
@@ -1747,6 +1752,7 @@ class _Extractor:
         if qualified in (names.INIT_PROCESS_GROUP, names.DDP, names.FSDP, names.FULLY_SHARD,
                          names.DISTRIBUTED_SAMPLER):
             facts.own_ddp_context = True  # (a DistributedSampler too: RULES.md, Clarifications)
+            facts.wraps_models |= qualified in (names.DDP, names.FSDP, names.FULLY_SHARD)
             if qualified == names.INIT_PROCESS_GROUP and function is not None:
                 function.inits_process_group = True
         if qualified in COLLECTIVES or qualified in COLLECTIVE_STATE_DICT or qualified == names.DDP:
@@ -1791,6 +1797,9 @@ class _Extractor:
                 saved = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "obj"), None)
                 if saved is not None and self.saved_on_cpu(saved, node):
                     facts.cpu_saved_paths.append(text)
+        if qualified in COLLECTIVES and node.args and isinstance(node.args[0], ast.Attribute) \
+                and node.args[0].attr == "grad":
+            facts.reduces_gradients = True
         if qualified in _AGREEING_COLLECTIVES and node.args and isinstance(node.args[0], ast.Name):
             self.agreed[-1].add(node.args[0].id)
         if (method == "add_argument" or isinstance(node.func, ast.Name) and any(

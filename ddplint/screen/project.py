@@ -1427,6 +1427,17 @@ class Project:
                     return True
         return False
 
+    def averages_gradients_by_hand(self) -> bool:
+        """Does the project all-reduce gradients itself (``dist.all_reduce(p.grad)``) and wrap
+        no model in DDP/FSDP anywhere, nor use a framework that wraps for it (accelerate,
+        Lightning, DeepSpeed, ...)? Then its loops are no DDP training loops (a118 allenact)."""
+        if not hasattr(self, "_by_hand"):
+            modules = self.modules.values()
+            self._by_hand = any(m.reduces_gradients for m in modules) and not (
+                any(m.wraps_models or m.uses_sharding_framework or m.wrapped_globals or m.wrapped_attributes
+                    for m in modules) or any(params for params in self.ddp_params.values()))
+        return self._by_hand
+
     def any_module(self, attribute: str) -> bool:
         """Whole-project question (every file under the root); rules ask
         ``in_scope`` instead, which follows what the entry script reaches."""
