@@ -258,12 +258,24 @@ class LocalRankFromArgv(Rule):
         attributes = {"local_rank"} | {_destination(site) for site in flags}
         if _filled_by_own_launcher(index, attributes):
             return  # the script starts its workers itself and hands each its index
-        if _used_as_device(index, attributes) or (
-                project.complete and project.in_scope(index.path, lambda m: m.local_rank_attr_as_device)) \
+        if _used_as_device(index, attributes) or (project.complete and _device_use_of_this_flag(project, index.path)) \
                 or _passed_into_a_device_parameter(project, index.path):
             read = [site for site in flags if _parsed_flag_read(index, site, attributes)] if len(flags) > 1 else []
             for site in read or flags:
                 yield self.report(site.node, _message(site))
+
+
+def _device_use_of_this_flag(project, path: str) -> bool:
+    """A module in the project's reach of ``path`` uses a parsed ``local_rank`` as a device,
+    where that can be this module's flag: not another entry script that imports this one and
+    parses its own ``--local_rank`` (main_seg.py imports main_group_vit.py for a helper and sets
+    its device from its own flag: a115 GroupViT)."""
+    run = project.run_scope(path)
+    for other in project.scope(path):
+        module = project.modules[other]
+        if module.local_rank_attr_as_device and (other == path or other in run or not module.adds_local_rank_flag):
+            return True
+    return False
 
 
 def _alias_calls(index: SemanticIndex) -> list:
