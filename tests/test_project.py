@@ -842,3 +842,25 @@ def test_a_wrap_in_one_arm_of_a_conditional_expression_is_handed_on():
         "trainer.py": "def dsttrain(model, rank):\n    model.train()\n",
     })
     assert project.ddp_params[("trainer.py", "dsttrain")] == {"model": "fsdp"}
+
+
+def test_a_method_run_only_from_a_single_process_arm_of_another_module_is_single_process():
+    # ``else: single_main()`` of ``if args.distributed and ngpus_per_node > 1:`` runs
+    # ``SingleRunner.train`` in one process only; the distributed main runs the subclass's
+    # override (a118 OpenP5).
+    project = _project({
+        "runner.py": "class SingleRunner:\n    def train(self):\n        save(self.model)\n"
+                     "class DistributedRunner(SingleRunner):\n    def train(self):\n        pass\n",
+        "main.py": "import torch.multiprocessing as mp\nfrom runner import SingleRunner, DistributedRunner\n"
+                   "def single_main(args):\n    runner = SingleRunner()\n    runner.train()\n"
+                   "def distributed_main(rank, args):\n    runner = DistributedRunner()\n    runner.train()\n"
+                   "def either(args):\n    SingleRunner().train()\n"
+                   "if __name__ == '__main__':\n    ngpus_per_node = torch.cuda.device_count()\n"
+                   "    if args.distributed and ngpus_per_node > 1:\n"
+                   "        mp.spawn(distributed_main, args=(args,), nprocs=ngpus_per_node)\n"
+                   "    else:\n        single_main(args)\n    either(args)\n",
+    })
+    assert project.runs_single_process_only(("main.py", "single_main"))
+    assert not project.runs_single_process_only(("main.py", "either"))
+    assert not project.runs_single_process_only(("runner.py", "SingleRunner.train"))  # either() runs it too
+    assert not project.runs_single_process_only(("runner.py", "DistributedRunner.train"))

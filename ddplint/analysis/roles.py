@@ -460,7 +460,26 @@ def in_single_process_branch(index: SemanticIndex, node: cst.CSTNode) -> bool:
     only without distributed training, or in a function that only such arms
     call (``else: self.training_loop_single(...)``, see
     ``_called_from_single_process_only``)?"""
-    return _in_single_process_arm(index, node) or _in_single_process_function(index, node, 0)
+    return _in_single_process_arm(index, node) or _in_single_process_function(index, node, 0) \
+        or _run_single_process_by_the_project(index, node)
+
+
+def _run_single_process_by_the_project(index: SemanticIndex, node: cst.CSTNode) -> bool:
+    """Is ``node`` in a function that the project's calls run only from single-process
+    arms, across modules (``Project.runs_single_process_only``)?"""
+    function = next((a for a in index.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+    if function is None or function.decorators:
+        return False
+    from ddplint.analysis.models import function_key, project_of
+    from ddplint.analysis.values import attribute_names, name_reads
+
+    name = function.name.value
+    is_method = isinstance(index.parent(index.parent(function)), cst.ClassDef)
+    uses = [index.parent(n) for n in attribute_names(index, name)] if is_method else name_reads(index, name)
+    if any(not (isinstance(index.parent(use), cst.Call) and index.parent(use).func is use) for use in uses):
+        return False  # handed on here (returned, a callback): it may run anywhere
+    project = project_of(index)
+    return project.runs_single_process_only(project.function_key(index.path, function_key(index, function)))
 
 
 def _in_single_process_arm(index: SemanticIndex, node: cst.CSTNode) -> bool:

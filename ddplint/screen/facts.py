@@ -105,7 +105,7 @@ _AGREEING_COLLECTIVES = frozenset(f"torch.distributed.{name}" for name in (
 
 # Part of every facts cache key: change it whenever the summaries below change
 # shape or meaning, so that no cache serves facts of an older layout.
-FACTS_VERSION = "113"  # bumped on every change of the summaries (history in git log)
+FACTS_VERSION = "114"  # bumped on every change of the summaries (history in git log)
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                    "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "NODE_RANK")
 
@@ -3169,8 +3169,21 @@ def _single_process_arm(test: ast.AST, truth: bool) -> bool:
         return isinstance(test.ops[0], ast.Eq) == truth and isinstance(test.ops[0], (ast.Eq, ast.NotEq))
     if isinstance(test, ast.Call) and (_dotted(test.func) or "").endswith("dist.is_initialized"):
         return not truth
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _PROCESS_COUNT.search(
+            (_dotted(test.left) or "").split(".")[-1]):
+        # ``ngpus_per_node > 1`` / ``world_size == 1`` (mirror of roles._comparison_polarity)
+        operator, value = type(test.ops[0]), _int(test.comparators[0])
+        if (operator, value) in ((ast.Gt, 1), (ast.GtE, 2), (ast.NotEq, 1)):
+            return not truth
+        if (operator, value) in ((ast.Eq, 1), (ast.LtE, 1), (ast.Lt, 2)):
+            return truth
+        return False
     dotted = _dotted(test)
     return dotted is not None and not truth and bool(_DISTRIBUTED_SWITCH.search(dotted.split(".")[-1]))
+
+
+_PROCESS_COUNT = re.compile(r"^(world_?size|n_?gpus|num_?gpus|ngpus_per_node|gpus_per_node|n_?procs|nprocs|"
+                            r"num_?processes|device_count)$", re.IGNORECASE)
 
 
 def _is_distributed_flag_test(test: ast.Compare) -> bool:

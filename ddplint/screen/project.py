@@ -1427,6 +1427,21 @@ class Project:
                     return True
         return False
 
+    def runs_single_process_only(self, key: FunctionKey, depth: int = 0) -> bool:
+        """Is every known call of the function (at least one) in a single-process arm
+        (``else: single_main()``), or in a function that only such calls run? ``runner.train()``
+        in ``single_main`` runs ``SingleRunner.train`` only without distributed training
+        (a118 OpenP5; ``DistributedRunner`` overrides it)."""
+        calls = self.callers.get(key)
+        if not calls or depth > 3:
+            return False
+        for path, call in calls:
+            if call.single_process:
+                continue
+            if not call.caller or not self.runs_single_process_only((path, call.caller), depth + 1):
+                return False
+        return True
+
     def averages_gradients_by_hand(self) -> bool:
         """Does the project all-reduce gradients itself (``dist.all_reduce(p.grad)``) and wrap
         no model in DDP/FSDP anywhere, nor use a framework that wraps for it (accelerate,
