@@ -28,7 +28,14 @@ subclass does: `self._train_epoch(epoch)` of an abstract base trainer), or in a 
 `__call__` runs the backward), or hands the DDP/FSDP-wrapped model to
 a training function (`fit_one_epoch(model, ...)`, imported or not). A backward
 on a private copy of the model (`copy.deepcopy(module)`) or on the unwrapped
-`ddp.module` arms no reducer and does not count.
+`ddp.module` arms no reducer and does not count; nor does a project that wraps no
+model anywhere and all-reduces its gradients by hand (`dist.all_reduce(p.grad)`).
+A per-step function may also be one a registry hands out (`train_fn =
+PIPELINE_DICT[cfg.name]` then `train_fn(data, model, ...)` runs every function
+registered with `@PIPELINE_DICT.register_module`), with the model its parameter.
+A `raise NotImplementedError` that ends a dispatch on types or arities
+(`isinstance(loss, A)` / `len(out) == 3`) answers the program's own objects, the
+same on every rank, and is not reported.
 
 A `return` / `continue` / `break` in an `except` handler (bare, `Exception`,
 `RuntimeError`, out of memory) of a `try` that runs the step before its backward

@@ -34,9 +34,12 @@ runs under a rank guard: rank 0 owns device 0); files known to hold CPU tensors
 or none (written in this module from `.cpu()` values, tensors allocated with
 `device="cpu"` or made by a project module that never uses CUDA, files another
 module in reach, or a standalone preprocessing script, that never uses CUDA
-writes, a class's `load_x(path)` (or a module's function) whose mirror `save_x`
+writes, files every save of which by another module in reach stores CPU tensors
+(`net.cpu()` before `torch.save(net.state_dict(), ".../model_final.pth")` in the
+training script, loaded by the evaluation script), a class's `load_x(path)` (or a module's function) whose mirror `save_x`
 writes only `.cpu()` entries or a state gathered with CPU offload, also through a
-module-level policy), LR scheduler states, random generator states (`torch.cuda.get_rng_state()` is
+module-level policy), LR scheduler states (unless the function also reads the checkpoint's optimizer or
+model entries), random generator states (`torch.cuda.get_rng_state()` is
 a CPU tensor), full state dicts saved with CPU offload (also by another function of the module that writes
 the same file-name template after `cfg.offload_to_cpu = ...`), `GradScaler.state_dict()`, metadata-only files
 such as `meta.pt`, files of the dataset folder (`'DATA/{}/node_features.pt'`, a loaded
