@@ -46,7 +46,14 @@ then `model = _DDP(task)`) wraps like DDP itself, and defining one puts the
 module in DDP context. A parameter annotated with the wrapper class (`def
 __init__(self, model: FSDP)`) holds a wrapped model, and `fully_shard(model)`
 (FSDP2) earlier in the function makes `model` itself an FSDP module (its switch
-is `model.set_requires_gradient_sync(False)`).
+is `model.set_requires_gradient_sync(False)`). A method of a project object
+that stores a wrapped model (`policy = Policy(FSDP(m), ...)` then `loss =
+policy.loss(x)`) runs that model's forward, and a subclass of a class that stores
+one (`self.model = prepare_dp_model(self.model)` in a base worker of another module)
+acts on it; a once-per-call step helper of another module
+(`self._optimizer_step()`) is a step. In a GAN loop an unconditional step after
+another model's backward (`loss_d.backward(); optim_d.step()`) does not step an
+earlier backward whose own step waits for the accumulation test.
 
 ## Why is this bad?
 DDP all-reduces every gradient bucket in every `backward()`. With `k`
