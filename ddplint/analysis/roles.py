@@ -475,7 +475,10 @@ def _run_single_process_by_the_project(index: SemanticIndex, node: cst.CSTNode) 
 
     name = function.name.value
     is_method = isinstance(index.parent(index.parent(function)), cst.ClassDef)
-    uses = [index.parent(n) for n in attribute_names(index, name)] if is_method else name_reads(index, name)
+    # (a method's own handing on is ``self.name`` not called; ``args.train`` is another name)
+    uses = [use for use in map(index.parent, attribute_names(index, name))
+            if isinstance(use, cst.Attribute) and dotted_name(use.value) in ("self", "cls")] \
+        if is_method else name_reads(index, name)
     if any(not (isinstance(index.parent(use), cst.Call) and index.parent(use).func is use) for use in uses):
         return False  # handed on here (returned, a callback): it may run anywhere
     project = project_of(index)
