@@ -139,6 +139,54 @@ class MissingNoSyncAccumulation(Rule):
     needs_ddp_context = True
 
     valid = [
+        # A WGAN's n_critic: the generator's gradients are zeroed before every backward and it
+        # steps every n iterations; nothing accumulates (a109 explore-generative).
+        Valid("""\
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def train(gan, loader, optimizer_g, optimizer_d, n_critic, rank):
+    model = DDP(gan.cuda(), device_ids=[rank])
+    for i, img in enumerate(loader):
+        loss_g, loss_d = model(img.cuda())
+        optimizer_g.zero_grad()
+        loss_g.backward()
+        if i % n_critic == 0:
+            optimizer_g.step()
+        optimizer_d.zero_grad()
+        loss_d.backward()
+        optimizer_d.step()
+"""),
+        # StyleGAN2's lazy regularisation: every regulariser's backward is stepped in the same
+        # test's block, right after it (a113 StyleGAN2_Pytorch).
+        Valid("""\
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def train(g, d, loader, g_optim, d_optim, d_reg_every, g_reg_every, rank):
+    g, d = DDP(g, device_ids=[rank]), DDP(d, device_ids=[rank])
+    for i, real in enumerate(loader):
+        d_loss = d(g(torch.randn(8, 512)).detach()).mean() - d(real).mean()
+        d.zero_grad()
+        d_loss.backward()
+        d_optim.step()
+        if i % d_reg_every == 0:
+            d.zero_grad()
+            r1 = d(real.requires_grad_()).pow(2).mean()
+            r1.backward()
+            d_optim.step()
+        g_loss = -d(g(torch.randn(8, 512))).mean()
+        g.zero_grad()
+        g_loss.backward()
+        g_optim.step()
+        if i % g_reg_every == 0:
+            g.zero_grad()
+            path = g(torch.randn(4, 512)).pow(2).mean()
+            path.backward()
+            g_optim.step()
+"""),
         # ``no_sync()`` entered on an ExitStack on the iterations that do not step: done right.
         Valid("""\
 from contextlib import ExitStack
@@ -1506,6 +1554,8 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
     if any(_stepped_in_its_block(index, loop, backward, step) for step in steps):
         return None  # ``l_d_real.backward(); l_d_fake.backward(); opt_d.step()``: stepped every time
     for step in steps:
+        if _zeroed_before_each_backward(index, loop, backward, step):
+            continue  # ``opt_g.zero_grad(); loss_g.backward(); if i % n_critic == 0: opt_g.step()``
         test = _accumulation_test(index, step.anchor, loop)
         if test is None and step.inlined:
             # ``self.step(x, global_steps)`` whose body steps only ``if global_steps % k == 0:``
@@ -1584,13 +1634,45 @@ def _stepped_in_its_block(index: SemanticIndex, loop: flow.Loop, backward: flow.
     if isinstance(loop, (cst.For, cst.While)) and _accumulation_gate(index, step.anchor, loop) is not None:
         return False
     if any(flow.any_step(index, other.site) and flow.precedes(index, first, other.anchor)
-           and flow.precedes(index, other.anchor, second) and _accumulation_test(index, other.anchor, loop) is not None
+           and flow.precedes(index, other.anchor, second) and _gates_apart(index, other, loop, first)
            for other in flow.events(index, loop)):
         # ``loss_g.backward(); if (step + 1) % k == 0: optim_g.step()`` ... ``loss_d.backward();
         # optim_d.step()``: the gated step is this backward's; the later one is another model's
         # (a117 whisper-vits-svc).
         return False
     return _accumulation_test(index, second, block) is None
+
+
+def _zeroed_before_each_backward(index: SemanticIndex, loop: flow.Loop, backward: flow.Event,
+                                 step: flow.Event) -> bool:
+    """Does the loop zero the stepped optimizer's gradients before the backward on every
+    iteration, outside the step's test (a WGAN's ``n_critic``: the generator steps every n
+    iterations and its other gradients are thrown away)? Nothing accumulates then."""
+    if backward.inlined or step.inlined or not isinstance(loop, (cst.For, cst.While)):
+        return False
+    receiver = step.site.receiver
+    stepped = dotted_name(step.site.node.args[0].value) if flow.is_scaler_step(step.site) and step.site.node.args \
+        else (dotted_name(receiver) if receiver is not None else None)
+    if stepped is None:
+        return False
+    test = _accumulation_test(index, step.anchor, loop)
+    for event in flow.events(index, loop):
+        site = event.site
+        if event.inlined or site.method != "zero_grad" or site.receiver is None \
+                or dotted_name(site.receiver) != stepped:
+            continue
+        if flow.precedes(index, event.anchor, backward.anchor) and flow.enclosing_loops(index, event.anchor)[:1] \
+                == flow.enclosing_loops(index, backward.anchor)[:1] \
+                and (test is None or not flow.is_inside(index, event.anchor, test)):
+            return True
+    return False
+
+
+def _gates_apart(index: SemanticIndex, step: flow.Event, loop: flow.Loop, backward: cst.CSTNode) -> bool:
+    """Is ``step`` under an accumulation test that ``backward`` is not under (the generator's
+    own gated step, not a lazy regulariser's ``if i % k == 0: reg.backward(); step()``)?"""
+    test = _accumulation_test(index, step.anchor, loop)
+    return test is not None and not flow.is_inside(index, backward, test)
 
 
 def _under_same_test(index: SemanticIndex, node: cst.CSTNode, test: cst.If, in_body: bool = True) -> bool:
