@@ -91,6 +91,21 @@ from ddplint.fixes import UNSAFE, add_keyword, node_fix, replace, string_literal
 from ddplint.rule import Invalid, Report, Rule, Valid
 
 DIST = "import torch\nimport torch.distributed as dist\n"
+OPTIMIZER_FROM_CHECKPOINT = DIST + """\
+class Algorithm:
+    def __init__(self, model, optimizer, scheduler, local_rank):
+        torch.cuda.set_device(local_rank)
+        self.model = torch.nn.parallel.DistributedDataParallel(model.cuda(), device_ids=[local_rank])
+        self.optimizer, self.scheduler = optimizer, scheduler
+
+    def load_optimizer_checkpoint(self, path):
+        checkpoint = torch.load(path)
+        state = {}
+        for k, v in checkpoint["optimizer_state_dict"].items():
+            state[k[7:] if k.startswith("module.") else k] = v
+        self.optimizer.load_state_dict(state)
+        self.scheduler.load_state_dict(checkpoint["scheduler_state_dict"])
+"""
 OFFLOAD_POLICY = DIST + """\
 from pathlib import Path
 from torch.distributed.fsdp import FullStateDictConfig, StateDictType
@@ -360,36 +375,8 @@ def main(args):
     invalid = [
         # The scheduler's state comes from the checkpoint, but so does the optimizer's, copied
         # key by key: its CUDA tensors land on GPU 0 on every rank (a96 Pseudo-Asynchronous-LocalSGD).
-        Invalid(DIST + """\
-class Algorithm:
-    def __init__(self, model, optimizer, scheduler, local_rank):
-        torch.cuda.set_device(local_rank)
-        self.model = torch.nn.parallel.DistributedDataParallel(model.cuda(), device_ids=[local_rank])
-        self.optimizer, self.scheduler = optimizer, scheduler
-
-    def load_optimizer_checkpoint(self, path):
-        checkpoint = torch.load(path)
-        state = {}
-        for k, v in checkpoint["optimizer_state_dict"].items():
-            state[k[7:] if k.startswith("module.") else k] = v
-        self.optimizer.load_state_dict(state)
-        self.scheduler.load_state_dict(checkpoint["scheduler_state_dict"])
-""", line=10, column=22,
-                fixed=DIST + """\
-class Algorithm:
-    def __init__(self, model, optimizer, scheduler, local_rank):
-        torch.cuda.set_device(local_rank)
-        self.model = torch.nn.parallel.DistributedDataParallel(model.cuda(), device_ids=[local_rank])
-        self.optimizer, self.scheduler = optimizer, scheduler
-
-    def load_optimizer_checkpoint(self, path):
-        checkpoint = torch.load(path, map_location="cpu")
-        state = {}
-        for k, v in checkpoint["optimizer_state_dict"].items():
-            state[k[7:] if k.startswith("module.") else k] = v
-        self.optimizer.load_state_dict(state)
-        self.scheduler.load_state_dict(checkpoint["scheduler_state_dict"])
-"""),
+        Invalid(OPTIMIZER_FROM_CHECKPOINT, line=10, column=22,
+                fixed=OPTIMIZER_FROM_CHECKPOINT.replace("torch.load(path)", 'torch.load(path, map_location="cpu")')),
         # ... but with a metric an evaluation returned beside it (it may be a CUDA tensor).
         Invalid("""\
 import os
