@@ -139,25 +139,6 @@ class MissingNoSyncAccumulation(Rule):
     needs_ddp_context = True
 
     valid = [
-        # A WGAN's n_critic: the generator's gradients are zeroed before every backward and it
-        # steps every n iterations; nothing accumulates (a109 explore-generative).
-        Valid("""\
-import torch
-from torch.nn.parallel import DistributedDataParallel as DDP
-
-
-def train(gan, loader, optimizer_g, optimizer_d, n_critic, rank):
-    model = DDP(gan.cuda(), device_ids=[rank])
-    for i, img in enumerate(loader):
-        loss_g, loss_d = model(img.cuda())
-        optimizer_g.zero_grad()
-        loss_g.backward()
-        if i % n_critic == 0:
-            optimizer_g.step()
-        optimizer_d.zero_grad()
-        loss_d.backward()
-        optimizer_d.step()
-"""),
         # StyleGAN2's lazy regularisation: every regulariser's backward is stepped in the same
         # test's block, right after it (a113 StyleGAN2_Pytorch).
         Valid("""\
@@ -1554,8 +1535,6 @@ def _accumulates(index: SemanticIndex, loop: flow.Loop, backward: flow.Event) ->
     if any(_stepped_in_its_block(index, loop, backward, step) for step in steps):
         return None  # ``l_d_real.backward(); l_d_fake.backward(); opt_d.step()``: stepped every time
     for step in steps:
-        if _zeroed_before_each_backward(index, loop, backward, step):
-            continue  # ``opt_g.zero_grad(); loss_g.backward(); if i % n_critic == 0: opt_g.step()``
         test = _accumulation_test(index, step.anchor, loop)
         if test is None and step.inlined:
             # ``self.step(x, global_steps)`` whose body steps only ``if global_steps % k == 0:``
@@ -1641,31 +1620,6 @@ def _stepped_in_its_block(index: SemanticIndex, loop: flow.Loop, backward: flow.
         # (a117 whisper-vits-svc).
         return False
     return _accumulation_test(index, second, block) is None
-
-
-def _zeroed_before_each_backward(index: SemanticIndex, loop: flow.Loop, backward: flow.Event,
-                                 step: flow.Event) -> bool:
-    """Does the loop zero the stepped optimizer's gradients before the backward on every
-    iteration, outside the step's test (a WGAN's ``n_critic``: the generator steps every n
-    iterations and its other gradients are thrown away)? Nothing accumulates then."""
-    if backward.inlined or step.inlined or not isinstance(loop, (cst.For, cst.While)):
-        return False
-    receiver = step.site.receiver
-    stepped = dotted_name(step.site.node.args[0].value) if flow.is_scaler_step(step.site) and step.site.node.args \
-        else (dotted_name(receiver) if receiver is not None else None)
-    if stepped is None:
-        return False
-    test = _accumulation_test(index, step.anchor, loop)
-    for event in flow.events(index, loop):
-        site = event.site
-        if event.inlined or site.method != "zero_grad" or site.receiver is None \
-                or dotted_name(site.receiver) != stepped:
-            continue
-        if flow.precedes(index, event.anchor, backward.anchor) and flow.enclosing_loops(index, event.anchor)[:1] \
-                == flow.enclosing_loops(index, backward.anchor)[:1] \
-                and (test is None or not flow.is_inside(index, event.anchor, test)):
-            return True
-    return False
 
 
 def _gates_apart(index: SemanticIndex, step: flow.Event, loop: flow.Loop, backward: cst.CSTNode) -> bool:
