@@ -150,7 +150,7 @@ class Project:
     def registered_functions(self, path: str, registry: str) -> list[FunctionKey]:
         """The functions of the project registered in the registry object that
         ``registry`` names in module ``path`` (``@PIPELINE_DICT.register_module``
-        anywhere, with the same object: a84 visualDet3D's training pipelines)."""
+        anywhere, with the same object: a105 visualDet3D's training pipelines)."""
         home = self._variable_home(path, registry)
         if home is None:
             return []
